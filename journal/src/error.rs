@@ -1,0 +1,52 @@
+//! Errors of the journal, classified by whether retrying the same call can help.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong talking to the journal.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("{path}: not an infraflow journal ({reason}); pass another --db or move the file away")]
+    NotAJournal { path: PathBuf, reason: String },
+    #[error("{path}: the journal is corrupt ({detail}); restore it from a backup")]
+    Corrupt { path: PathBuf, detail: String },
+    #[error(
+        "{path}: the journal has schema version {found}, newer than this infraflow understands ({supported}); upgrade infraflow"
+    )]
+    TooNew { path: PathBuf, found: i64, supported: i64 },
+    #[error("{path}: no journal there; submit a workflow first or pass the right --db")]
+    Missing { path: PathBuf },
+    #[error("{path}: cannot create the journal: {source}")]
+    Create { path: PathBuf, source: std::io::Error },
+    #[error("the journal is opened read-only; writes go through a writable journal")]
+    ReadOnly,
+    #[error("lease lost on workflow {workflow}: it is now held by {holder}; this process stops running it")]
+    LeaseLost { workflow: String, holder: String },
+    #[error("no workflow with id {0}")]
+    UnknownWorkflow(String),
+    #[error("the journal commit failed: {0}; the records of this batch were not written")]
+    CommitFailed(String),
+    #[error("the journal writer has stopped")]
+    WriterGone,
+    #[error("the journal is busy (another process holds the write lock too long); try again")]
+    Busy,
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("a journal record does not decode: {0}")]
+    Decode(#[from] serde_json::Error),
+}
+
+impl JournalError {
+    /// Whether the same call may succeed if made again later.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            JournalError::Busy => true,
+            JournalError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ),
+            _ => false,
+        }
+    }
+}
+
+pub type Result<T, E = JournalError> = std::result::Result<T, E>;

@@ -1,0 +1,113 @@
+//! The event vocabulary of the journal: what can happen to a workflow, as appended records.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A compensating action, stored as data so it can run after a restart without the workflow code.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Undo {
+    pub activity: String,
+    pub input: Value,
+}
+
+/// One appended record. Events are never updated or deleted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    Submitted {
+        workflow: String,
+        input: Value,
+        #[serde(default)]
+        no_rollback: bool,
+    },
+    LeaseTaken {
+        owner: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous: Option<String>,
+    },
+    StepStarted {
+        step: String,
+        attempt: u32,
+        activity: String,
+        input_hash: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        undo: Option<Undo>,
+    },
+    StepCompleted {
+        step: String,
+        activity: String,
+        input_hash: String,
+        output: Value,
+    },
+    StepFailed {
+        step: String,
+        attempt: u32,
+        error: String,
+        retryable: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        next_attempt_at: Option<i64>,
+    },
+    Paused {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<String>,
+        reason: String,
+    },
+    CancelRequested,
+    ResumeRequested,
+    CompensationStarted {
+        reason: String,
+    },
+    Completed {
+        output: Value,
+    },
+    Failed {
+        error: String,
+    },
+    Compensated,
+    CompensationFailed {
+        error: String,
+        remaining: Vec<String>,
+    },
+}
+
+impl Event {
+    /// The short name stored in the `kind` column.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Submitted { .. } => "submitted",
+            Event::LeaseTaken { .. } => "lease_taken",
+            Event::StepStarted { .. } => "step_started",
+            Event::StepCompleted { .. } => "step_completed",
+            Event::StepFailed { .. } => "step_failed",
+            Event::Paused { .. } => "paused",
+            Event::CancelRequested => "cancel_requested",
+            Event::ResumeRequested => "resume_requested",
+            Event::CompensationStarted { .. } => "compensation_started",
+            Event::Completed { .. } => "completed",
+            Event::Failed { .. } => "failed",
+            Event::Compensated => "compensated",
+            Event::CompensationFailed { .. } => "compensation_failed",
+        }
+    }
+
+    /// The step the event is about, if any.
+    pub fn step(&self) -> Option<&str> {
+        match self {
+            Event::StepStarted { step, .. }
+            | Event::StepCompleted { step, .. }
+            | Event::StepFailed { step, .. } => Some(step),
+            Event::Paused { step, .. } => step.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// An event as read back, with its position and time.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EventRecord {
+    pub seq: i64,
+    /// Milliseconds since the Unix epoch.
+    pub at: i64,
+    #[serde(flatten)]
+    pub event: Event,
+}

@@ -1,0 +1,510 @@
+//! The journal's API: every read and write of workflow records goes through here, so another
+//! backend (PostgreSQL) can replace SQLite without touching the engine.
+
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{JournalError, Result};
+use crate::event::{Event, EventRecord};
+use crate::owner::owner_is_gone;
+use crate::projection::{Summary, WorkflowState, WorkflowView};
+use crate::schema;
+use crate::writer::{self, Job, Op};
+
+/// Whether the caller waits for the record to be on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Returns once committed and fsynced.
+    Durable,
+    /// Queued; committed with the next durable batch (or within a few milliseconds). Lost only if
+    /// the process dies in that window: for records that a crash may drop (an attempt's start).
+    Lazy,
+}
+
+/// A workflow to record.
+#[derive(Clone, Debug)]
+pub struct NewWorkflow {
+    pub id: String,
+    pub workflow: String,
+    pub input: Value,
+    /// Workflows with the same non-empty cluster key run one at a time, oldest first.
+    pub cluster: String,
+    pub no_rollback: bool,
+    pub at: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SubmitOutcome {
+    Created,
+    /// The same id was submitted before with the same workflow and input: nothing was written.
+    AlreadyExists,
+    /// The id is taken by a different workflow or input.
+    Conflict { existing_workflow: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AcquireOutcome {
+    Acquired { previous: Option<String> },
+    HeldBy(String),
+    /// An older unfinished workflow of the same cluster goes first.
+    WaitingFor { id: String, workflow: String, state: WorkflowState },
+    NotRunnable(WorkflowState),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Renewal {
+    pub id: String,
+    pub held: bool,
+    pub cancel_requested: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RequestOutcome {
+    Done(WorkflowState),
+    AlreadyRequested(WorkflowState),
+    NotApplicable(WorkflowState),
+}
+
+/// One line of `status`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WorkflowRow {
+    pub id: String,
+    pub workflow: String,
+    pub state: WorkflowState,
+    pub cluster: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub current_step: Option<String>,
+    pub attempts: u32,
+    pub error: Option<String>,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<i64>,
+}
+
+/// A handle on one journal file. Cheap to clone; the writer thread stops with the last clone.
+#[derive(Clone)]
+pub struct Journal {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    tx: Option<mpsc::Sender<Box<dyn Job>>>,
+    reader: Mutex<Connection>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.tx.take();
+        if let Some(h) = self.writer.lock().unwrap().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Journal {
+    /// Opens (creating with mode 0600 and migrating if needed) a journal for reading and writing.
+    pub fn open(path: &Path) -> Result<Journal> {
+        let conn = schema::open_writer(path)?;
+        schema::quick_check(&conn, path)?;
+        let reader = Connection::open(path)?;
+        reader.busy_timeout(std::time::Duration::from_secs(5))?;
+        reader.execute_batch("PRAGMA query_only=ON")?;
+        let (tx, rx) = mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name("journal-writer".into())
+            .spawn(move || writer::run(conn, rx))
+            .map_err(|e| JournalError::Create { path: path.to_path_buf(), source: e })?;
+        Ok(Journal {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                tx: Some(tx),
+                reader: Mutex::new(reader),
+                writer: Mutex::new(Some(handle)),
+            }),
+        })
+    }
+
+    /// Opens an existing journal for reading only; never creates or changes the file.
+    pub fn open_read_only(path: &Path) -> Result<Journal> {
+        let reader = schema::open_reader(path)?;
+        Ok(Journal {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                tx: None,
+                reader: Mutex::new(reader),
+                writer: Mutex::new(None),
+            }),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    async fn write<R, F>(&self, durability: Durability, f: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R> + Send + 'static,
+    {
+        let rx = self.enqueue(durability, f)?;
+        rx.await.map_err(|_| JournalError::WriterGone)?
+    }
+
+    fn enqueue<R, F>(&self, durability: Durability, f: F) -> Result<tokio::sync::oneshot::Receiver<Result<R>>>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R> + Send + 'static,
+    {
+        let tx = self.inner.tx.as_ref().ok_or(JournalError::ReadOnly)?;
+        let (job, rx) = Op::boxed(durability == Durability::Lazy, f);
+        tx.send(job).map_err(|_| JournalError::WriterGone)?;
+        Ok(rx)
+    }
+
+    /// Records a new workflow, or recognises a repeated submission of the same one.
+    pub async fn submit(&self, new: NewWorkflow) -> Result<SubmitOutcome> {
+        self.write(Durability::Durable, move |c| submit_tx(c, &new)).await
+    }
+
+    /// Appends events of a workflow held by `owner`; refused unless `owner` still holds its lease.
+    pub async fn append(&self, id: &str, owner: &str, events: Vec<Event>, at: i64, durability: Durability) -> Result<()> {
+        let (id, owner) = (id.to_string(), owner.to_string());
+        match durability {
+            Durability::Durable => {
+                self.write(durability, move |c| append_tx(c, &id, Some(&owner), &events, at).map(|_| ())).await
+            }
+            Durability::Lazy => {
+                // Nobody waits: a refusal resurfaces on the owner's next durable append.
+                self.enqueue(durability, move |c| append_tx(c, &id, Some(&owner), &events, at).map(|_| ()))?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Takes the lease of a runnable workflow if it is free, expired, or held by a dead process
+    /// of this host, and if no older workflow of its cluster is unfinished.
+    pub async fn acquire(&self, id: &str, owner: &str, now: i64, ttl_ms: i64) -> Result<AcquireOutcome> {
+        let (id, owner) = (id.to_string(), owner.to_string());
+        self.write(Durability::Durable, move |c| acquire_tx(c, &id, &owner, now, ttl_ms)).await
+    }
+
+    /// Extends the leases `owner` holds; tells which are still held and which have a cancel request.
+    pub async fn renew(&self, owner: &str, ids: Vec<String>, now: i64, ttl_ms: i64) -> Result<Vec<Renewal>> {
+        let owner = owner.to_string();
+        self.write(Durability::Durable, move |c| {
+            let mut out = Vec::with_capacity(ids.len());
+            let mut up = c.prepare_cached(
+                "UPDATE workflows SET lease_expires_at = ?3 WHERE id = ?1 AND lease_owner = ?2 RETURNING cancel_requested",
+            )?;
+            for id in ids {
+                let cancel: Option<i64> = up.query_row(params![id, owner, now + ttl_ms], |r| r.get(0)).optional()?;
+                out.push(Renewal { id, held: cancel.is_some(), cancel_requested: cancel.unwrap_or(0) != 0 });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Gives leases back, so another daemon can take over at once.
+    pub async fn release(&self, owner: &str, ids: Vec<String>) -> Result<()> {
+        let owner = owner.to_string();
+        self.write(Durability::Durable, move |c| {
+            let mut up = c.prepare_cached(
+                "UPDATE workflows SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ?1 AND lease_owner = ?2",
+            )?;
+            for id in ids {
+                up.execute(params![id, owner])?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Records a cancel request; the owner stops at its next step boundary and compensates.
+    pub async fn request_cancel(&self, id: &str, at: i64) -> Result<RequestOutcome> {
+        let id = id.to_string();
+        self.write(Durability::Durable, move |c| {
+            let (summary, _) = load_summary(c, &id)?;
+            if summary.state.is_finished() {
+                return Ok(RequestOutcome::NotApplicable(summary.state));
+            }
+            if summary.cancel_requested {
+                return Ok(RequestOutcome::AlreadyRequested(summary.state));
+            }
+            let s = append_tx(c, &id, None, &[Event::CancelRequested], at)?;
+            Ok(RequestOutcome::Done(s))
+        })
+        .await
+    }
+
+    /// Records a resume request for a paused, failed or compensation_failed workflow.
+    pub async fn request_resume(&self, id: &str, at: i64) -> Result<RequestOutcome> {
+        let id = id.to_string();
+        self.write(Durability::Durable, move |c| {
+            let (summary, _) = load_summary(c, &id)?;
+            match summary.state {
+                WorkflowState::Paused | WorkflowState::Failed | WorkflowState::CompensationFailed => {
+                    let s = append_tx(c, &id, None, &[Event::ResumeRequested], at)?;
+                    Ok(RequestOutcome::Done(s))
+                }
+                s if s.is_runnable() => Ok(RequestOutcome::AlreadyRequested(s)),
+                s => Ok(RequestOutcome::NotApplicable(s)),
+            }
+        })
+        .await
+    }
+
+    fn read<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
+        let conn = self.inner.reader.lock().unwrap_or_else(|p| p.into_inner());
+        f(&conn)
+    }
+
+    /// Every workflow, oldest first.
+    pub fn list(&self) -> Result<Vec<WorkflowRow>> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM workflows ORDER BY rowid"))?;
+            let rows = st.query_map([], row_from_sql)?.collect::<std::result::Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// One workflow's summary row.
+    pub fn row(&self, id: &str) -> Result<Option<WorkflowRow>> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM workflows WHERE id = ?1"))?;
+            Ok(st.query_row([id], row_from_sql).optional()?)
+        })
+    }
+
+    /// Runnable workflows whose lease another process could take now, oldest first.
+    pub fn claimable(&self, now: i64, me: &str, limit: usize) -> Result<Vec<String>> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT id, lease_owner, lease_expires_at FROM workflows
+                 WHERE state IN ('pending','running','cancelling','compensating') ORDER BY rowid",
+            )?;
+            let mut out = Vec::new();
+            let rows = st.query_map([], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?, r.get::<_, Option<i64>>(2)?))
+            })?;
+            for row in rows {
+                let (id, owner, expires) = row?;
+                let free = match owner {
+                    None => true,
+                    Some(o) if o == me => false,
+                    Some(o) => expires.is_none_or(|t| t < now) || owner_is_gone(&o),
+                };
+                if free {
+                    out.push(id);
+                    if out.len() >= limit {
+                        break;
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// The complete event log of one workflow.
+    pub fn events(&self, id: &str) -> Result<Vec<EventRecord>> {
+        self.read(|c| read_events(c, id))
+    }
+
+    /// The full view of one workflow (summary, steps, lease), or None if unknown.
+    pub fn load(&self, id: &str) -> Result<Option<WorkflowView>> {
+        self.read(|c| {
+            let lease: Option<(Option<String>, Option<i64>)> = c
+                .prepare_cached("SELECT lease_owner, lease_expires_at FROM workflows WHERE id = ?1")?
+                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            let Some((owner, expires)) = lease else { return Ok(None) };
+            let events = read_events(c, id)?;
+            let mut view = WorkflowView::fold(id, &events);
+            view.lease_owner = owner;
+            view.lease_expires_at = expires;
+            Ok(Some(view))
+        })
+    }
+}
+
+const ROW_COLUMNS: &str = "id, workflow, state, cluster, created_at, updated_at, current_step, attempts, error, lease_owner, lease_expires_at";
+
+fn row_from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<WorkflowRow> {
+    let state: String = r.get(2)?;
+    Ok(WorkflowRow {
+        id: r.get(0)?,
+        workflow: r.get(1)?,
+        state: WorkflowState::parse(&state).unwrap_or(WorkflowState::Failed),
+        cluster: r.get(3)?,
+        created_at: r.get(4)?,
+        updated_at: r.get(5)?,
+        current_step: r.get(6)?,
+        attempts: r.get(7)?,
+        error: r.get(8)?,
+        lease_owner: r.get(9)?,
+        lease_expires_at: r.get(10)?,
+    })
+}
+
+fn read_events(c: &Connection, id: &str) -> Result<Vec<EventRecord>> {
+    let mut st = c.prepare_cached("SELECT seq, at, data FROM events WHERE workflow_id = ?1 ORDER BY seq")?;
+    let rows = st.query_map([id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (seq, at, data) = row?;
+        out.push(EventRecord { seq, at, event: serde_json::from_str(&data)? });
+    }
+    Ok(out)
+}
+
+/// The summary row of a workflow plus its last sequence number and lease owner.
+fn load_summary(c: &Connection, id: &str) -> Result<(Summary, (i64, Option<String>))> {
+    let mut st = c.prepare_cached(
+        "SELECT state, seq, current_step, attempts, error, output, cancel_requested, lease_owner FROM workflows WHERE id = ?1",
+    )?;
+    let row = st
+        .query_row([id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get::<_, u32>(3)?,
+                r.get::<_, Option<String>>(4)?,
+                r.get::<_, Option<String>>(5)?,
+                r.get::<_, i64>(6)?,
+                r.get::<_, Option<String>>(7)?,
+            ))
+        })
+        .optional()?
+        .ok_or_else(|| JournalError::UnknownWorkflow(id.to_string()))?;
+    let (state, seq, current_step, attempts, error, output, cancel, owner) = row;
+    let summary = Summary {
+        state: WorkflowState::parse(&state).unwrap_or(WorkflowState::Failed),
+        current_step,
+        attempts,
+        error,
+        output: output.map(|o| serde_json::from_str(&o)).transpose()?,
+        cancel_requested: cancel != 0,
+    };
+    Ok((summary, (seq, owner)))
+}
+
+/// Appends events and folds them into the summary row, in the caller's transaction.
+fn append_tx(c: &Connection, id: &str, fence: Option<&str>, events: &[Event], at: i64) -> Result<WorkflowState> {
+    let (mut summary, (mut seq, owner)) = load_summary(c, id)?;
+    if let Some(me) = fence {
+        if owner.as_deref() != Some(me) {
+            return Err(JournalError::LeaseLost {
+                workflow: id.to_string(),
+                holder: owner.unwrap_or_else(|| "nobody".into()),
+            });
+        }
+    }
+    let output_before = summary.output.clone();
+    let mut ins = c.prepare_cached("INSERT INTO events (workflow_id, seq, at, kind, step, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
+    for ev in events {
+        seq += 1;
+        summary.apply(ev);
+        ins.execute(params![id, seq, at, ev.kind(), ev.step(), serde_json::to_string(ev)?])?;
+    }
+    let output = if summary.output != output_before {
+        summary.output.as_ref().map(serde_json::to_string).transpose()?
+    } else {
+        None
+    };
+    let mut up = c.prepare_cached(
+        "UPDATE workflows SET state = ?2, seq = ?3, current_step = ?4, attempts = ?5, error = ?6,
+            output = COALESCE(?7, output), cancel_requested = ?8, updated_at = ?9 WHERE id = ?1",
+    )?;
+    up.execute(params![
+        id,
+        summary.state.as_str(),
+        seq,
+        summary.current_step,
+        summary.attempts,
+        summary.error,
+        output,
+        summary.cancel_requested as i64,
+        at
+    ])?;
+    Ok(summary.state)
+}
+
+fn submit_tx(c: &Connection, new: &NewWorkflow) -> Result<SubmitOutcome> {
+    let existing: Option<(String, String, i64)> = c
+        .prepare_cached("SELECT workflow, input, no_rollback FROM workflows WHERE id = ?1")?
+        .query_row([&new.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    if let Some((workflow, input, no_rollback)) = existing {
+        let input: Value = serde_json::from_str(&input)?;
+        return Ok(if workflow == new.workflow && input == new.input && (no_rollback != 0) == new.no_rollback {
+            SubmitOutcome::AlreadyExists
+        } else {
+            SubmitOutcome::Conflict { existing_workflow: workflow }
+        });
+    }
+    c.prepare_cached(
+        "INSERT INTO workflows (id, workflow, input, cluster, no_rollback, created_at, updated_at, seq, state, attempts, cancel_requested)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 0, 'pending', 0, 0)",
+    )?
+    .execute(params![new.id, new.workflow, serde_json::to_string(&new.input)?, new.cluster, new.no_rollback as i64, new.at])?;
+    append_tx(
+        c,
+        &new.id,
+        None,
+        &[Event::Submitted { workflow: new.workflow.clone(), input: new.input.clone(), no_rollback: new.no_rollback }],
+        new.at,
+    )?;
+    Ok(SubmitOutcome::Created)
+}
+
+fn acquire_tx(c: &Connection, id: &str, me: &str, now: i64, ttl_ms: i64) -> Result<AcquireOutcome> {
+    let row: Option<(String, Option<String>, Option<i64>, String)> = c
+        .prepare_cached("SELECT state, lease_owner, lease_expires_at, cluster FROM workflows WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .optional()?;
+    let Some((state, owner, expires, cluster)) = row else {
+        return Err(JournalError::UnknownWorkflow(id.to_string()));
+    };
+    let state = WorkflowState::parse(&state).unwrap_or(WorkflowState::Failed);
+    if !state.is_runnable() {
+        return Ok(AcquireOutcome::NotRunnable(state));
+    }
+    if let Some(o) = &owner {
+        let free = o == me || expires.is_none_or(|t| t < now) || owner_is_gone(o);
+        if !free {
+            return Ok(AcquireOutcome::HeldBy(o.clone()));
+        }
+    }
+    if !cluster.is_empty() {
+        let blocker: Option<(String, String, String)> = c
+            .prepare_cached(
+                "SELECT o.id, o.workflow, o.state FROM workflows o, workflows w
+                 WHERE w.id = ?1 AND o.cluster = w.cluster AND o.rowid < w.rowid
+                   AND o.state NOT IN ('completed','failed','compensated','compensation_failed')
+                 ORDER BY o.rowid LIMIT 1",
+            )?
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?;
+        if let Some((bid, workflow, bstate)) = blocker {
+            return Ok(AcquireOutcome::WaitingFor {
+                id: bid,
+                workflow,
+                state: WorkflowState::parse(&bstate).unwrap_or(WorkflowState::Running),
+            });
+        }
+    }
+    c.prepare_cached("UPDATE workflows SET lease_owner = ?2, lease_expires_at = ?3 WHERE id = ?1")?
+        .execute(params![id, me, now + ttl_ms])?;
+    if owner.as_deref() == Some(me) {
+        return Ok(AcquireOutcome::Acquired { previous: None });
+    }
+    append_tx(c, id, Some(me), &[Event::LeaseTaken { owner: me.to_string(), previous: owner.clone() }], now)?;
+    Ok(AcquireOutcome::Acquired { previous: owner })
+}

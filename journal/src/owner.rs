@@ -1,0 +1,112 @@
+//! Who holds a lease: an owner id that says which host and process it is, so a restarted daemon
+//! can tell a dead predecessor (take over at once) from a live one (respect the lease).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The identity of one running process, as written into leases: `host:pid:start:nonce`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub id: String,
+}
+
+static NONCE: AtomicU64 = AtomicU64::new(0);
+
+impl Owner {
+    /// An owner id for this process. Each call gives a new id (a nonce tells apart two engines
+    /// in one process, as tests have).
+    pub fn for_this_process() -> Owner {
+        let pid = std::process::id();
+        let start = process_start_ticks(pid).unwrap_or(0);
+        let nonce = NONCE.fetch_add(1, Ordering::Relaxed);
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        Owner {
+            id: format!("{}:{pid}:{start}:{t:x}{nonce}", host_name()),
+        }
+    }
+}
+
+/// Whether the owner named by `owner_id` is a process on this host that no longer runs.
+/// An owner on another host, or one we cannot judge, is presumed alive: only its lease expiry
+/// frees what it holds.
+pub fn owner_is_gone(owner_id: &str) -> bool {
+    let mut parts = owner_id.rsplitn(3, ':');
+    let (Some(_nonce), Some(start), Some(rest)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    let Some((host, pid)) = rest.rsplit_once(':') else {
+        return false;
+    };
+    if host != host_name() {
+        return false;
+    }
+    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
+        return false;
+    };
+    if pid == std::process::id() {
+        // Another engine of this very process: alive as long as the process is.
+        return false;
+    }
+    match process_start_ticks(pid) {
+        // A process with that pid exists; it is the owner only if it started at the same tick.
+        Some(now_start) => start != 0 && now_start != start,
+        None => !pid_exists(pid),
+    }
+}
+
+fn host_name() -> String {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+            .map(|s| s.trim().replace(':', "_"))
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "localhost".to_string())
+    })
+    .clone()
+}
+
+/// The start time of a process in clock ticks since boot (Linux `/proc/PID/stat` field 22).
+fn process_start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces and parentheses: parse after the last ')'.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn pid_exists(pid: u32) -> bool {
+    if std::path::Path::new("/proc/self").exists() {
+        return std::path::Path::new(&format!("/proc/{pid}")).exists();
+    }
+    // Without /proc we cannot tell; presume alive so that only expiry frees the lease.
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_not_gone() {
+        assert!(!owner_is_gone(&Owner::for_this_process().id));
+    }
+
+    #[test]
+    fn a_finished_child_process_is_gone() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let start = process_start_ticks(pid).unwrap_or(1);
+        child.wait().unwrap();
+        let id = format!("{}:{pid}:{start}:0", host_name());
+        assert!(owner_is_gone(&id));
+    }
+
+    #[test]
+    fn an_owner_on_another_host_is_presumed_alive() {
+        assert!(!owner_is_gone("some-other-host:1:1:0"));
+        assert!(!owner_is_gone("garbage"));
+    }
+}

@@ -1,0 +1,355 @@
+//! Folding events into state: the one-row summary kept beside the log, and the full per-step view.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::event::{Event, EventRecord, Undo};
+
+/// Where a workflow stands. The strings are part of the CLI's JSON contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkflowState {
+    Pending,
+    Running,
+    Paused,
+    Completed,
+    Failed,
+    Cancelling,
+    Compensating,
+    Compensated,
+    CompensationFailed,
+}
+
+impl WorkflowState {
+    pub const ALL: [WorkflowState; 9] = [
+        WorkflowState::Pending,
+        WorkflowState::Running,
+        WorkflowState::Paused,
+        WorkflowState::Completed,
+        WorkflowState::Failed,
+        WorkflowState::Cancelling,
+        WorkflowState::Compensating,
+        WorkflowState::Compensated,
+        WorkflowState::CompensationFailed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkflowState::Pending => "pending",
+            WorkflowState::Running => "running",
+            WorkflowState::Paused => "paused",
+            WorkflowState::Completed => "completed",
+            WorkflowState::Failed => "failed",
+            WorkflowState::Cancelling => "cancelling",
+            WorkflowState::Compensating => "compensating",
+            WorkflowState::Compensated => "compensated",
+            WorkflowState::CompensationFailed => "compensation_failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<WorkflowState> {
+        WorkflowState::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// Nothing more will happen without a user's command.
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            WorkflowState::Completed
+                | WorkflowState::Failed
+                | WorkflowState::Compensated
+                | WorkflowState::CompensationFailed
+        )
+    }
+
+    /// An owner should be executing it.
+    pub fn is_runnable(self) -> bool {
+        matches!(
+            self,
+            WorkflowState::Pending
+                | WorkflowState::Running
+                | WorkflowState::Cancelling
+                | WorkflowState::Compensating
+        )
+    }
+}
+
+impl std::fmt::Display for WorkflowState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The summary row: what `status` lists, updated in the same transaction as the events.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub state: WorkflowState,
+    pub current_step: Option<String>,
+    pub attempts: u32,
+    pub error: Option<String>,
+    pub output: Option<Value>,
+    pub cancel_requested: bool,
+}
+
+impl Summary {
+    pub fn new() -> Summary {
+        Summary {
+            state: WorkflowState::Pending,
+            current_step: None,
+            attempts: 0,
+            error: None,
+            output: None,
+            cancel_requested: false,
+        }
+    }
+
+    /// Applies one event. Pure: the same events always give the same summary.
+    pub fn apply(&mut self, event: &Event) {
+        use WorkflowState as S;
+        match event {
+            Event::Submitted { .. } => *self = Summary::new(),
+            Event::LeaseTaken { .. } => {
+                if self.state == S::Pending {
+                    self.state = S::Running;
+                }
+            }
+            Event::StepStarted { step, attempt, .. } => {
+                if self.state == S::Pending {
+                    self.state = S::Running;
+                }
+                self.current_step = Some(step.clone());
+                self.attempts = *attempt;
+            }
+            Event::StepCompleted { .. } => {}
+            Event::StepFailed { step, attempt, error, .. } => {
+                self.current_step = Some(step.clone());
+                self.attempts = *attempt;
+                self.error = Some(format!("{step}: {error}"));
+            }
+            Event::Paused { reason, .. } => {
+                self.state = S::Paused;
+                self.error = Some(reason.clone());
+            }
+            Event::CancelRequested => {
+                self.cancel_requested = true;
+                if matches!(self.state, S::Pending | S::Running | S::Paused) {
+                    self.state = S::Cancelling;
+                }
+            }
+            Event::ResumeRequested => {
+                self.state = match self.state {
+                    S::CompensationFailed => S::Compensating,
+                    S::Paused if self.cancel_requested => S::Cancelling,
+                    S::Paused | S::Failed => S::Pending,
+                    other => other,
+                };
+                self.error = None;
+            }
+            Event::CompensationStarted { reason } => {
+                self.state = S::Compensating;
+                if self.error.is_none() {
+                    self.error = Some(reason.clone());
+                }
+            }
+            Event::Completed { output } => {
+                self.state = S::Completed;
+                self.output = Some(output.clone());
+                self.error = None;
+                self.current_step = None;
+            }
+            Event::Failed { error } => {
+                self.state = S::Failed;
+                self.error = Some(error.clone());
+            }
+            Event::Compensated => {
+                self.state = S::Compensated;
+                self.current_step = None;
+            }
+            Event::CompensationFailed { error, .. } => {
+                self.state = S::CompensationFailed;
+                self.error = Some(error.clone());
+            }
+        }
+    }
+}
+
+impl Default for Summary {
+    fn default() -> Self {
+        Summary::new()
+    }
+}
+
+/// Where one step stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepState {
+    Running,
+    Retrying,
+    Failed,
+    Completed,
+}
+
+/// One step, folded from its events.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepView {
+    pub key: String,
+    pub activity: String,
+    pub input_hash: String,
+    pub state: StepState,
+    /// Attempts started over the workflow's life.
+    pub attempts: u32,
+    /// Attempts started since the last `retry` (the retry budget counts these).
+    #[serde(skip)]
+    pub round_attempts: u32,
+    /// Attempts that ended in a recorded failure since the last `retry`.
+    #[serde(skip)]
+    pub round_failures: u32,
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    #[serde(skip)]
+    pub next_attempt_at: Option<i64>,
+    #[serde(skip)]
+    pub undo: Option<Undo>,
+    /// Sequence number of the completion (or, while unfinished, of the first start).
+    #[serde(skip)]
+    pub order: i64,
+    /// How many times the completion was recorded: 1 for every completed step, by construction.
+    pub completions: u32,
+}
+
+/// A workflow as the engine and `status ID` see it: the summary plus every step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkflowView {
+    pub id: String,
+    pub workflow: String,
+    pub input: Value,
+    pub no_rollback: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub summary: Summary,
+    /// Steps in the order they first started.
+    pub steps: Vec<StepView>,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<i64>,
+}
+
+impl WorkflowView {
+    /// Folds a workflow's complete event log.
+    pub fn fold(id: &str, events: &[EventRecord]) -> WorkflowView {
+        let mut view = WorkflowView {
+            id: id.to_string(),
+            workflow: String::new(),
+            input: Value::Null,
+            no_rollback: false,
+            created_at: events.first().map_or(0, |e| e.at),
+            updated_at: events.last().map_or(0, |e| e.at),
+            summary: Summary::new(),
+            steps: Vec::new(),
+            lease_owner: None,
+            lease_expires_at: None,
+        };
+        let mut index: BTreeMap<String, usize> = BTreeMap::new();
+        for rec in events {
+            view.summary.apply(&rec.event);
+            match &rec.event {
+                Event::Submitted { workflow, input, no_rollback } => {
+                    view.workflow = workflow.clone();
+                    view.input = input.clone();
+                    view.no_rollback = *no_rollback;
+                }
+                Event::StepStarted { step, attempt, activity, input_hash, undo } => {
+                    let i = *index.entry(step.clone()).or_insert_with(|| {
+                        view.steps.push(StepView {
+                            key: step.clone(),
+                            activity: activity.clone(),
+                            input_hash: input_hash.clone(),
+                            state: StepState::Running,
+                            attempts: 0,
+                            round_attempts: 0,
+                            round_failures: 0,
+                            error: None,
+                            output: None,
+                            next_attempt_at: None,
+                            undo: None,
+                            order: rec.seq,
+                            completions: 0,
+                        });
+                        view.steps.len() - 1
+                    });
+                    let s = &mut view.steps[i];
+                    s.attempts = s.attempts.max(*attempt);
+                    s.round_attempts += 1;
+                    s.activity = activity.clone();
+                    s.input_hash = input_hash.clone();
+                    if s.state != StepState::Completed {
+                        s.state = StepState::Running;
+                    }
+                    s.next_attempt_at = None;
+                    if undo.is_some() {
+                        s.undo = undo.clone();
+                    }
+                }
+                Event::StepCompleted { step, activity, input_hash, output } => {
+                    let i = *index.entry(step.clone()).or_insert_with(|| {
+                        // The start record is written lazily and may be lost in a crash.
+                        view.steps.push(StepView {
+                            key: step.clone(),
+                            activity: activity.clone(),
+                            input_hash: input_hash.clone(),
+                            state: StepState::Running,
+                            attempts: 1,
+                            round_attempts: 1,
+                            round_failures: 0,
+                            error: None,
+                            output: None,
+                            next_attempt_at: None,
+                            undo: None,
+                            order: rec.seq,
+                            completions: 0,
+                        });
+                        view.steps.len() - 1
+                    });
+                    let s = &mut view.steps[i];
+                    s.state = StepState::Completed;
+                    s.activity = activity.clone();
+                    s.input_hash = input_hash.clone();
+                    s.output = Some(output.clone());
+                    s.error = None;
+                    s.order = rec.seq;
+                    s.completions += 1;
+                    s.next_attempt_at = None;
+                }
+                Event::StepFailed { step, attempt, error, retryable, next_attempt_at } => {
+                    if let Some(&i) = index.get(step) {
+                        let s = &mut view.steps[i];
+                        s.attempts = s.attempts.max(*attempt);
+                        s.round_failures += 1;
+                        s.error = Some(error.clone());
+                        s.next_attempt_at = *next_attempt_at;
+                        s.state = if *retryable && next_attempt_at.is_some() {
+                            StepState::Retrying
+                        } else {
+                            StepState::Failed
+                        };
+                    }
+                }
+                Event::ResumeRequested => {
+                    for s in view.steps.iter_mut().filter(|s| s.state != StepState::Completed) {
+                        s.round_attempts = 0;
+                        s.round_failures = 0;
+                        s.next_attempt_at = None;
+                    }
+                }
+                _ => {}
+            }
+        }
+        view
+    }
+
+    pub fn step(&self, key: &str) -> Option<&StepView> {
+        self.steps.iter().find(|s| s.key == key)
+    }
+}

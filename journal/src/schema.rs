@@ -1,0 +1,206 @@
+//! Opening a journal file: checks that it is ours, connection settings, numbered migrations.
+
+use std::io::Read;
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::error::{JournalError, Result};
+
+/// `PRAGMA application_id` of an infraflow journal ("IFLW").
+pub const APPLICATION_ID: i64 = 0x4946_4c57;
+
+/// Numbered migrations; `PRAGMA user_version` records how many have been applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: the event log and the summary projection.
+    r#"
+    CREATE TABLE workflows (
+        id               TEXT PRIMARY KEY,
+        workflow         TEXT NOT NULL,
+        input            TEXT NOT NULL,
+        cluster          TEXT NOT NULL,
+        no_rollback      INTEGER NOT NULL,
+        created_at       INTEGER NOT NULL,
+        updated_at       INTEGER NOT NULL,
+        seq              INTEGER NOT NULL,
+        state            TEXT NOT NULL,
+        current_step     TEXT,
+        attempts         INTEGER NOT NULL,
+        error            TEXT,
+        output           TEXT,
+        cancel_requested INTEGER NOT NULL,
+        lease_owner      TEXT,
+        lease_expires_at INTEGER
+    ) STRICT;
+    CREATE INDEX workflows_by_cluster ON workflows(cluster, state);
+    CREATE INDEX workflows_by_state ON workflows(state);
+    CREATE TABLE events (
+        workflow_id TEXT NOT NULL REFERENCES workflows(id),
+        seq         INTEGER NOT NULL,
+        at          INTEGER NOT NULL,
+        kind        TEXT NOT NULL,
+        step        TEXT,
+        data        TEXT NOT NULL,
+        PRIMARY KEY (workflow_id, seq)
+    ) STRICT, WITHOUT ROWID;
+    CREATE TRIGGER events_are_append_only_update BEFORE UPDATE ON events
+        BEGIN SELECT RAISE(ABORT, 'journal events are append-only'); END;
+    CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events
+        BEGIN SELECT RAISE(ABORT, 'journal events are append-only'); END;
+    "#,
+];
+
+pub fn latest_version() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
+/// Checks the first bytes of an existing file: SQLite's header, or empty.
+fn check_header(path: &Path) -> Result<()> {
+    let mut f = std::fs::File::open(path).map_err(|e| JournalError::NotAJournal {
+        path: path.to_path_buf(),
+        reason: format!("cannot read it: {e}"),
+    })?;
+    let mut header = [0u8; 16];
+    let n = f.read(&mut header).unwrap_or(0);
+    if n == 0 {
+        return Ok(());
+    }
+    if n < 16 || &header != b"SQLite format 3\0" {
+        return Err(JournalError::NotAJournal {
+            path: path.to_path_buf(),
+            reason: "not a SQLite database".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Creates the file with mode 0600 if absent, so no other user ever reads the journal.
+fn create_private(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(JournalError::Create { path: path.to_path_buf(), source: e }),
+    }
+}
+
+fn classify(path: &Path, e: rusqlite::Error) -> JournalError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, msg) => match f.code {
+            rusqlite::ErrorCode::NotADatabase => JournalError::NotAJournal {
+                path: path.to_path_buf(),
+                reason: "not a SQLite database".into(),
+            },
+            rusqlite::ErrorCode::DatabaseCorrupt => JournalError::Corrupt {
+                path: path.to_path_buf(),
+                detail: msg.clone().unwrap_or_else(|| "database disk image is malformed".into()),
+            },
+            _ => JournalError::Sqlite(e),
+        },
+        _ => JournalError::Sqlite(e),
+    }
+}
+
+/// Opens a connection for writing, creating and migrating the journal as needed.
+pub fn open_writer(path: &Path) -> Result<Connection> {
+    create_private(path)?;
+    check_header(path)?;
+    let conn = Connection::open(path).map_err(|e| classify(path, e))?;
+    configure(&conn, path)?;
+    migrate(&conn, path)?;
+    Ok(conn)
+}
+
+/// Opens a connection that never writes (status, history).
+pub fn open_reader(path: &Path) -> Result<Connection> {
+    if !path.exists() {
+        return Err(JournalError::Missing { path: path.to_path_buf() });
+    }
+    check_header(path)?;
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| classify(path, e))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    check_identity(&conn, path)?;
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| classify(path, e))?;
+    if version == 0 {
+        return Err(JournalError::Missing { path: path.to_path_buf() });
+    }
+    if version > latest_version() {
+        return Err(JournalError::TooNew { path: path.to_path_buf(), found: version, supported: latest_version() });
+    }
+    Ok(conn)
+}
+
+fn configure(conn: &Connection, path: &Path) -> Result<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(JournalError::NotAJournal {
+            path: path.to_path_buf(),
+            reason: format!("cannot switch it to WAL mode (it stays in {mode} mode)"),
+        });
+    }
+    // FULL: a recorded step survives power loss, not just a process crash.
+    conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
+        .map_err(|e| classify(path, e))?;
+    Ok(())
+}
+
+fn check_identity(conn: &Connection, path: &Path) -> Result<()> {
+    let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(|e| classify(path, e))?;
+    if app == APPLICATION_ID {
+        return Ok(());
+    }
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    if app == 0 && tables == 0 {
+        return Ok(());
+    }
+    Err(JournalError::NotAJournal {
+        path: path.to_path_buf(),
+        reason: "a SQLite database of another program".into(),
+    })
+}
+
+fn migrate(conn: &Connection, path: &Path) -> Result<()> {
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| classify(path, e))?;
+    let result = (|| -> Result<()> {
+        check_identity(conn, path)?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version > latest_version() {
+            return Err(JournalError::TooNew { path: path.to_path_buf(), found: version, supported: latest_version() });
+        }
+        if version == 0 {
+            conn.execute_batch(&format!("PRAGMA application_id={APPLICATION_ID}"))?;
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            conn.execute_batch(sql)?;
+            conn.execute_batch(&format!("PRAGMA user_version={}", i + 1))?;
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => conn.execute_batch("COMMIT").map_err(|e| classify(path, e)),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// Reads every page once: catches a damaged file at open instead of half-way through a run.
+pub fn quick_check(conn: &Connection, path: &Path) -> Result<()> {
+    let verdict: String = conn
+        .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    if verdict != "ok" {
+        return Err(JournalError::Corrupt { path: path.to_path_buf(), detail: verdict });
+    }
+    Ok(())
+}

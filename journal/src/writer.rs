@@ -1,0 +1,141 @@
+//! Group commit: one thread owns the write connection and commits the queued operations of every
+//! workflow together, one fsync for many records.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+use tokio::sync::oneshot;
+
+use crate::error::{JournalError, Result};
+
+/// How long the writer waits for company when only lazy records are queued. Nobody waits on
+/// lazy records, so lingering costs no latency and lets them share the next awaited commit.
+const LAZY_LINGER: Duration = Duration::from_millis(5);
+/// An upper bound on one transaction, so a flood of writers cannot starve replies.
+const MAX_BATCH: usize = 4096;
+
+/// One queued operation: runs inside the batch transaction, learns the outcome after COMMIT.
+pub(crate) trait Job: Send {
+    fn lazy(&self) -> bool;
+    /// Returns false when the operation failed and its changes must be rolled back.
+    fn apply(&mut self, conn: &Connection) -> bool;
+    fn finish(self: Box<Self>, commit: std::result::Result<(), &str>);
+}
+
+pub(crate) struct Op<R, F> {
+    f: Option<F>,
+    out: Option<Result<R>>,
+    reply: Option<oneshot::Sender<Result<R>>>,
+    lazy: bool,
+}
+
+impl<R, F> Op<R, F>
+where
+    R: Send + 'static,
+    F: FnOnce(&Connection) -> Result<R> + Send + 'static,
+{
+    pub(crate) fn boxed(lazy: bool, f: F) -> (Box<dyn Job>, oneshot::Receiver<Result<R>>) {
+        let (tx, rx) = oneshot::channel();
+        (Box::new(Op { f: Some(f), out: None, reply: Some(tx), lazy }), rx)
+    }
+}
+
+impl<R, F> Job for Op<R, F>
+where
+    R: Send + 'static,
+    F: FnOnce(&Connection) -> Result<R> + Send + 'static,
+{
+    fn lazy(&self) -> bool {
+        self.lazy
+    }
+
+    fn apply(&mut self, conn: &Connection) -> bool {
+        let f = self.f.take().expect("a job is applied once");
+        let out = f(conn);
+        let ok = out.is_ok();
+        self.out = Some(out);
+        ok
+    }
+
+    fn finish(mut self: Box<Self>, commit: std::result::Result<(), &str>) {
+        let out = match (commit, self.out.take()) {
+            (Ok(()), Some(out)) => out,
+            (Err(_), Some(Err(e))) => Err(e),
+            (Err(msg), _) => Err(JournalError::CommitFailed(msg.to_string())),
+            (Ok(()), None) => Err(JournalError::WriterGone),
+        };
+        if let Some(reply) = self.reply.take() {
+            let _ = reply.send(out);
+        }
+    }
+}
+
+/// The writer thread's loop: returns when every sender is gone.
+pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Box<dyn Job>>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        drain(&rx, &mut batch);
+        if batch.iter().all(|j| j.lazy()) {
+            let deadline = Instant::now() + LAZY_LINGER;
+            while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+                match rx.recv_timeout(left) {
+                    Ok(job) => {
+                        let awaited = !job.lazy();
+                        batch.push(job);
+                        drain(&rx, &mut batch);
+                        if awaited || batch.iter().any(|j| !j.lazy()) {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        commit_batch(&mut conn, batch);
+    }
+}
+
+fn drain(rx: &mpsc::Receiver<Box<dyn Job>>, batch: &mut Vec<Box<dyn Job>>) {
+    while batch.len() < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
+        }
+    }
+}
+
+fn commit_batch(conn: &mut Connection, mut batch: Vec<Box<dyn Job>>) {
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        let msg = e.to_string();
+        for job in batch {
+            job.finish(Err(&msg));
+        }
+        return;
+    }
+    for job in batch.iter_mut() {
+        // A savepoint per operation: one refused operation (a fenced-off append) must not undo
+        // the others sharing its transaction.
+        let _ = conn.execute_batch("SAVEPOINT op");
+        if job.apply(conn) {
+            let _ = conn.execute_batch("RELEASE op");
+        } else {
+            let _ = conn.execute_batch("ROLLBACK TO op; RELEASE op");
+        }
+    }
+    match conn.execute_batch("COMMIT") {
+        Ok(()) => {
+            for job in batch {
+                job.finish(Ok(()));
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "journal commit failed");
+            let _ = conn.execute_batch("ROLLBACK");
+            let msg = e.to_string();
+            for job in batch {
+                job.finish(Err(&msg));
+            }
+        }
+    }
+}
