@@ -1,0 +1,444 @@
+//! The workflow context: `ctx.step(...)` is where checkpoint-and-skip, durable retries and
+//! write-ahead compensation registration happen.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use infraflow_journal::{Durability, Event, Journal, JournalError, StepState, StepView, Undo};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use crate::clock::Clock;
+use crate::error::{ActivityError, StepError};
+use crate::progress::{Observer, Progress};
+use crate::retry::RetryPolicy;
+
+/// Per-step settings.
+#[derive(Clone, Debug, Default)]
+pub struct StepOptions {
+    /// Overrides the engine's default retry policy.
+    pub retry: Option<RetryPolicy>,
+    /// The compensating action, journaled durably *before* the step acts, so that a crash
+    /// between the action and its record can never leak what the action made.
+    pub undo: Option<Undo>,
+}
+
+/// Requests that reach a running workflow from outside: cancel, stop (shutdown), lease lost.
+#[derive(Debug, Default)]
+pub struct Signals {
+    cancel: AtomicBool,
+    stop: AtomicBool,
+    lost: AtomicBool,
+    notify: Notify,
+    lost_notify: Notify,
+}
+
+impl Signals {
+    pub fn cancel(&self) {
+        self.cancel.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// The lease is gone: whatever runs must be dropped at once, not at the next boundary.
+    pub fn lose(&self) {
+        self.lost.store(true, Ordering::SeqCst);
+        self.stop();
+        self.lost_notify.notify_waiters();
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    pub(crate) async fn lost(&self) {
+        loop {
+            let notified = self.lost_notify.notified();
+            if self.is_lost() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    pub fn cancel_requested(&self) -> bool {
+        self.cancel.load(Ordering::SeqCst)
+    }
+
+    pub fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    pub(crate) async fn changed(&self) {
+        self.notify.notified().await
+    }
+
+    /// Resolves once stop or lost is signalled.
+    pub async fn stopped(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.stop_requested() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// The lease on one workflow as this process believes it to be.
+#[derive(Debug)]
+pub struct LeaseCell {
+    pub(crate) expires_at: AtomicI64,
+    pub(crate) ttl_ms: i64,
+}
+
+impl LeaseCell {
+    pub(crate) fn new(expires_at: i64, ttl_ms: i64) -> LeaseCell {
+        LeaseCell { expires_at: AtomicI64::new(expires_at), ttl_ms }
+    }
+}
+
+/// State shared by every branch of one execution of one workflow.
+pub(crate) struct Run {
+    pub id: String,
+    pub journal: Journal,
+    pub owner: String,
+    pub clock: Arc<dyn Clock>,
+    pub lease: Arc<LeaseCell>,
+    pub signals: Arc<Signals>,
+    pub observer: Observer,
+    pub default_retry: RetryPolicy,
+    /// Set when a branch failed for good: other branches start no new step.
+    pub failing: AtomicBool,
+    /// Undo steps run: cancel and failing no longer stop steps, and exhausted retries end the
+    /// compensation instead of pausing.
+    pub compensating: AtomicBool,
+    pub recorded: Mutex<HashMap<String, StepView>>,
+}
+
+impl Run {
+    pub(crate) async fn record(&self, events: Vec<Event>, durability: Durability) -> Result<(), JournalError> {
+        self.journal.append(&self.id, &self.owner, events, self.clock.now_ms(), durability).await
+    }
+
+    /// Renews the lease when less than half of it is left, so no step starts on a lease that
+    /// could expire under it.
+    pub(crate) async fn ensure_lease(&self) -> Result<(), JournalError> {
+        let now = self.clock.now_ms();
+        if self.lease.expires_at.load(Ordering::SeqCst) - now >= self.lease.ttl_ms / 2 {
+            return Ok(());
+        }
+        let r = self.journal.renew(&self.owner, vec![self.id.clone()], now, self.lease.ttl_ms).await?;
+        if r.first().is_some_and(|r| r.held) {
+            self.lease.expires_at.store(now + self.lease.ttl_ms, Ordering::SeqCst);
+            Ok(())
+        } else {
+            self.signals.stop();
+            let holder = self.journal.row(&self.id)?.and_then(|r| r.lease_owner).unwrap_or_else(|| "nobody".into());
+            Err(JournalError::LeaseLost { workflow: self.id.clone(), holder })
+        }
+    }
+
+    pub(crate) fn report(&self, p: Progress) {
+        (self.observer)(&p);
+    }
+
+    /// Sleeps until `at`, waking early for cancel or stop.
+    pub(crate) async fn sleep_until(&self, at: i64) {
+        let compensating = self.compensating.load(Ordering::SeqCst);
+        if self.signals.stop_requested() || (self.signals.cancel_requested() && !compensating) {
+            return;
+        }
+        tokio::select! {
+            _ = self.clock.sleep_until(at) => {}
+            _ = self.signals.changed() => {}
+        }
+    }
+}
+
+/// What workflow code holds: runs steps, scoped by a key prefix so branches have distinct keys.
+#[derive(Clone)]
+pub struct WfCtx {
+    pub(crate) run: Arc<Run>,
+    prefix: String,
+}
+
+/// A stable digest of a step's input, used to detect code that changed under a journal.
+pub fn input_hash(input: &Value) -> String {
+    let text = serde_json::to_string(input).unwrap_or_default();
+    // FNV-1a: stable across builds and platforms, unlike std's hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+impl WfCtx {
+    pub(crate) fn new(run: Arc<Run>) -> WfCtx {
+        WfCtx { run, prefix: String::new() }
+    }
+
+    /// The id of the workflow being run.
+    pub fn workflow_id(&self) -> &str {
+        &self.run.id
+    }
+
+    /// A context whose step keys are prefixed with `scope/`: one per independent branch.
+    pub fn scoped(&self, scope: &str) -> WfCtx {
+        WfCtx { run: self.run.clone(), prefix: self.key(scope) }
+    }
+
+    /// The full journal key of `key` in this scope.
+    pub fn key(&self, key: &str) -> String {
+        if self.prefix.is_empty() { key.to_string() } else { format!("{}/{key}", self.prefix) }
+    }
+
+    /// The current time of the engine's clock.
+    pub fn now_ms(&self) -> i64 {
+        self.run.clock.now_ms()
+    }
+
+    /// Runs `activity` once durably: a step already completed in the journal returns its recorded
+    /// output without running again.
+    pub async fn step<I, O, F, Fut>(&self, key: &str, activity: &str, input: &I, f: F) -> Result<O, StepError>
+    where
+        I: Serialize + ?Sized,
+        O: Serialize + DeserializeOwned,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<O, ActivityError>>,
+    {
+        self.step_with(key, activity, input, StepOptions::default(), f).await
+    }
+
+    /// `step` with a retry policy and/or a compensating action.
+    pub async fn step_with<I, O, F, Fut>(
+        &self,
+        key: &str,
+        activity: &str,
+        input: &I,
+        options: StepOptions,
+        mut f: F,
+    ) -> Result<O, StepError>
+    where
+        I: Serialize + ?Sized,
+        O: Serialize + DeserializeOwned,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<O, ActivityError>>,
+    {
+        let key = self.key(key);
+        let input = serde_json::to_value(input).map_err(|e| StepError::Decode { step: key.clone(), detail: e.to_string() })?;
+        let hash = input_hash(&input);
+        let run = &self.run;
+        let prior = run.recorded.lock().unwrap().get(&key).cloned();
+        if let Some(rec) = &prior {
+            if rec.state == StepState::Completed {
+                if rec.activity != activity || rec.input_hash != hash {
+                    return Err(StepError::Nondeterminism {
+                        step: key,
+                        detail: format!(
+                            "recorded activity {} with input {}, now called as {} with input {}",
+                            rec.activity, rec.input_hash, activity, hash
+                        ),
+                    });
+                }
+                let out = rec.output.clone().unwrap_or(Value::Null);
+                return serde_json::from_value(out).map_err(|e| StepError::Decode { step: key, detail: e.to_string() });
+            }
+        }
+        self.check_boundary()?;
+        let policy = options.retry.clone().unwrap_or_else(|| run.default_retry.clone());
+        let (mut total, mut round) = prior.as_ref().map_or((0, 0), |r| (r.attempts, r.round_attempts));
+        if let Some(at) = prior.as_ref().and_then(|r| r.next_attempt_at) {
+            // A backoff journaled before a restart still applies.
+            run.sleep_until(at).await;
+            self.check_boundary()?;
+        }
+        loop {
+            if round >= policy.max_attempts {
+                if run.compensating.load(Ordering::SeqCst) {
+                    let error = ActivityError::terminal(format!("did not finish in {round} attempts"));
+                    return Err(StepError::Failed { step: key, error });
+                }
+                let reason = format!(
+                    "step {key} did not finish in {round} attempts (the process stopped during it, or it kept failing); fix the cause and run `infraflow retry {}`",
+                    run.id
+                );
+                run.record(vec![Event::Paused { step: Some(key.clone()), reason: reason.clone() }], Durability::Durable)
+                    .await?;
+                return Err(StepError::Paused { step: key, reason });
+            }
+            run.ensure_lease().await?;
+            total += 1;
+            round += 1;
+            let started = Event::StepStarted {
+                step: key.clone(),
+                attempt: total,
+                activity: activity.to_string(),
+                input_hash: hash.clone(),
+                undo: options.undo.clone(),
+            };
+            // Write-ahead only where it protects something: a step with an undo must be known to
+            // have started before it acts. Other starts ride along with the next commit.
+            let durability = if options.undo.is_some() { Durability::Durable } else { Durability::Lazy };
+            run.record(vec![started], durability).await?;
+            run.report(Progress::StepStarted { workflow: run.id.clone(), step: key.clone(), attempt: total });
+            let t0 = Instant::now();
+            match f().await {
+                Ok(out) => {
+                    let output = serde_json::to_value(&out)
+                        .map_err(|e| StepError::Decode { step: key.clone(), detail: e.to_string() })?;
+                    run.record(
+                        vec![Event::StepCompleted {
+                            step: key.clone(),
+                            activity: activity.to_string(),
+                            input_hash: hash.clone(),
+                            output: output.clone(),
+                        }],
+                        Durability::Durable,
+                    )
+                    .await?;
+                    run.recorded.lock().unwrap().insert(
+                        key.clone(),
+                        StepView {
+                            key: key.clone(),
+                            activity: activity.to_string(),
+                            input_hash: hash,
+                            state: StepState::Completed,
+                            attempts: total,
+                            round_attempts: round,
+                            round_failures: 0,
+                            error: None,
+                            output: Some(output),
+                            next_attempt_at: None,
+                            undo: options.undo.clone(),
+                            order: 0,
+                            completions: 1,
+                        },
+                    );
+                    run.report(Progress::StepCompleted {
+                        workflow: run.id.clone(),
+                        step: key,
+                        millis: t0.elapsed().as_millis() as u64,
+                    });
+                    return Ok(out);
+                }
+                Err(error) if error.retryable && round < policy.max_attempts => {
+                    let delay = policy.delay_after(round);
+                    let next = run.clock.now_ms() + delay.as_millis() as i64;
+                    run.record(
+                        vec![Event::StepFailed {
+                            step: key.clone(),
+                            attempt: total,
+                            error: error.to_string(),
+                            retryable: true,
+                            next_attempt_at: Some(next),
+                        }],
+                        Durability::Durable,
+                    )
+                    .await?;
+                    run.report(Progress::StepRetrying {
+                        workflow: run.id.clone(),
+                        step: key.clone(),
+                        attempt: total,
+                        error: error.to_string(),
+                        delay_ms: delay.as_millis() as u64,
+                    });
+                    run.sleep_until(next).await;
+                    self.check_boundary()?;
+                }
+                Err(error) if error.retryable && !run.compensating.load(Ordering::SeqCst) => {
+                    let reason = format!(
+                        "step {key} failed {round} times, last with {error}; fix the cause and run `infraflow retry {}`",
+                        run.id
+                    );
+                    run.record(
+                        vec![
+                            Event::StepFailed {
+                                step: key.clone(),
+                                attempt: total,
+                                error: error.to_string(),
+                                retryable: true,
+                                next_attempt_at: None,
+                            },
+                            Event::Paused { step: Some(key.clone()), reason: reason.clone() },
+                        ],
+                        Durability::Durable,
+                    )
+                    .await?;
+                    run.report(Progress::StepFailed { workflow: run.id.clone(), step: key.clone(), error: reason.clone() });
+                    return Err(StepError::Paused { step: key, reason });
+                }
+                Err(error) => {
+                    run.failing.store(true, Ordering::SeqCst);
+                    run.record(
+                        vec![Event::StepFailed {
+                            step: key.clone(),
+                            attempt: total,
+                            error: error.to_string(),
+                            retryable: false,
+                            next_attempt_at: None,
+                        }],
+                        Durability::Durable,
+                    )
+                    .await?;
+                    run.report(Progress::StepFailed { workflow: run.id.clone(), step: key.clone(), error: error.to_string() });
+                    return Err(StepError::Failed { step: key, error });
+                }
+            }
+        }
+    }
+
+    /// Step boundaries are where cancel, shutdown and a sibling's failure take effect.
+    fn check_boundary(&self) -> Result<(), StepError> {
+        let run = &self.run;
+        if run.signals.stop_requested() {
+            return Err(StepError::Stopped);
+        }
+        if run.compensating.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if run.signals.cancel_requested() {
+            return Err(StepError::Cancelled);
+        }
+        if run.failing.load(Ordering::SeqCst) {
+            return Err(StepError::Aborted);
+        }
+        Ok(())
+    }
+}
+
+/// Runs independent branches concurrently and waits for *all* of them, so that every step in
+/// flight is journaled before the workflow fails; returns the most telling error.
+pub async fn join_branches<T, Fut>(branches: impl IntoIterator<Item = Fut>) -> Result<Vec<T>, StepError>
+where
+    Fut: Future<Output = Result<T, StepError>>,
+{
+    let results = futures::future::join_all(branches).await;
+    let mut ok = Vec::with_capacity(results.len());
+    let mut worst: Option<StepError> = None;
+    for r in results {
+        match r {
+            Ok(v) => ok.push(v),
+            Err(e) => {
+                if worst.as_ref().is_none_or(|w| e.severity() > w.severity()) {
+                    worst = Some(e);
+                }
+            }
+        }
+    }
+    match worst {
+        Some(e) => Err(e),
+        None => Ok(ok),
+    }
+}

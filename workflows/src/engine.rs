@@ -1,0 +1,285 @@
+//! The engine: validates and journals submissions, and executes one workflow under a lease by
+//! replaying its journal, running its code, and compensating when it fails for good.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use infraflow_journal::{
+    Durability, Event, Journal, NewWorkflow, Owner, StepState, SubmitOutcome, WorkflowState, WorkflowView,
+};
+use serde_json::Value;
+
+use crate::clock::Clock;
+use crate::context::{LeaseCell, Run, Signals, StepOptions, WfCtx};
+use crate::error::{ActivityError, EngineError, InputError, StepError};
+use crate::ids;
+use crate::progress::{silent, Observer, Progress};
+use crate::registry::Registry;
+use crate::retry::RetryPolicy;
+
+/// Engine settings; the defaults suit a production daemon.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// How long a lease lasts without renewal; a crashed owner on another host is taken over
+    /// after this long.
+    pub lease_ttl: Duration,
+    /// How often leases are renewed and cancel requests noticed.
+    pub heartbeat: Duration,
+    /// How often a daemon looks for new work.
+    pub poll: Duration,
+    /// How long a stopping daemon lets in-flight steps finish before abandoning them.
+    pub shutdown_grace: Duration,
+    pub default_retry: RetryPolicy,
+    /// Compensations try harder: giving up leaves resources behind.
+    pub undo_retry: RetryPolicy,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            lease_ttl: Duration::from_secs(15),
+            heartbeat: Duration::from_secs(1),
+            poll: Duration::from_millis(200),
+            shutdown_grace: Duration::from_secs(20),
+            default_retry: RetryPolicy::default(),
+            undo_retry: RetryPolicy { max_attempts: 12, ..RetryPolicy::default() },
+        }
+    }
+}
+
+/// A request to start a workflow.
+#[derive(Clone, Debug)]
+pub struct Submission {
+    pub workflow: String,
+    pub input: Value,
+    pub id: Option<String>,
+    pub no_rollback: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Submitted {
+    pub id: String,
+    /// False when the same submission was journaled before.
+    pub created: bool,
+}
+
+pub struct Engine {
+    pub(crate) journal: Journal,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) owner: Owner,
+    pub(crate) config: EngineConfig,
+    pub(crate) observer: Observer,
+}
+
+impl Engine {
+    pub fn new(journal: Journal, registry: Registry, clock: Arc<dyn Clock>, config: EngineConfig) -> Engine {
+        Engine {
+            journal,
+            registry: Arc::new(registry),
+            clock,
+            owner: Owner::for_this_process(),
+            config,
+            observer: silent(),
+        }
+    }
+
+    pub fn with_observer(mut self, observer: Observer) -> Engine {
+        self.observer = observer;
+        self
+    }
+
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn owner_id(&self) -> &str {
+        &self.owner.id
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Validates the input and journals the workflow. Same id and input: nothing new is written.
+    pub async fn submit(&self, s: Submission) -> Result<Submitted, EngineError> {
+        let def = self.registry.workflow(&s.workflow).ok_or_else(|| {
+            EngineError::UnknownWorkflow(s.workflow.clone(), self.registry.workflow_names().join(", "))
+        })?;
+        let id = match s.id {
+            Some(id) => {
+                ids::check_id(&id).map_err(InputError)?;
+                id
+            }
+            None => ids::new_id(def.name(), self.clock.now_ms()),
+        };
+        let validated = def.validate(&id, &s.input)?;
+        let outcome = self
+            .journal
+            .submit(NewWorkflow {
+                id: id.clone(),
+                workflow: def.name().to_string(),
+                input: validated.input,
+                cluster: validated.cluster,
+                no_rollback: s.no_rollback,
+                at: self.clock.now_ms(),
+            })
+            .await?;
+        match outcome {
+            SubmitOutcome::Created => Ok(Submitted { id, created: true }),
+            SubmitOutcome::AlreadyExists => Ok(Submitted { id, created: false }),
+            SubmitOutcome::Conflict { existing_workflow } => Err(EngineError::IdConflict { id, existing: existing_workflow }),
+        }
+    }
+
+    /// Executes a workflow whose lease this engine holds, until it finishes, pauses, or is
+    /// stopped. Returns the state it was left in.
+    pub(crate) async fn execute(
+        &self,
+        id: &str,
+        lease: Arc<LeaseCell>,
+        signals: Arc<Signals>,
+    ) -> Result<WorkflowState, EngineError> {
+        let view = self.journal.load(id)?.ok_or_else(|| EngineError::NotFound(id.to_string()))?;
+        if view.summary.cancel_requested {
+            signals.cancel();
+        }
+        let recorded: HashMap<_, _> = view.steps.iter().map(|s| (s.key.clone(), s.clone())).collect();
+        let run = Arc::new(Run {
+            id: id.to_string(),
+            journal: self.journal.clone(),
+            owner: self.owner.id.clone(),
+            clock: self.clock.clone(),
+            lease,
+            signals: signals.clone(),
+            observer: self.observer.clone(),
+            default_retry: self.config.default_retry.clone(),
+            failing: AtomicBool::new(false),
+            compensating: AtomicBool::new(false),
+            recorded: std::sync::Mutex::new(recorded),
+        });
+        let Some(def) = self.registry.workflow(&view.workflow) else {
+            let reason = format!("this infraflow does not know workflow {:?}; run a version that does", view.workflow);
+            run.record(vec![Event::Paused { step: None, reason }], Durability::Durable).await?;
+            return Ok(WorkflowState::Paused);
+        };
+        let state = match view.summary.state {
+            WorkflowState::Compensating => self.compensate(&run, &view).await?,
+            WorkflowState::Cancelling => self.fail(&run, &view, "cancel requested".into()).await?,
+            WorkflowState::Pending | WorkflowState::Running => {
+                let result = def.run(WfCtx::new(run.clone()), view.input.clone()).await;
+                match result {
+                    Ok(output) => {
+                        run.record(vec![Event::Completed { output }], Durability::Durable).await?;
+                        WorkflowState::Completed
+                    }
+                    Err(StepError::Failed { step, error }) => {
+                        self.fail(&run, &view, format!("step {step} failed: {error}")).await?
+                    }
+                    Err(StepError::Cancelled) => self.fail(&run, &view, "cancel requested".into()).await?,
+                    Err(StepError::Aborted) if signals.cancel_requested() => {
+                        self.fail(&run, &view, "cancel requested".into()).await?
+                    }
+                    Err(StepError::Paused { .. }) => WorkflowState::Paused,
+                    Err(e @ (StepError::Nondeterminism { .. } | StepError::Decode { .. })) => {
+                        let step = match &e {
+                            StepError::Nondeterminism { step, .. } | StepError::Decode { step, .. } => Some(step.clone()),
+                            _ => None,
+                        };
+                        let reason = e.to_string();
+                        run.record(vec![Event::Paused { step, reason }], Durability::Durable).await?;
+                        WorkflowState::Paused
+                    }
+                    Err(StepError::Stopped | StepError::Aborted) => return Ok(view.summary.state),
+                    Err(StepError::Journal(e)) => return Err(e.into()),
+                }
+            }
+            other => other,
+        };
+        run.report(Progress::Finished { workflow: id.to_string(), state: state.to_string() });
+        Ok(state)
+    }
+
+    /// A terminal failure or a cancel: compensate, unless the user asked to keep what was made.
+    async fn fail(&self, run: &Arc<Run>, view: &WorkflowView, reason: String) -> Result<WorkflowState, EngineError> {
+        if view.no_rollback {
+            let error = format!("{reason}; completed steps were kept (--no-rollback): remove them with teardown");
+            run.record(vec![Event::Failed { error }], Durability::Durable).await?;
+            return Ok(WorkflowState::Failed);
+        }
+        run.record(vec![Event::CompensationStarted { reason: reason.clone() }], Durability::Durable).await?;
+        self.compensate(run, view).await
+    }
+
+    /// Runs the registered undos of every started step, newest first, each as a journaled step.
+    async fn compensate(&self, run: &Arc<Run>, _view: &WorkflowView) -> Result<WorkflowState, EngineError> {
+        run.compensating.store(true, Ordering::SeqCst);
+        run.failing.store(false, Ordering::SeqCst);
+        // Reload: branches may have journaled steps since the view was read.
+        let view = self.journal.load(&run.id)?.ok_or_else(|| EngineError::NotFound(run.id.clone()))?;
+        run.report(Progress::Compensating {
+            workflow: run.id.clone(),
+            reason: view.summary.error.clone().unwrap_or_default(),
+        });
+        let mut todo: Vec<_> = view.steps.iter().filter(|s| s.undo.is_some() && !s.key.starts_with(UNDO_PREFIX)).collect();
+        todo.sort_by_key(|s| std::cmp::Reverse(s.order));
+        let done = |key: &str| view.step(key).is_some_and(|s| s.state == StepState::Completed);
+        let ctx = WfCtx::new(run.clone());
+        for (i, step) in todo.iter().enumerate() {
+            let undo_key = format!("{UNDO_PREFIX}{}", step.key);
+            if done(&undo_key) {
+                continue;
+            }
+            let undo = step.undo.clone().expect("filtered on undo");
+            let result = match self.registry.undo(&undo.activity) {
+                Some(handler) => {
+                    let options = StepOptions { retry: Some(self.config.undo_retry.clone()), undo: None };
+                    let input = undo.input.clone();
+                    ctx.step_with(&undo_key, &undo.activity, &undo.input, options, || handler(input.clone()))
+                        .await
+                        .map(|_: Value| ())
+                }
+                None => Err(StepError::Failed {
+                    step: undo_key.clone(),
+                    error: ActivityError::terminal(format!("no handler for compensating activity {}", undo.activity)),
+                }),
+            };
+            match result {
+                Ok(()) => {}
+                Err(StepError::Failed { step: failed, error }) => {
+                    let remaining: Vec<String> = todo[i..]
+                        .iter()
+                        .filter(|s| !done(&format!("{UNDO_PREFIX}{}", s.key)))
+                        .map(|s| s.key.clone())
+                        .collect();
+                    let error = format!(
+                        "compensation {failed} failed: {error}; still there: {}; fix the cause and run `infraflow retry {}`",
+                        remaining.join(", "),
+                        run.id
+                    );
+                    run.record(vec![Event::CompensationFailed { error, remaining }], Durability::Durable).await?;
+                    return Ok(WorkflowState::CompensationFailed);
+                }
+                Err(StepError::Stopped) => return Ok(WorkflowState::Compensating),
+                Err(StepError::Journal(e)) => return Err(e.into()),
+                Err(other) => {
+                    let reason = other.to_string();
+                    run.record(vec![Event::CompensationFailed { error: reason, remaining: vec![step.key.clone()] }], Durability::Durable)
+                        .await?;
+                    return Ok(WorkflowState::CompensationFailed);
+                }
+            }
+        }
+        run.record(vec![Event::Compensated], Durability::Durable).await?;
+        Ok(WorkflowState::Compensated)
+    }
+}
+
+/// Undo steps are journaled under the key of the step they undo, with this prefix.
+pub const UNDO_PREFIX: &str = "undo:";

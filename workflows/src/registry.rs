@@ -1,0 +1,80 @@
+//! The catalogue an engine runs from: workflow definitions by name, and compensating actions by
+//! activity name (compensations are journaled as data and must run after a restart).
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::context::WfCtx;
+use crate::error::{ActivityError, InputError, StepError};
+
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// Input accepted by a workflow's validation, ready to journal.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Validated {
+    /// The normalized input (defaults filled in), as journaled and replayed.
+    pub input: Value,
+    /// Workflows with the same cluster key never interleave; empty for none.
+    pub cluster: String,
+}
+
+/// One kind of workflow.
+pub trait WorkflowDef: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    /// One line for `--help` and errors.
+    fn summary(&self) -> &'static str;
+    /// Checks everything that can be checked without side effects. `id` is the workflow id
+    /// (some inputs derive names from it).
+    fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError>;
+    /// The workflow body; must be deterministic given its input and the recorded step outputs.
+    fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>>;
+}
+
+pub type UndoFn = Arc<dyn Fn(Value) -> BoxFuture<Result<Value, ActivityError>> + Send + Sync>;
+
+#[derive(Default, Clone)]
+pub struct Registry {
+    workflows: BTreeMap<&'static str, Arc<dyn WorkflowDef>>,
+    undos: HashMap<String, UndoFn>,
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    pub fn add_workflow(&mut self, def: impl WorkflowDef) -> &mut Self {
+        self.workflows.insert(def.name(), Arc::new(def));
+        self
+    }
+
+    /// Registers the handler of a compensating activity.
+    pub fn add_undo<F, Fut>(&mut self, activity: &str, f: F) -> &mut Self
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, ActivityError>> + Send + 'static,
+    {
+        self.undos.insert(activity.to_string(), Arc::new(move |v| Box::pin(f(v))));
+        self
+    }
+
+    pub fn workflow(&self, name: &str) -> Option<Arc<dyn WorkflowDef>> {
+        self.workflows.get(name).cloned()
+    }
+
+    pub fn undo(&self, activity: &str) -> Option<UndoFn> {
+        self.undos.get(activity).cloned()
+    }
+
+    pub fn workflow_names(&self) -> Vec<&'static str> {
+        self.workflows.keys().copied().collect()
+    }
+
+    pub fn workflows(&self) -> impl Iterator<Item = &Arc<dyn WorkflowDef>> {
+        self.workflows.values()
+    }
+}

@@ -1,0 +1,264 @@
+//! Running workflows under leases: `drive` runs one (the `run` and `retry` commands, tests), and
+//! `daemon` claims and runs many, renewing leases by heartbeat and stopping gracefully.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use infraflow_journal::{AcquireOutcome, JournalError, WorkflowState};
+use serde_json::Value;
+use tokio::task::JoinSet;
+
+use crate::context::{LeaseCell, Signals};
+use crate::engine::Engine;
+use crate::error::EngineError;
+use crate::progress::Progress;
+
+/// How a driven workflow was left.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub id: String,
+    pub state: WorkflowState,
+    pub output: Option<Value>,
+    pub error: Option<String>,
+}
+
+/// The leases this process holds, renewed together.
+#[derive(Default)]
+struct Held {
+    leases: Mutex<HashMap<String, (Arc<LeaseCell>, Arc<Signals>)>>,
+}
+
+impl Held {
+    fn insert(&self, id: &str, lease: Arc<LeaseCell>, signals: Arc<Signals>) {
+        self.leases.lock().unwrap().insert(id.to_string(), (lease, signals));
+    }
+
+    fn remove(&self, id: &str) {
+        self.leases.lock().unwrap().remove(id);
+    }
+
+    fn ids(&self) -> Vec<String> {
+        self.leases.lock().unwrap().keys().cloned().collect()
+    }
+
+    /// One renewal for every held lease; passes on cancel requests and lost leases.
+    async fn heartbeat(&self, engine: &Engine) {
+        let ids = self.ids();
+        if ids.is_empty() {
+            return;
+        }
+        let now = engine.clock.now_ms();
+        let ttl = engine.config.lease_ttl.as_millis() as i64;
+        match engine.journal.renew(&engine.owner.id, ids, now, ttl).await {
+            Ok(renewals) => {
+                let leases = self.leases.lock().unwrap();
+                for r in renewals {
+                    let Some((lease, signals)) = leases.get(&r.id) else { continue };
+                    if r.held {
+                        lease.expires_at.fetch_max(now + ttl, Ordering::SeqCst);
+                        if r.cancel_requested && !signals.cancel_requested() {
+                            signals.cancel();
+                        }
+                    } else {
+                        tracing::warn!(workflow = %r.id, "lease lost; abandoning the workflow here");
+                        signals.lose();
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "lease renewal failed; will try again"),
+        }
+    }
+}
+
+impl Engine {
+    /// Runs one workflow to a resting state in this process: takes its lease (waiting while a
+    /// live owner or an older workflow of the same cluster has it), executes, releases.
+    /// Returns early, leaving it resumable, when `signals` asks to stop.
+    pub async fn drive(&self, id: &str, signals: Arc<Signals>) -> Result<Outcome, EngineError> {
+        let mut last_wait = String::new();
+        loop {
+            let now = self.clock.now_ms();
+            let ttl = self.config.lease_ttl.as_millis() as i64;
+            match self.journal.acquire(id, &self.owner.id, now, ttl).await {
+                Ok(AcquireOutcome::Acquired { .. }) => {
+                    let lease = Arc::new(LeaseCell::new(now + ttl, ttl));
+                    let result = self.execute_with_heartbeat(id, lease, signals.clone()).await;
+                    let _ = self.journal.release(&self.owner.id, vec![id.to_string()]).await;
+                    let state = match result {
+                        // Another owner took over (this process stalled past its lease): it
+                        // carries on, and this call waits for its result.
+                        Err(EngineError::Journal(JournalError::LeaseLost { .. })) => WorkflowState::Running,
+                        other => other?,
+                    };
+                    if state.is_runnable() && !signals.stop_requested() {
+                        continue;
+                    }
+                    return self.outcome(id);
+                }
+                Ok(AcquireOutcome::NotRunnable(_)) => return self.outcome(id),
+                Ok(AcquireOutcome::HeldBy(owner)) => {
+                    let reason = format!("held by {owner}; waiting for it to finish or for its lease to expire");
+                    self.report_wait(id, &mut last_wait, reason);
+                }
+                Ok(AcquireOutcome::WaitingFor { id: other, workflow, state }) => {
+                    let reason = format!("waiting for {workflow} workflow {other} ({state}) on the same cluster");
+                    self.report_wait(id, &mut last_wait, reason);
+                }
+                Err(e) if e.is_retryable() => {}
+                Err(e) => return Err(e.into()),
+            }
+            if signals.stop_requested() {
+                return self.outcome(id);
+            }
+            let wake = self.clock.now_ms() + self.config.poll.as_millis() as i64;
+            tokio::select! {
+                _ = self.clock.sleep_until(wake) => {}
+                _ = signals.stopped() => {}
+            }
+        }
+    }
+
+    fn report_wait(&self, id: &str, last: &mut String, reason: String) {
+        if *last != reason {
+            (self.observer)(&Progress::Waiting { workflow: id.to_string(), reason: reason.clone() });
+            *last = reason;
+        }
+    }
+
+    fn outcome(&self, id: &str) -> Result<Outcome, EngineError> {
+        let row = self.journal.row(id)?.ok_or_else(|| EngineError::NotFound(id.to_string()))?;
+        let view = self.journal.load(id)?.ok_or_else(|| EngineError::NotFound(id.to_string()))?;
+        Ok(Outcome { id: id.to_string(), state: row.state, output: view.summary.output, error: row.error })
+    }
+
+    async fn execute_with_heartbeat(
+        &self,
+        id: &str,
+        lease: Arc<LeaseCell>,
+        signals: Arc<Signals>,
+    ) -> Result<WorkflowState, EngineError> {
+        let held = Held::default();
+        held.insert(id, lease.clone(), signals.clone());
+        let beat = async {
+            loop {
+                tokio::time::sleep(self.config.heartbeat).await;
+                held.heartbeat(self).await;
+            }
+        };
+        tokio::select! {
+            r = self.execute(id, lease, signals.clone()) => r,
+            _ = beat => unreachable!("the heartbeat loop never ends"),
+            _ = signals.lost() => Ok(WorkflowState::Running),
+        }
+    }
+
+    /// Claims and runs workflows until `shutdown` is signalled, at most `workers` at a time.
+    /// On shutdown, in-flight steps get `shutdown_grace` to finish; then they are abandoned
+    /// (their steps are idempotent and will be re-run by the next owner) and leases released.
+    pub async fn daemon(self: Arc<Self>, workers: usize, shutdown: Arc<Signals>) -> Result<(), EngineError> {
+        let held = Arc::new(Held::default());
+        let mut running: HashMap<String, Arc<Signals>> = HashMap::new();
+        let mut tasks: JoinSet<(String, Result<WorkflowState, EngineError>)> = JoinSet::new();
+        let beat = {
+            let (engine, held) = (self.clone(), held.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(engine.config.heartbeat).await;
+                    held.heartbeat(&engine).await;
+                }
+            })
+        };
+        tracing::info!(owner = %self.owner.id, workers, "daemon started");
+        while !shutdown.stop_requested() {
+            if running.len() < workers {
+                let now = self.clock.now_ms();
+                let candidates = match self.journal.claimable(now, &self.owner.id, 1000) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot list claimable workflows; will try again");
+                        Vec::new()
+                    }
+                };
+                for id in candidates {
+                    if running.len() >= workers {
+                        break;
+                    }
+                    if running.contains_key(&id) {
+                        continue;
+                    }
+                    let ttl = self.config.lease_ttl.as_millis() as i64;
+                    match self.journal.acquire(&id, &self.owner.id, now, ttl).await {
+                        Ok(AcquireOutcome::Acquired { previous }) => {
+                            tracing::info!(workflow = %id, previous = ?previous, "claimed");
+                            let lease = Arc::new(LeaseCell::new(now + ttl, ttl));
+                            let signals = Arc::new(Signals::default());
+                            held.insert(&id, lease.clone(), signals.clone());
+                            running.insert(id.clone(), signals.clone());
+                            let engine = self.clone();
+                            tasks.spawn(async move {
+                                let r = tokio::select! {
+                                    r = engine.execute(&id, lease, signals.clone()) => r,
+                                    _ = signals.lost() => Ok(WorkflowState::Running),
+                                };
+                                (id, r)
+                            });
+                        }
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(workflow = %id, error = %e, "cannot claim"),
+                    }
+                }
+            }
+            let wake = self.clock.now_ms() + self.config.poll.as_millis() as i64;
+            tokio::select! {
+                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                    self.settle(done, &held, &mut running).await;
+                }
+                _ = self.clock.sleep_until(wake) => {}
+                _ = shutdown.stopped() => {}
+            }
+        }
+        tracing::info!(in_flight = running.len(), "daemon stopping");
+        for s in running.values() {
+            s.stop();
+        }
+        let grace = tokio::time::sleep(self.config.shutdown_grace);
+        tokio::pin!(grace);
+        while !tasks.is_empty() {
+            tokio::select! {
+                Some(done) = tasks.join_next() => self.settle(done, &held, &mut running).await,
+                _ = &mut grace => {
+                    tracing::warn!(abandoned = tasks.len(), "grace period over; abandoning in-flight steps");
+                    tasks.abort_all();
+                    while tasks.join_next().await.is_some() {}
+                    break;
+                }
+            }
+        }
+        beat.abort();
+        let left = held.ids();
+        if !left.is_empty() {
+            self.journal.release(&self.owner.id, left).await?;
+        }
+        tracing::info!("daemon stopped; leases released");
+        Ok(())
+    }
+
+    async fn settle(
+        &self,
+        done: Result<(String, Result<WorkflowState, EngineError>), tokio::task::JoinError>,
+        held: &Held,
+        running: &mut HashMap<String, Arc<Signals>>,
+    ) {
+        let Ok((id, result)) = done else { return };
+        match &result {
+            Ok(state) => tracing::info!(workflow = %id, state = %state, "workflow left"),
+            Err(e) => tracing::error!(workflow = %id, error = %e, "workflow execution failed"),
+        }
+        held.remove(&id);
+        running.remove(&id);
+        if let Err(e) = self.journal.release(&self.owner.id, vec![id.clone()]).await {
+            tracing::warn!(workflow = %id, error = %e, "cannot release lease; it will expire");
+        }
+    }
+}
