@@ -16,12 +16,18 @@ pub trait Clock: Send + Sync + 'static {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
 
-impl Clock for SystemClock {
-    fn now_ms(&self) -> i64 {
+impl SystemClock {
+    pub fn now(&self) -> i64 {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0)
+    }
+}
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        self.now()
     }
 
     fn sleep_until(&self, at_ms: i64) -> Sleep {

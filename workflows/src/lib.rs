@@ -16,6 +16,7 @@ pub mod canary;
 
 pub use clock::{Clock, Sleep, SystemClock, TestClock};
 pub use context::{input_hash, join_branches, Signals, StepOptions, WfCtx};
+pub use ids::{check_id, new_id};
 pub use engine::{Engine, EngineConfig, Submission, Submitted, UNDO_PREFIX};
 pub use error::{ActivityError, EngineError, InputError, StepError};
 pub use progress::{silent, Observer, Progress};

@@ -1,0 +1,95 @@
+//! The command line, as clap parses it. The contract is DESIGN.md section 5.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "infraflow", version, about = "Durable, crash-safe provisioning of HyperShift AWS infrastructure")]
+pub struct Cli {
+    /// The journal file [default: $XDG_STATE_HOME/infraflow/journal.sqlite3]
+    #[arg(long, global = true, env = "INFRAFLOW_DB", value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run workflows from the journal until SIGTERM/SIGINT; resumes unfinished ones at start.
+    Daemon {
+        /// Workflows run at once.
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
+        workers: u16,
+    },
+    /// Validate and journal a workflow for a daemon to run; prints its id.
+    Submit(SubmitArgs),
+    /// Submit and execute a workflow in this process, with progress on stderr and the output
+    /// JSON on stdout. Running it again with the same --id resumes it.
+    Run(SubmitArgs),
+    /// One line per workflow, or one workflow's steps, attempts, errors and output.
+    Status(StatusArgs),
+    /// The journal events of one workflow.
+    History {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Ask a workflow to stop at its next step boundary and compensate; then see it through.
+    Cancel {
+        id: String,
+        /// Only record the request; a daemon carries it out.
+        #[arg(long)]
+        detach: bool,
+    },
+    /// Resume a paused or failed workflow from the step that failed; then see it through.
+    Retry {
+        id: String,
+        /// Only record the request; a daemon carries it out.
+        #[arg(long)]
+        detach: bool,
+    },
+    /// Measure the engine on this disk: durable no-op steps per second against SQLite's ceiling.
+    Bench {
+        /// Where the scratch journals go [default: beside the journal].
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Steps of the sequential workflow.
+        #[arg(long, default_value_t = 1000)]
+        steps: u32,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SubmitArgs {
+    /// The workflow: provision-infra, create-privatelink, scale-nodepool, teardown, create-cluster, canary.
+    pub workflow: String,
+    /// The input JSON: a file, or - for standard input.
+    #[arg(long, value_name = "FILE|-")]
+    pub input: String,
+    /// The workflow id [default: generated]. The same id and input never run twice.
+    #[arg(long)]
+    pub id: Option<String>,
+    /// On a terminal failure keep what was created instead of compensating.
+    #[arg(long)]
+    pub no_rollback: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    pub id: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `workflow-status`: the same view as `infraflow status`.
+#[derive(Debug, Parser)]
+#[command(name = "workflow-status", version, about = "Where each infraflow workflow stands")]
+pub struct StatusCli {
+    #[arg(long, env = "INFRAFLOW_DB", value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    #[command(flatten)]
+    pub args: StatusArgs,
+}

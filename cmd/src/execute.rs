@@ -1,0 +1,124 @@
+//! `submit`, `run`, `cancel`, `retry` and `daemon`: the commands that write to the journal.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use infraflow_journal::{Journal, RequestOutcome, WorkflowState};
+use infraflow_workflows::{Engine, EngineConfig, Observer, Registry, Signals, Submission, SystemClock};
+
+use crate::cli::SubmitArgs;
+use crate::failure::{CmdResult, Failure, INTERRUPTED, OK, WORKFLOW_FAILED};
+use crate::input::read_input;
+use crate::paths::prepare_dir;
+use crate::progress::{stderr_printer, tracing_observer};
+use crate::registry::full_registry;
+use crate::signals::forward_interrupts;
+
+fn open_engine(db: &Path, registry: Registry, observer: Observer) -> Result<Engine, Failure> {
+    prepare_dir(db)?;
+    let journal = Journal::open(db)?;
+    Ok(Engine::new(journal, registry, Arc::new(SystemClock), EngineConfig::default()).with_observer(observer))
+}
+
+/// Validates everything before the journal is even opened: bad input changes nothing.
+fn validated_submission(args: &SubmitArgs, registry: &Registry) -> Result<Submission, Failure> {
+    let def = registry.workflow(&args.workflow).ok_or_else(|| {
+        Failure::usage(format!(
+            "unknown workflow {:?}; known workflows: {}",
+            args.workflow,
+            registry.workflow_names().join(", ")
+        ))
+    })?;
+    let input = read_input(&args.input)?;
+    let id = match &args.id {
+        Some(id) => id.clone(),
+        None => infraflow_workflows::new_id(def.name(), SystemClock.now()),
+    };
+    infraflow_workflows::check_id(&id).map_err(Failure::usage)?;
+    def.validate(&id, &input).map_err(|e| Failure::usage(e.to_string()))?;
+    Ok(Submission { workflow: args.workflow.clone(), input, id: Some(id), no_rollback: args.no_rollback })
+}
+
+pub async fn submit(db: &Path, args: &SubmitArgs) -> CmdResult {
+    let registry = full_registry();
+    let submission = validated_submission(args, &registry)?;
+    let engine = open_engine(db, registry, tracing_observer())?;
+    let submitted = engine.submit(submission).await?;
+    println!("{}", submitted.id);
+    Ok(OK)
+}
+
+pub async fn run(db: &Path, args: &SubmitArgs) -> CmdResult {
+    let registry = full_registry();
+    let submission = validated_submission(args, &registry)?;
+    let engine = open_engine(db, registry, stderr_printer())?;
+    let submitted = engine.submit(submission).await?;
+    eprintln!(
+        "infraflow: {} workflow {} ({}); Ctrl-C stops it safely, the same command resumes it",
+        args.workflow,
+        submitted.id,
+        if submitted.created { "new" } else { "resuming" }
+    );
+    see_through(&engine, &submitted.id, WorkflowState::Completed).await
+}
+
+pub async fn cancel(db: &Path, id: &str, detach: bool) -> CmdResult {
+    let engine = open_engine(db, full_registry(), stderr_printer())?;
+    match engine.journal().request_cancel(id, SystemClock.now()).await? {
+        RequestOutcome::Done(_) => eprintln!("infraflow: cancel of {id} requested"),
+        RequestOutcome::AlreadyRequested(_) => eprintln!("infraflow: cancel of {id} was already requested"),
+        RequestOutcome::NotApplicable(state) => {
+            return Err(Failure::usage(format!(
+                "workflow {id} is {state}; nothing to cancel (use `infraflow run teardown` to remove what it made)"
+            )));
+        }
+    }
+    if detach {
+        return Ok(OK);
+    }
+    see_through(&engine, id, WorkflowState::Compensated).await
+}
+
+pub async fn retry(db: &Path, id: &str, detach: bool) -> CmdResult {
+    let engine = open_engine(db, full_registry(), stderr_printer())?;
+    match engine.journal().request_resume(id, SystemClock.now()).await? {
+        RequestOutcome::Done(state) => eprintln!("infraflow: {id} resumed ({state})"),
+        RequestOutcome::AlreadyRequested(state) => eprintln!("infraflow: {id} is {state}; continuing it"),
+        RequestOutcome::NotApplicable(state) => {
+            return Err(Failure::usage(format!("workflow {id} is {state}; only paused or failed workflows can be retried")));
+        }
+    }
+    if detach {
+        return Ok(OK);
+    }
+    see_through(&engine, id, WorkflowState::Completed).await
+}
+
+/// Drives a workflow here until it rests, then reports: output JSON on stdout when completed.
+async fn see_through(engine: &Engine, id: &str, success: WorkflowState) -> CmdResult {
+    let signals = Arc::new(Signals::default());
+    forward_interrupts(signals.clone(), "the workflow");
+    let out = engine.drive(id, signals.clone()).await?;
+    if let Some(output) = &out.output {
+        println!("{}", serde_json::to_string_pretty(output).unwrap_or_default());
+    }
+    if out.state == success {
+        return Ok(OK);
+    }
+    if out.state.is_runnable() {
+        eprintln!("infraflow: {id} stopped while {}; resume it with `infraflow retry {id}` or a daemon", out.state);
+        return Ok(INTERRUPTED);
+    }
+    let error = out.error.unwrap_or_default();
+    eprintln!("infraflow: {id} is {}: {error}", out.state);
+    Ok(WORKFLOW_FAILED)
+}
+
+pub async fn daemon(db: &Path, workers: u16) -> CmdResult {
+    let engine = Arc::new(open_engine(db, full_registry(), tracing_observer())?);
+    tracing::info!(journal = %db.display(), "journal opened");
+    let shutdown = Arc::new(Signals::default());
+    forward_interrupts(shutdown.clone(), "the daemon");
+    engine.daemon(usize::from(workers), shutdown).await?;
+    Ok(OK)
+}

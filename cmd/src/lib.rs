@@ -1,0 +1,84 @@
+//! The binary edge of infraflow: argument parsing, configuration, logging and printing for the
+//! `infraflow` and `workflow-status` binaries. Nothing below this crate prints or reads env.
+
+mod bench;
+pub mod cli;
+mod execute;
+mod failure;
+mod input;
+mod paths;
+mod progress;
+mod registry;
+mod render;
+mod signals;
+mod status;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command, StatusCli};
+use crate::failure::{CmdResult, Failure};
+
+fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::other(format!("cannot start the async runtime: {e}")))
+}
+
+fn finish(result: CmdResult) -> ExitCode {
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => f.exit(),
+    }
+}
+
+/// `infraflow`.
+pub fn main_infraflow() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(if matches!(cli.command, Command::Daemon { .. }) { "info" } else { "warn" });
+    finish((|| {
+        let db = paths::journal_path(cli.db)?;
+        match cli.command {
+            Command::Status(args) => status::status(&db, &args),
+            Command::History { id, json } => status::history(&db, &id, json),
+            command => runtime()?.block_on(async {
+                match command {
+                    Command::Daemon { workers } => execute::daemon(&db, workers).await,
+                    Command::Submit(args) => execute::submit(&db, &args).await,
+                    Command::Run(args) => execute::run(&db, &args).await,
+                    Command::Cancel { id, detach } => execute::cancel(&db, &id, detach).await,
+                    Command::Retry { id, detach } => execute::retry(&db, &id, detach).await,
+                    Command::Bench { dir, steps, json } => {
+                        let dir = match dir {
+                            Some(d) => d,
+                            None => {
+                                paths::prepare_dir(&db)?;
+                                db.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| ".".into(), Into::into)
+                            }
+                        };
+                        bench::bench(&dir, steps, json).await
+                    }
+                    Command::Status(_) | Command::History { .. } => unreachable!("handled above"),
+                }
+            }),
+        }
+    })())
+}
+
+/// `workflow-status`.
+pub fn main_workflow_status() -> ExitCode {
+    let cli = StatusCli::parse();
+    init_logging("warn");
+    finish((|| {
+        let db = paths::journal_path(cli.db)?;
+        status::status(&db, &cli.args)
+    })())
+}

@@ -1,0 +1,7 @@
+//! Every workflow this binary can run.
+
+use infraflow_workflows::Registry;
+
+pub fn full_registry() -> Registry {
+    infraflow_workflows::base_registry()
+}

@@ -1,0 +1,214 @@
+//! How workflows look to people (tables) and to scripts (`--json`).
+
+use infraflow_journal::{EventRecord, WorkflowRow, WorkflowView};
+use serde_json::{json, Value};
+
+/// `status --json` without an id: one object per workflow.
+pub fn list_json(rows: &[WorkflowRow]) -> Value {
+    Value::Array(
+        rows.iter()
+            .map(|r| {
+                json!({
+                    "id": r.id,
+                    "workflow": r.workflow,
+                    "state": r.state,
+                    "cluster": r.cluster,
+                    "createdAt": iso_time(r.created_at),
+                    "updatedAt": iso_time(r.updated_at),
+                    "currentStep": r.current_step,
+                    "error": r.error,
+                })
+            })
+            .collect(),
+    )
+}
+
+pub fn list_table(rows: &[WorkflowRow], now_ms: i64) -> String {
+    if rows.is_empty() {
+        return "no workflows in this journal\n".into();
+    }
+    let mut lines = vec![["ID".to_string(), "WORKFLOW".into(), "STATE".into(), "AGE".into(), "STEP / ERROR".into()]];
+    for r in rows {
+        let detail = match (&r.error, &r.current_step) {
+            (Some(e), _) if !r.state.is_runnable() || r.state == infraflow_journal::WorkflowState::Paused => one_line(e, 70),
+            (_, Some(s)) if !r.state.is_finished() => s.clone(),
+            _ => String::new(),
+        };
+        lines.push([r.id.clone(), r.workflow.clone(), r.state.to_string(), age(now_ms - r.created_at), detail]);
+    }
+    table(&lines)
+}
+
+/// `status ID --json`: the contract's fields, plus the lease and timestamps.
+pub fn view_json(row: &WorkflowRow, view: &WorkflowView) -> Value {
+    json!({
+        "id": view.id,
+        "workflow": view.workflow,
+        "state": row.state,
+        "cluster": row.cluster,
+        "createdAt": iso_time(view.created_at),
+        "updatedAt": iso_time(view.updated_at),
+        "input": view.input,
+        "noRollback": view.no_rollback,
+        "owner": row.lease_owner,
+        "steps": view.steps.iter().map(|s| json!({
+            "key": s.key,
+            "activity": s.activity,
+            "state": s.state,
+            "attempts": s.attempts,
+            "error": s.error,
+            "completions": s.completions,
+        })).collect::<Vec<_>>(),
+        "output": view.summary.output,
+        "error": view.summary.error,
+    })
+}
+
+pub fn view_text(row: &WorkflowRow, view: &WorkflowView, now_ms: i64) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("id:        {}\n", view.id));
+    out.push_str(&format!("workflow:  {}\n", view.workflow));
+    out.push_str(&format!("state:     {}\n", row.state));
+    out.push_str(&format!("created:   {} ({} ago)\n", iso_time(view.created_at), age(now_ms - view.created_at)));
+    if let Some(owner) = &row.lease_owner {
+        out.push_str(&format!("owner:     {owner}\n"));
+    }
+    if let Some(e) = &view.summary.error {
+        out.push_str(&format!("error:     {e}\n"));
+    }
+    if !view.steps.is_empty() {
+        out.push('\n');
+        let mut lines = vec![["STEP".to_string(), "STATE".into(), "ATTEMPTS".into(), "ERROR".into()]];
+        for s in &view.steps {
+            let state = serde_json::to_value(s.state).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+            lines.push([s.key.clone(), state, s.attempts.to_string(), s.error.as_deref().map(|e| one_line(e, 80)).unwrap_or_default()]);
+        }
+        out.push_str(&table(&lines));
+    }
+    if let Some(o) = &view.summary.output {
+        out.push_str("\noutput:\n");
+        out.push_str(&serde_json::to_string_pretty(o).unwrap_or_default());
+        out.push('\n');
+    }
+    out
+}
+
+pub fn history_json(events: &[EventRecord]) -> Value {
+    Value::Array(
+        events
+            .iter()
+            .map(|e| {
+                let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("time".into(), json!(iso_time(e.at)));
+                }
+                v
+            })
+            .collect(),
+    )
+}
+
+pub fn history_text(events: &[EventRecord]) -> String {
+    let mut lines = vec![["SEQ".to_string(), "TIME".into(), "EVENT".into(), "STEP".into(), "DETAIL".into()]];
+    for e in events {
+        let mut detail = serde_json::to_value(&e.event).unwrap_or(Value::Null);
+        if let Some(o) = detail.as_object_mut() {
+            o.remove("type");
+            o.remove("step");
+        }
+        let detail = match detail {
+            Value::Object(o) if o.is_empty() => String::new(),
+            Value::Null => String::new(),
+            d => one_line(&d.to_string(), 100),
+        };
+        lines.push([
+            e.seq.to_string(),
+            iso_time(e.at),
+            e.event.kind().to_string(),
+            e.event.step().unwrap_or("").to_string(),
+            detail,
+        ]);
+    }
+    table(&lines)
+}
+
+fn table<const N: usize>(lines: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for l in lines {
+        for (i, c) in l.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for l in lines {
+        let mut line = String::new();
+        for (i, c) in l.iter().enumerate() {
+            if i + 1 == N {
+                line.push_str(c);
+            } else {
+                line.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let s = s.replace('\n', " ");
+    if s.chars().count() <= max {
+        s
+    } else {
+        format!("{}…", s.chars().take(max - 1).collect::<String>())
+    }
+}
+
+/// A duration as people read it: `42s`, `3m12s`, `5h02m`, `2d04h`.
+pub fn age(ms: i64) -> String {
+    let s = (ms / 1000).max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86400 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{:02}h", s / 86400, (s % 86400) / 3600),
+    }
+}
+
+/// Milliseconds since the epoch as RFC 3339 UTC (`2026-11-21T20:57:22.123Z`).
+pub fn iso_time(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, (rem % 3600) / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_time_formats_known_instants() {
+        assert_eq!(iso_time(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso_time(1_795_294_642_123), "2026-11-21T20:57:22.123Z");
+        assert_eq!(iso_time(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn ages_read_naturally() {
+        assert_eq!(age(42_000), "42s");
+        assert_eq!(age(192_000), "3m12s");
+        assert_eq!(age(2 * 86_400_000 + 4 * 3_600_000), "2d04h");
+    }
+}

@@ -1,0 +1,55 @@
+//! `status`, `workflow-status` and `history`: read-only views of the journal.
+
+use std::path::Path;
+
+use infraflow_journal::Journal;
+
+use crate::cli::StatusArgs;
+use crate::failure::{CmdResult, Failure, OK};
+use crate::render;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+pub fn status(db: &Path, args: &StatusArgs) -> CmdResult {
+    let journal = Journal::open_read_only(db)?;
+    match &args.id {
+        None => {
+            let rows = journal.list()?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&render::list_json(&rows)).unwrap_or_default());
+            } else {
+                print!("{}", render::list_table(&rows, now_ms()));
+            }
+        }
+        Some(id) => {
+            let not_found = || Failure::usage(format!("no workflow with id {id} in {}", db.display()));
+            let row = journal.row(id)?.ok_or_else(not_found)?;
+            let view = journal.load(id)?.ok_or_else(not_found)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&render::view_json(&row, &view)).unwrap_or_default());
+            } else {
+                print!("{}", render::view_text(&row, &view, now_ms()));
+            }
+        }
+    }
+    Ok(OK)
+}
+
+pub fn history(db: &Path, id: &str, json: bool) -> CmdResult {
+    let journal = Journal::open_read_only(db)?;
+    if journal.row(id)?.is_none() {
+        return Err(Failure::usage(format!("no workflow with id {id} in {}", db.display())));
+    }
+    let events = journal.events(id)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&render::history_json(&events)).unwrap_or_default());
+    } else {
+        print!("{}", render::history_text(&events));
+    }
+    Ok(OK)
+}
