@@ -118,16 +118,16 @@ impl WorkflowDef for Canary {
 async fn run_branch(ctx: &WfCtx, c: &CanaryInput, first: bool) -> Result<(), StepError> {
     for i in 1..=c.steps {
         let key = format!("s{i}");
-        let tick = Tick { key: key.clone(), millis: c.step_millis, effects_file: c.effects_file.clone() };
+        // The effect names the workflow and the scoped step, so tests can match ticks and unticks.
+        let effect_key = format!("{}/{}", ctx.workflow_id(), ctx.key(&key));
+        let tick = Tick { key: effect_key, millis: c.step_millis, effects_file: c.effects_file.clone() };
         let undo = c.effects_file.as_ref().map(|_| Undo {
             activity: UNTICK.into(),
             input: serde_json::to_value(&tick).unwrap_or(Value::Null),
         });
         let fail = first && c.fail_at == Some(i);
-        let full_key = format!("{}/{}", ctx.workflow_id(), ctx.key(&key));
         ctx.step_with(&key, TICK, &tick, StepOptions { retry: None, undo }, || {
             let tick = tick.clone();
-            let full_key = full_key.clone();
             async move {
                 if tick.millis > 0 {
                     tokio::time::sleep(Duration::from_millis(tick.millis)).await;
@@ -136,7 +136,7 @@ async fn run_branch(ctx: &WfCtx, c: &CanaryInput, first: bool) -> Result<(), Ste
                     return Err(ActivityError::terminal(format!("injected failure at {}", tick.key)));
                 }
                 if let Some(path) = &tick.effects_file {
-                    append_effect(path, "tick", &full_key)?;
+                    append_effect(path, "tick", &tick.key)?;
                 }
                 Ok(i)
             }

@@ -1,0 +1,182 @@
+//! The command-line contract of DESIGN.md section 5, checked on the real binaries.
+
+mod support;
+
+use serde_json::json;
+use support::*;
+
+#[test]
+fn submit_is_idempotent_by_id_and_refuses_a_different_input_for_it() {
+    let s = Scratch::new();
+    let a = s.write_json("a.json", &json!({"steps": 3}));
+    let b = s.write_json("b.json", &json!({"steps": 4}));
+    let first = s.cli(&["submit", "canary", "--input", a.to_str().unwrap(), "--id", "same"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert_eq!(stdout(&first), "same");
+    let again = s.cli(&["submit", "canary", "--input", a.to_str().unwrap(), "--id", "same"]);
+    assert_eq!(stdout(&again), "same");
+    assert_eq!(s.history("same").len(), 1, "the repeat journaled nothing");
+    let other = s.cli(&["submit", "canary", "--input", b.to_str().unwrap(), "--id", "same"]);
+    assert_eq!(other.status.code(), Some(2));
+    assert!(stderr(&other).contains("already used"), "{}", stderr(&other));
+}
+
+#[test]
+fn submit_without_id_prints_a_fresh_id_alone() {
+    let s = Scratch::new();
+    let a = s.write_json("a.json", &json!({"steps": 1}));
+    let out = s.cli(&["submit", "canary", "--input", a.to_str().unwrap()]);
+    assert!(out.status.success());
+    let id = stdout(&out);
+    assert!(id.starts_with("canary-") && !id.contains(char::is_whitespace), "{id:?}");
+    assert_eq!(s.status(&id)["state"], "pending");
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line_and_journals_nothing() {
+    let s = Scratch::new();
+    let cases: Vec<(&str, &str, &str)> = vec![
+        ("canary", "{not json", "not valid JSON"),
+        ("canary", r#"{"steps": 2, "colour": "red"}"#, "unknown field `colour`"),
+        ("canary", r#"{"steps": "two"}"#, "invalid type"),
+        ("canary", r#"{"steps": 0}"#, "steps"),
+        ("canary", r#"[1, 2]"#, "JSON object"),
+        ("no-such-workflow", r#"{}"#, "unknown workflow"),
+    ];
+    for (workflow, text, expect) in cases {
+        let path = s.file("bad.json");
+        std::fs::write(&path, text).unwrap();
+        for cmd in ["submit", "run"] {
+            let out = s.cli(&[cmd, workflow, "--input", path.to_str().unwrap()]);
+            assert_eq!(out.status.code(), Some(2), "{cmd} {text}: {}", stderr(&out));
+            let err = stderr(&out);
+            assert_eq!(err.lines().count(), 1, "one line: {err}");
+            assert!(err.contains(expect), "{cmd} {text}: {err:?} lacks {expect:?}");
+        }
+    }
+    let out = s.cli(&["submit", "canary", "--input", s.file("absent.json").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!s.db().exists(), "nothing was journaled, not even an empty journal");
+    let out = s.cli(&["submit", "canary", "--input", "-", "--id", "bad id"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn input_can_come_from_standard_input() {
+    let s = Scratch::new();
+    let mut child = std::process::Command::new(infraflow())
+        .args(["--db", s.db().to_str().unwrap(), "run", "canary", "--input", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(br#"{"steps": 2}"#).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v, json!({"steps": 2, "branches": 1}));
+}
+
+#[test]
+fn run_prints_output_on_stdout_and_progress_on_stderr() {
+    let s = Scratch::new();
+    let a = s.write_json("a.json", &json!({"steps": 3}));
+    let out = s.cli(&["run", "canary", "--input", a.to_str().unwrap(), "--id", "r1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["steps"], 3);
+    let err = stderr(&out);
+    assert!(err.contains("done      s3"), "{err}");
+    // Running it again resumes (here: finds it done) and runs nothing.
+    let again = s.cli(&["run", "canary", "--input", a.to_str().unwrap(), "--id", "r1"]);
+    assert_eq!(again.status.code(), Some(0));
+    assert!(!stderr(&again).contains("start "), "{}", stderr(&again));
+}
+
+#[test]
+fn a_failing_run_compensates_and_exits_1_and_no_rollback_keeps_its_steps() {
+    let s = Scratch::new();
+    let effects = s.file("effects.log");
+    let a = s.write_json("a.json", &json!({"steps": 4, "failAt": 3, "effectsFile": effects}));
+    let out = s.cli(&["run", "canary", "--input", a.to_str().unwrap(), "--id", "f1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let st = s.status("f1");
+    assert_eq!(st["state"], "compensated");
+    assert!(st["error"].as_str().unwrap().contains("injected failure at f1/s3"), "{st}");
+
+    let out = s.cli(&["run", "canary", "--input", a.to_str().unwrap(), "--id", "f2", "--no-rollback"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(s.status("f2")["state"], "failed");
+    let lines = lines_of(&effects);
+    assert!(lines.iter().any(|l| l.starts_with("tick f2/s2")));
+    assert!(!lines.iter().any(|l| l.starts_with("untick f2/")), "{lines:?}");
+}
+
+#[test]
+fn status_lists_workflows_and_both_binaries_agree() {
+    let s = Scratch::new();
+    let a = s.write_json("a.json", &json!({"steps": 1}));
+    for id in ["x1", "x2"] {
+        assert!(s.cli(&["run", "canary", "--input", a.to_str().unwrap(), "--id", id]).status.success());
+    }
+    let out = s.cli(&["status", "--json"]);
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<_> = list.as_array().unwrap().iter().map(|w| w["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(ids, ["x1", "x2"]);
+    assert!(list.as_array().unwrap().iter().all(|w| w["workflow"] == "canary" && w["state"] == "completed"));
+
+    let ws = std::process::Command::new(workflow_status()).args(["--db", s.db().to_str().unwrap(), "x1", "--json"]).output().unwrap();
+    assert!(ws.status.success());
+    let via_ws: serde_json::Value = serde_json::from_slice(&ws.stdout).unwrap();
+    assert_eq!(via_ws, s.status("x1"));
+    for field in ["id", "workflow", "state", "steps", "output", "error"] {
+        assert!(via_ws.get(field).is_some(), "{field} missing");
+    }
+    let step = &via_ws["steps"][0];
+    for field in ["key", "state", "attempts", "error"] {
+        assert!(step.get(field).is_some(), "step {field} missing");
+    }
+    let table = s.cli(&["status"]);
+    assert!(stdout(&table).lines().nth(1).unwrap().starts_with("x1"));
+}
+
+#[test]
+fn unknown_ids_and_missing_journals_exit_2() {
+    let s = Scratch::new();
+    let out = s.cli(&["status", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no journal"), "{}", stderr(&out));
+    let a = s.write_json("a.json", &json!({"steps": 1}));
+    assert!(s.cli(&["submit", "canary", "--input", a.to_str().unwrap()]).status.success());
+    for args in [vec!["status", "nope"], vec!["history", "nope"], vec!["cancel", "nope"], vec!["retry", "nope"]] {
+        let out = s.cli(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("nope"), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_file_that_is_not_a_journal_is_refused_by_name() {
+    let s = Scratch::new();
+    std::fs::write(s.db(), "hello, I am a text file and not a database").unwrap();
+    for args in [vec!["status"], vec!["cancel", "x"]] {
+        let out = s.cli(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains("journal.sqlite3") && stderr(&out).contains("not an infraflow journal"), "{}", stderr(&out));
+    }
+    assert_eq!(std::fs::read_to_string(s.db()).unwrap(), "hello, I am a text file and not a database");
+}
+
+#[test]
+fn retry_and_cancel_refuse_finished_workflows() {
+    let s = Scratch::new();
+    let a = s.write_json("a.json", &json!({"steps": 1}));
+    assert!(s.cli(&["run", "canary", "--input", a.to_str().unwrap(), "--id", "done"]).status.success());
+    let out = s.cli(&["retry", "done"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("completed"));
+    let out = s.cli(&["cancel", "done"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,138 @@
+//! The real daemon binary under SIGKILL and side by side with another daemon on one journal.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::json;
+use support::*;
+
+fn completions_per_step(status: &serde_json::Value) -> BTreeMap<String, u64> {
+    status["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["key"].as_str().unwrap().to_string(), s["completions"].as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_daemon_killed_repeatedly_mid_run_still_completes_every_step_once() {
+    let s = Scratch::new();
+    let effects = s.file("effects.log");
+    let input = s.write_json("in.json", &json!({"steps": 80, "stepMillis": 40, "effectsFile": effects}));
+    let out = s.cli(&["submit", "canary", "--input", input.to_str().unwrap(), "--id", "victim"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut rng = Rng::from_env_or_time();
+    for _ in 0..8 {
+        let mut d = s.spawn_daemon(&[], &[]);
+        std::thread::sleep(Duration::from_millis(80 + rng.below(250)));
+        kill9(&mut d);
+    }
+    let partial = s.status("victim");
+    assert_ne!(partial["state"], "completed", "the kills should land before the end: {partial}");
+
+    let mut d = s.spawn_daemon(&[], &[]);
+    let done = s.wait_for_state("victim", &["completed", "paused", "failed", "compensated"], Duration::from_secs(60));
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+    assert_eq!(done["state"], "completed", "{done}");
+
+    let per_step = completions_per_step(&done);
+    assert_eq!(per_step.len(), 80, "{per_step:?}");
+    assert!(per_step.values().all(|n| *n == 1), "every step's completion is journaled once: {per_step:?}");
+    // Each daemon start after a kill took the lease over at once from its dead predecessor.
+    let takeovers = s.history("victim").iter().filter(|e| e["type"] == "lease_taken").count();
+    assert!(takeovers >= 2, "{takeovers} lease takeovers");
+    // Every step ran at least once; a step re-runs only if a kill hit it mid-flight.
+    let ticks = lines_of(&effects);
+    for i in 1..=80 {
+        assert!(ticks.iter().any(|l| l.starts_with(&format!("tick victim/s{i} "))), "s{i} never ran");
+    }
+    assert!(ticks.len() <= 80 + 9, "at most one re-run per kill: {} ticks", ticks.len());
+}
+
+#[test]
+fn two_daemons_on_one_journal_never_run_the_same_step_twice() {
+    let s = Scratch::new();
+    let effects = s.file("effects.log");
+    let input = s.write_json("in.json", &json!({"steps": 8, "stepMillis": 15, "effectsFile": effects}));
+    let ids: Vec<String> = (0..12)
+        .map(|i| {
+            let id = format!("w{i}");
+            let out = s.cli(&["submit", "canary", "--input", input.to_str().unwrap(), "--id", &id]);
+            assert!(out.status.success(), "{}", stderr(&out));
+            id
+        })
+        .collect();
+    let mut a = s.spawn_daemon(&["--workers", "3"], &[]);
+    let mut b = s.spawn_daemon(&["--workers", "3"], &[]);
+    for id in &ids {
+        let st = s.wait_for_state(id, &["completed", "paused", "failed"], Duration::from_secs(60));
+        assert_eq!(st["state"], "completed", "{st}");
+    }
+    assert_eq!(terminate(&mut a, Duration::from_secs(30)).code(), Some(0));
+    assert_eq!(terminate(&mut b, Duration::from_secs(30)).code(), Some(0));
+
+    let lines = lines_of(&effects);
+    assert_eq!(lines.len(), 12 * 8, "each step ran exactly once in all: {lines:#?}");
+    let mut seen = std::collections::HashSet::new();
+    for l in &lines {
+        let key = l.rsplit_once(' ').unwrap().0;
+        assert!(seen.insert(key.to_string()), "{key} ran twice");
+    }
+    for id in &ids {
+        let takes = s.history(id).iter().filter(|e| e["type"] == "lease_taken").count();
+        assert_eq!(takes, 1, "{id} was claimed once");
+    }
+}
+
+#[test]
+fn sigterm_stops_the_daemon_gracefully_and_releases_its_leases() {
+    let s = Scratch::new();
+    let input = s.write_json("in.json", &json!({"steps": 200, "stepMillis": 50}));
+    let out = s.cli(&["submit", "canary", "--input", input.to_str().unwrap(), "--id", "long"]);
+    assert!(out.status.success());
+    let mut d = s.spawn_daemon(&[], &[]);
+    let start = std::time::Instant::now();
+    while completions_per_step(&s.status("long")).len() < 2 {
+        assert!(start.elapsed() < Duration::from_secs(30), "no progress: {}", s.daemon_log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0), "{}", s.daemon_log());
+    let st = s.status("long");
+    assert_eq!(st["owner"], serde_json::Value::Null, "lease released: {st}");
+    assert_eq!(st["state"], "running");
+    let done_before = completions_per_step(&st).len();
+    assert!(done_before < 200);
+    // Another process continues at once, with no lease to wait out.
+    let out = s.cli(&["retry", "long"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let st = s.status("long");
+    assert_eq!(st["state"], "completed");
+    assert!(completions_per_step(&st).values().all(|n| *n == 1));
+}
+
+#[test]
+fn cancel_reaches_a_workflow_running_in_a_daemon_and_compensates_it() {
+    let s = Scratch::new();
+    let effects = s.file("effects.log");
+    let input = s.write_json("in.json", &json!({"steps": 300, "stepMillis": 20, "effectsFile": effects}));
+    assert!(s.cli(&["submit", "canary", "--input", input.to_str().unwrap(), "--id", "c"]).status.success());
+    let mut d = s.spawn_daemon(&[], &[]);
+    while completions_per_step(&s.status("c")).len() < 3 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = s.cli(&["cancel", "c", "--detach"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let st = s.wait_for_state("c", &["compensated", "compensation_failed"], Duration::from_secs(60));
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+    assert_eq!(st["state"], "compensated");
+    let lines = lines_of(&effects);
+    let ticked: std::collections::BTreeSet<_> =
+        lines.iter().filter_map(|l| l.strip_prefix("tick c/")).map(|l| l.split(' ').next().unwrap().to_string()).collect();
+    let unticked: std::collections::BTreeSet<_> =
+        lines.iter().filter_map(|l| l.strip_prefix("untick c/")).map(|l| l.split(' ').next().unwrap().to_string()).collect();
+    assert!(ticked.len() < 300);
+    assert!(ticked.is_subset(&unticked), "every tick undone: {ticked:?} vs {unticked:?}");
+}
