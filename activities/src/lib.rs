@@ -1,1 +1,20 @@
-//! placeholder
+//! Idempotent AWS operations for infraflow: every create finds its resource by identity tag before
+//! creating it, every delete treats "not found" as done, and waits are bounded and resumable.
+//! Knows nothing of the journal or the engine.
+
+mod client;
+pub mod dns;
+pub mod endpoints;
+mod error;
+pub mod nat;
+pub mod network;
+pub mod resources;
+pub mod routing;
+pub mod security;
+pub mod tags;
+pub mod wait;
+
+pub use client::{Aws, AwsPool};
+pub use error::{classify, AwsError, AwsResult};
+pub use resources::{Kind, Scope};
+pub use tags::Identity;

@@ -1,7 +1,8 @@
 //! Every workflow this binary can run.
 
+use infraflow_activities::AwsPool;
 use infraflow_workflows::Registry;
 
 pub fn full_registry() -> Registry {
-    infraflow_workflows::base_registry()
+    infraflow_workflows::full_registry(AwsPool::new())
 }

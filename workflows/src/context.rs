@@ -211,25 +211,32 @@ impl WfCtx {
 
     /// Runs `activity` once durably: a step already completed in the journal returns its recorded
     /// output without running again.
-    pub async fn step<I, O, F, Fut>(&self, key: &str, activity: &str, input: &I, f: F) -> Result<O, StepError>
+    pub fn step<'a, I, O, F, Fut>(
+        &'a self,
+        key: &str,
+        activity: &str,
+        input: &I,
+        f: F,
+    ) -> impl Future<Output = Result<O, StepError>> + use<'a, I, O, F, Fut>
     where
         I: Serialize + ?Sized,
         O: Serialize + DeserializeOwned,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<O, ActivityError>>,
     {
-        self.step_with(key, activity, input, StepOptions::default(), f).await
+        self.step_with(key, activity, input, StepOptions::default(), f)
     }
 
     /// `step` with a retry policy and/or a compensating action.
-    pub async fn step_with<I, O, F, Fut>(
-        &self,
+    /// The input is read at the call, so the returned future does not borrow it.
+    pub fn step_with<'a, I, O, F, Fut>(
+        &'a self,
         key: &str,
         activity: &str,
         input: &I,
         options: StepOptions,
-        mut f: F,
-    ) -> Result<O, StepError>
+        f: F,
+    ) -> impl Future<Output = Result<O, StepError>> + use<'a, I, O, F, Fut>
     where
         I: Serialize + ?Sized,
         O: Serialize + DeserializeOwned,
@@ -237,8 +244,25 @@ impl WfCtx {
         Fut: Future<Output = Result<O, ActivityError>>,
     {
         let key = self.key(key);
-        let input = serde_json::to_value(input).map_err(|e| StepError::Decode { step: key.clone(), detail: e.to_string() })?;
-        let hash = input_hash(&input);
+        let input = serde_json::to_value(input).map_err(|e| StepError::Decode { step: key.clone(), detail: e.to_string() });
+        self.run_step(key, activity.to_string(), input, options, f)
+    }
+
+    async fn run_step<O, F, Fut>(
+        &self,
+        key: String,
+        activity: String,
+        input: Result<Value, StepError>,
+        options: StepOptions,
+        mut f: F,
+    ) -> Result<O, StepError>
+    where
+        O: Serialize + DeserializeOwned,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<O, ActivityError>>,
+    {
+        let activity = activity.as_str();
+        let hash = input_hash(&input?);
         let run = &self.run;
         let prior = run.recorded.lock().unwrap().get(&key).cloned();
         if let Some(rec) = &prior {

@@ -2,6 +2,7 @@
 //! engine journals each step, skips completed ones on replay, retries durably, compensates on
 //! failure, and runs workflows under leases so two processes never run the same one.
 
+mod aws_steps;
 mod clock;
 mod context;
 mod engine;
@@ -11,8 +12,11 @@ mod progress;
 mod registry;
 mod retry;
 mod runner;
+mod validate;
 
 pub mod canary;
+pub mod provision_infra;
+pub mod teardown;
 
 pub use clock::{Clock, Sleep, SystemClock, TestClock};
 pub use context::{input_hash, join_branches, Signals, StepOptions, WfCtx};
@@ -28,5 +32,15 @@ pub use runner::Outcome;
 pub fn base_registry() -> Registry {
     let mut r = Registry::new();
     canary::register(&mut r);
+    r
+}
+
+/// Every workflow, the AWS ones with clients from `pool` (created on first use, so building the
+/// registry touches no network).
+pub fn full_registry(pool: infraflow_activities::AwsPool) -> Registry {
+    let mut r = base_registry();
+    aws_steps::register(&mut r, pool.clone());
+    r.add_workflow(provision_infra::ProvisionInfra { pool: pool.clone() });
+    r.add_workflow(teardown::Teardown { pool });
     r
 }

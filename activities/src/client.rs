@@ -1,0 +1,54 @@
+//! AWS clients, configured the standard way (profiles, env credentials, AWS_ENDPOINT_URL), one
+//! set per region, created on first use.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use aws_config::BehaviorVersion;
+use tokio::sync::Mutex;
+
+/// The three service clients of one region.
+#[derive(Clone, Debug)]
+pub struct Aws {
+    pub region: String,
+    pub ec2: aws_sdk_ec2::Client,
+    pub elb: aws_sdk_elasticloadbalancingv2::Client,
+    pub r53: aws_sdk_route53::Client,
+}
+
+impl Aws {
+    pub async fn connect(region: &str) -> Aws {
+        let conf = aws_config::defaults(BehaviorVersion::latest())
+            .region(aws_config::Region::new(region.to_string()))
+            .load()
+            .await;
+        Aws {
+            region: region.to_string(),
+            ec2: aws_sdk_ec2::Client::new(&conf),
+            elb: aws_sdk_elasticloadbalancingv2::Client::new(&conf),
+            r53: aws_sdk_route53::Client::new(&conf),
+        }
+    }
+}
+
+/// Clients by region, shared by every workflow of a process.
+#[derive(Clone, Default)]
+pub struct AwsPool {
+    clients: Arc<Mutex<HashMap<String, Aws>>>,
+}
+
+impl AwsPool {
+    pub fn new() -> AwsPool {
+        AwsPool::default()
+    }
+
+    pub async fn region(&self, region: &str) -> Aws {
+        let mut map = self.clients.lock().await;
+        if let Some(aws) = map.get(region) {
+            return aws.clone();
+        }
+        let aws = Aws::connect(region).await;
+        map.insert(region.to_string(), aws.clone());
+        aws
+    }
+}

@@ -1,0 +1,199 @@
+//! Route53: the public zone of the base domain (looked up, never created), and private zones
+//! attached to the cluster's VPC, marked at creation so a re-run or teardown finds them.
+
+use aws_sdk_route53::types::{
+    Change, ChangeAction, ChangeBatch, HostedZoneConfig, ResourceRecordSet, Tag, TagResourceType, Vpc, VpcRegion,
+};
+
+use crate::client::Aws;
+use crate::error::{classify, AwsResult};
+use crate::network::missing;
+use crate::tags::{ownership_key, Identity};
+
+/// The comment written at creation. Tags on a hosted zone need a second call; the comment is
+/// set atomically, so a crash between the two calls cannot hide the zone.
+fn marker(id: &Identity) -> String {
+    format!("infraflow:{}", id.key())
+}
+
+fn bare(zone_id: &str) -> String {
+    zone_id.trim_start_matches("/hostedzone/").to_string()
+}
+
+fn fqdn(name: &str) -> String {
+    if name.ends_with('.') { name.to_string() } else { format!("{name}.") }
+}
+
+/// A hosted zone as listed: id, name, whether private, and its comment.
+#[derive(Clone, Debug)]
+pub struct ZoneSummary {
+    pub id: String,
+    pub name: String,
+    pub private: bool,
+    pub comment: String,
+}
+
+async fn zones_named(aws: &Aws, name: &str) -> AwsResult<Vec<ZoneSummary>> {
+    let want = fqdn(name);
+    let out = aws
+        .r53
+        .list_hosted_zones_by_name()
+        .dns_name(&want)
+        .send()
+        .await
+        .map_err(|e| classify("ListHostedZonesByName", e))?;
+    Ok(out
+        .hosted_zones()
+        .iter()
+        .filter(|z| z.name().eq_ignore_ascii_case(&want))
+        .map(|z| ZoneSummary {
+            id: bare(z.id()),
+            name: z.name().to_string(),
+            private: z.config().is_some_and(|c| c.private_zone()),
+            comment: z.config().and_then(|c| c.comment()).unwrap_or_default().to_string(),
+        })
+        .collect())
+}
+
+/// The public zone named `base_domain`, if any.
+pub async fn find_public_zone(aws: &Aws, base_domain: &str) -> AwsResult<Option<String>> {
+    Ok(zones_named(aws, base_domain).await?.into_iter().find(|z| !z.private).map(|z| z.id))
+}
+
+/// A private zone `name` associated with the VPC, tagged as owned.
+pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &str) -> AwsResult<String> {
+    let mark = marker(id);
+    if let Some(z) = zones_named(aws, name).await?.into_iter().find(|z| z.private && z.comment == mark) {
+        return Ok(z.id);
+    }
+    let out = aws
+        .r53
+        .create_hosted_zone()
+        .name(name)
+        .caller_reference(id.token())
+        .vpc(Vpc::builder().vpc_id(vpc_id).vpc_region(VpcRegion::from(aws.region.as_str())).build())
+        .hosted_zone_config(HostedZoneConfig::builder().comment(mark).private_zone(true).build())
+        .send()
+        .await
+        .map_err(|e| classify("CreateHostedZone", e))?;
+    let zone = bare(out.hosted_zone().map(|z| z.id()).ok_or_else(|| missing("CreateHostedZone", "zone id"))?);
+    let tags: Vec<Tag> = id.tags().into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
+    aws.r53
+        .change_tags_for_resource()
+        .resource_type(TagResourceType::Hostedzone)
+        .resource_id(&zone)
+        .set_add_tags(Some(tags))
+        .send()
+        .await
+        .map_err(|e| classify("ChangeTagsForResource", e))?;
+    Ok(zone)
+}
+
+/// Private zones of the cluster: marked at creation by infraflow for `infra_id`, or tagged owned.
+pub async fn find_owned_zones(aws: &Aws, infra_id: &str) -> AwsResult<Vec<String>> {
+    let prefix = format!("infraflow:{infra_id}/");
+    let mut owned = Vec::new();
+    let mut candidates = Vec::new();
+    let mut marker_token: Option<String> = None;
+    loop {
+        let out = aws
+            .r53
+            .list_hosted_zones()
+            .set_marker(marker_token.clone())
+            .send()
+            .await
+            .map_err(|e| classify("ListHostedZones", e))?;
+        for z in out.hosted_zones() {
+            let private = z.config().is_some_and(|c| c.private_zone());
+            let comment = z.config().and_then(|c| c.comment()).unwrap_or_default();
+            if !private {
+                continue;
+            }
+            if comment.starts_with(&prefix) {
+                owned.push(bare(z.id()));
+            } else {
+                candidates.push(bare(z.id()));
+            }
+        }
+        if out.is_truncated() {
+            marker_token = out.next_marker().map(str::to_string);
+        } else {
+            break;
+        }
+    }
+    let key = ownership_key(infra_id);
+    for chunk in candidates.chunks(10) {
+        let out = aws
+            .r53
+            .list_tags_for_resources()
+            .resource_type(TagResourceType::Hostedzone)
+            .set_resource_ids(Some(chunk.to_vec()))
+            .send()
+            .await
+            .map_err(|e| classify("ListTagsForResources", e))?;
+        for set in out.resource_tag_sets() {
+            if set.tags().iter().any(|t| t.key() == Some(key.as_str()) && t.value() == Some("owned")) {
+                if let Some(id) = set.resource_id() {
+                    owned.push(bare(id));
+                }
+            }
+        }
+    }
+    Ok(owned)
+}
+
+/// Records of a zone other than its own SOA and NS.
+pub async fn records_of(aws: &Aws, zone_id: &str) -> AwsResult<Vec<ResourceRecordSet>> {
+    let out = aws
+        .r53
+        .list_resource_record_sets()
+        .hosted_zone_id(zone_id)
+        .send()
+        .await
+        .map_err(|e| classify("ListResourceRecordSets", e))?;
+    let apex = out
+        .resource_record_sets()
+        .iter()
+        .find(|r| r.r#type().as_str() == "SOA")
+        .map(|r| r.name().to_string());
+    Ok(out
+        .resource_record_sets()
+        .iter()
+        .filter(|r| !(matches!(r.r#type().as_str(), "SOA" | "NS") && Some(r.name()) == apex.as_deref()))
+        .cloned()
+        .collect())
+}
+
+/// Deletes a hosted zone after emptying it of records.
+pub async fn delete_zone(aws: &Aws, zone_id: &str) -> AwsResult<bool> {
+    let records = match records_of(aws, zone_id).await {
+        Ok(r) => r,
+        Err(e) if e.is_not_found() => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if !records.is_empty() {
+        let changes: Vec<Change> = records
+            .into_iter()
+            .filter_map(|r| Change::builder().action(ChangeAction::Delete).resource_record_set(r).build().ok())
+            .collect();
+        let batch = ChangeBatch::builder().set_changes(Some(changes)).build().map_err(|e| {
+            crate::error::AwsError::terminal("ChangeResourceRecordSets", e.to_string())
+        })?;
+        match aws
+            .r53
+            .change_resource_record_sets()
+            .hosted_zone_id(zone_id)
+            .change_batch(batch)
+            .send()
+            .await
+            .map_err(|e| classify("ChangeResourceRecordSets", e))
+        {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    crate::network::gone_ok(
+        aws.r53.delete_hosted_zone().id(zone_id).send().await.map(|_| ()).map_err(|e| classify("DeleteHostedZone", e)),
+    )
+}

@@ -1,0 +1,116 @@
+//! VPC endpoints: the S3 gateway endpoint of provision-infra, and deleting endpoints with a wait.
+
+use aws_sdk_ec2::types::{ResourceType, VpcEndpointType};
+
+use crate::client::Aws;
+use crate::error::{classify, AwsResult};
+use crate::network::missing;
+use crate::tags::Identity;
+use crate::wait::{poll_until, WAIT_BUDGET};
+
+/// Endpoints matching `f` that are not deleted or failed, with their state.
+pub async fn find_vpc_endpoints(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<(String, String)>> {
+    let out = aws
+        .ec2
+        .describe_vpc_endpoints()
+        .filters(f)
+        .send()
+        .await
+        .map_err(|e| classify("DescribeVpcEndpoints", e))?;
+    Ok(out
+        .vpc_endpoints()
+        .iter()
+        .filter_map(|e| {
+            // Compare the raw string: the SDK does not model every state AWS returns.
+            let state = e.state().map(|s| s.as_str().to_ascii_lowercase()).unwrap_or_default();
+            (!matches!(state.as_str(), "deleted" | "failed" | "rejected" | "expired"))
+                .then(|| Some((e.vpc_endpoint_id()?.to_string(), state)))
+                .flatten()
+        })
+        .collect())
+}
+
+/// The S3 gateway endpoint of the VPC, on the given route tables.
+pub async fn ensure_s3_endpoint(aws: &Aws, id: &Identity, vpc_id: &str, route_tables: &[String]) -> AwsResult<String> {
+    if let Some((vpce, _)) = find_vpc_endpoints(aws, id.filter()).await?.into_iter().next() {
+        let out = aws
+            .ec2
+            .describe_vpc_endpoints()
+            .vpc_endpoint_ids(&vpce)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeVpcEndpoints", e))?;
+        let have: Vec<String> =
+            out.vpc_endpoints().iter().flat_map(|e| e.route_table_ids().iter().cloned()).collect();
+        let add: Vec<String> = route_tables.iter().filter(|r| !have.contains(r)).cloned().collect();
+        if !add.is_empty() {
+            aws.ec2
+                .modify_vpc_endpoint()
+                .vpc_endpoint_id(&vpce)
+                .set_add_route_table_ids(Some(add))
+                .send()
+                .await
+                .map_err(|e| classify("ModifyVpcEndpoint", e))?;
+        }
+        return Ok(vpce);
+    }
+    let out = aws
+        .ec2
+        .create_vpc_endpoint()
+        // Always explicit: without it some implementations create an endpoint they cannot delete.
+        .vpc_endpoint_type(VpcEndpointType::Gateway)
+        .vpc_id(vpc_id)
+        .service_name(format!("com.amazonaws.{}.s3", aws.region))
+        .set_route_table_ids(Some(route_tables.to_vec()))
+        .client_token(id.token())
+        .tag_specifications(id.tag_spec(ResourceType::VpcEndpoint))
+        .send()
+        .await
+        .map_err(|e| classify("CreateVpcEndpoint", e))?;
+    Ok(out.vpc_endpoint().and_then(|e| e.vpc_endpoint_id()).ok_or_else(|| missing("CreateVpcEndpoint", "endpoint id"))?.to_string())
+}
+
+/// The endpoint's state, None once it is gone.
+async fn endpoint_state(aws: &Aws, vpce: &str) -> AwsResult<Option<String>> {
+    let out = aws.ec2.describe_vpc_endpoints().vpc_endpoint_ids(vpce).send().await;
+    match out.map_err(|e| classify("DescribeVpcEndpoints", e)) {
+        Ok(o) => Ok(o
+            .vpc_endpoints()
+            .first()
+            .map(|e| e.state().map(|s| s.as_str().to_ascii_lowercase()).unwrap_or_default())
+            .filter(|s| !matches!(s.as_str(), "deleted" | "failed" | "rejected" | "expired"))),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Deletes a VPC endpoint (any type) and waits until it is gone.
+pub async fn delete_vpc_endpoint(aws: &Aws, vpce: &str) -> AwsResult<bool> {
+    let live: Vec<(String, String)> = endpoint_state(aws, vpce).await?.map(|s| (vpce.to_string(), s)).into_iter().collect();
+    let Some((_, state)) = live.first() else { return Ok(false) };
+    if state != "deleting" {
+        let out = aws
+            .ec2
+            .delete_vpc_endpoints()
+            .vpc_endpoint_ids(vpce)
+            .send()
+            .await
+            .map_err(|e| classify("DeleteVpcEndpoints", e))?;
+        if let Some(err) = out.unsuccessful().first().and_then(|u| u.error()) {
+            let code = err.code().unwrap_or_default();
+            if !code.contains("NotFound") {
+                return Err(crate::error::AwsError {
+                    operation: "DeleteVpcEndpoints",
+                    code: Some(code.to_string()),
+                    message: err.message().unwrap_or_default().to_string(),
+                    retryable: true,
+                });
+            }
+        }
+    }
+    poll_until("DescribeVpcEndpoints", &format!("VPC endpoint {vpce} not deleted"), WAIT_BUDGET, || async {
+        Ok(endpoint_state(aws, vpce).await?.is_none().then_some(()))
+    })
+    .await?;
+    Ok(true)
+}

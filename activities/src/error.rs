@@ -1,0 +1,112 @@
+//! AWS errors, classified from the error code and transport outcome into retryable or terminal.
+
+use aws_sdk_ec2::config::http::HttpResponse;
+use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
+
+/// A failed AWS call: which operation, the AWS code and message, and whether retrying can help.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{operation}: {}{message}", code.as_deref().map(|c| format!("{c}: ")).unwrap_or_default())]
+pub struct AwsError {
+    pub operation: &'static str,
+    pub code: Option<String>,
+    pub message: String,
+    pub retryable: bool,
+}
+
+impl AwsError {
+    /// A terminal error raised by our own checks (not by AWS).
+    pub fn terminal(operation: &'static str, message: impl Into<String>) -> AwsError {
+        AwsError { operation, code: None, message: message.into(), retryable: false }
+    }
+
+    /// A retryable condition found by our own checks (an asynchronous state not reached yet).
+    pub fn not_yet(operation: &'static str, message: impl Into<String>) -> AwsError {
+        AwsError { operation, code: None, message: message.into(), retryable: true }
+    }
+
+    pub fn code_is(&self, code: &str) -> bool {
+        self.code.as_deref() == Some(code)
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.code.as_deref().is_some_and(is_not_found_code)
+    }
+
+    pub fn is_dependency_violation(&self) -> bool {
+        self.code.as_deref().is_some_and(|c| {
+            matches!(c, "DependencyViolation" | "ResourceInUse" | "HostedZoneNotEmpty" | "InvalidRouteTableID.HasDependencies")
+        })
+    }
+
+    /// While deleting, a dependency that is still going away is worth waiting for.
+    pub fn retry_dependency(mut self) -> AwsError {
+        if self.is_dependency_violation() {
+            self.retryable = true;
+        }
+        self
+    }
+}
+
+fn is_not_found_code(c: &str) -> bool {
+    c.ends_with(".NotFound")
+        || c.ends_with("NotFound")
+        || c.starts_with("NoSuch")
+        || matches!(c, "InvalidAllocationID.NotFound" | "InvalidGroup.NotFound" | "HostedZoneNotFound")
+}
+
+/// Codes that a later attempt may get past.
+fn retryable_code(c: &str) -> bool {
+    matches!(
+        c,
+        "Throttling"
+            | "ThrottlingException"
+            | "RequestLimitExceeded"
+            | "RequestThrottled"
+            | "RequestThrottledException"
+            | "TooManyRequestsException"
+            | "PriorRequestNotComplete"
+            | "InternalError"
+            | "InternalFailure"
+            | "ServiceUnavailable"
+            | "Unavailable"
+            | "SlowDown"
+            | "IncorrectState"
+            | "IncorrectInstanceState"
+            | "InvalidChangeBatch.ConcurrentModification"
+            | "ConcurrentModification"
+    ) || is_not_found_code(c)
+}
+
+/// Classifies an SDK error. NotFound counts as retryable: right after a create, AWS is
+/// eventually consistent; deletes treat NotFound as success before calling this.
+pub fn classify<E>(operation: &'static str, err: SdkError<E, HttpResponse>) -> AwsError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let status = err.raw_response().map(|r| r.status().as_u16());
+    match &err {
+        SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) | SdkError::ResponseError(_) => AwsError {
+            operation,
+            code: None,
+            message: format!("transport: {}", aws_sdk_ec2::error::DisplayErrorContext(&err)),
+            retryable: true,
+        },
+        SdkError::ConstructionFailure(_) => AwsError {
+            operation,
+            code: None,
+            message: format!("request not built: {}", aws_sdk_ec2::error::DisplayErrorContext(&err)),
+            retryable: false,
+        },
+        _ => {
+            let code = err.code().map(str::to_string);
+            let message = err.message().map(str::to_string).unwrap_or_else(|| match status {
+                Some(s) => format!("HTTP {s} with no error message"),
+                None => aws_sdk_ec2::error::DisplayErrorContext(&err).to_string(),
+            });
+            let retryable = code.as_deref().is_some_and(retryable_code) || status.is_some_and(|s| s >= 500 || s == 429);
+            AwsError { operation, code, message, retryable }
+        }
+    }
+}
+
+pub type AwsResult<T> = Result<T, AwsError>;

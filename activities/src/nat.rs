@@ -1,0 +1,119 @@
+//! Elastic IPs and NAT gateways, with explicit waits for their asynchronous states.
+
+use aws_sdk_ec2::types::{DomainType, NatGatewayState, ResourceType};
+
+use crate::client::Aws;
+use crate::error::{classify, AwsError, AwsResult};
+use crate::network::{gone_ok, missing};
+use crate::tags::{filter, Identity};
+use crate::wait::{poll_until, WAIT_BUDGET};
+
+pub async fn find_addresses(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<String>> {
+    let out = aws.ec2.describe_addresses().filters(f).send().await.map_err(|e| classify("DescribeAddresses", e))?;
+    Ok(out.addresses().iter().filter_map(|a| a.allocation_id().map(str::to_string)).collect())
+}
+
+/// An Elastic IP for a NAT gateway, tagged at allocation.
+pub async fn ensure_eip(aws: &Aws, id: &Identity) -> AwsResult<String> {
+    if let Some(a) = find_addresses(aws, id.filter()).await?.into_iter().next() {
+        return Ok(a);
+    }
+    let out = aws
+        .ec2
+        .allocate_address()
+        .domain(DomainType::Vpc)
+        .tag_specifications(id.tag_spec(ResourceType::ElasticIp))
+        .send()
+        .await
+        .map_err(|e| classify("AllocateAddress", e))?;
+    Ok(out.allocation_id().ok_or_else(|| missing("AllocateAddress", "allocation id"))?.to_string())
+}
+
+pub async fn release_eip(aws: &Aws, allocation_id: &str) -> AwsResult<bool> {
+    let r = aws.ec2.release_address().allocation_id(allocation_id).send().await;
+    match r.map(|_| ()).map_err(|e| classify("ReleaseAddress", e)) {
+        // Still held by a NAT gateway that is going away.
+        Err(e) if e.code_is("InvalidIPAddress.InUse") || e.code_is("AuthFailure") => {
+            Err(AwsError { retryable: true, ..e })
+        }
+        r => gone_ok(r),
+    }
+}
+
+/// NAT gateways matching `f` that are not deleted (AWS lists deleted ones for a while).
+pub async fn find_nat_gateways(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<(String, NatGatewayState)>> {
+    let out = aws
+        .ec2
+        .describe_nat_gateways()
+        .filter(f)
+        .filter(filter("state", &["pending", "available", "deleting", "failed"]))
+        .send()
+        .await
+        .map_err(|e| classify("DescribeNatGateways", e))?;
+    Ok(out
+        .nat_gateways()
+        .iter()
+        .filter_map(|n| Some((n.nat_gateway_id()?.to_string(), n.state()?.clone())))
+        .collect())
+}
+
+/// A NAT gateway in the public subnet with the given Elastic IP.
+pub async fn ensure_nat_gateway(aws: &Aws, id: &Identity, subnet_id: &str, allocation_id: &str) -> AwsResult<String> {
+    let live = find_nat_gateways(aws, id.filter()).await?;
+    if let Some((nat, _)) = live.iter().find(|(_, s)| matches!(s, NatGatewayState::Pending | NatGatewayState::Available)) {
+        return Ok(nat.clone());
+    }
+    let out = aws
+        .ec2
+        .create_nat_gateway()
+        .subnet_id(subnet_id)
+        .allocation_id(allocation_id)
+        .client_token(id.token())
+        .tag_specifications(id.tag_spec(ResourceType::Natgateway))
+        .send()
+        .await
+        .map_err(|e| classify("CreateNatGateway", e))?;
+    Ok(out.nat_gateway().and_then(|n| n.nat_gateway_id()).ok_or_else(|| missing("CreateNatGateway", "NAT gateway id"))?.to_string())
+}
+
+async fn nat_state(aws: &Aws, nat_id: &str) -> AwsResult<Option<NatGatewayState>> {
+    let out = aws.ec2.describe_nat_gateways().nat_gateway_ids(nat_id).send().await;
+    match out.map_err(|e| classify("DescribeNatGateways", e)) {
+        Ok(o) => Ok(o.nat_gateways().first().and_then(|n| n.state().cloned())),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Waits until the NAT gateway is available; a failed gateway is a terminal error.
+pub async fn wait_nat_available(aws: &Aws, nat_id: &str) -> AwsResult<()> {
+    poll_until("DescribeNatGateways", &format!("NAT gateway {nat_id} not available"), WAIT_BUDGET, || async {
+        match nat_state(aws, nat_id).await? {
+            Some(NatGatewayState::Available) => Ok(Some(())),
+            Some(NatGatewayState::Failed) | Some(NatGatewayState::Deleted) | Some(NatGatewayState::Deleting) => {
+                Err(AwsError::terminal("DescribeNatGateways", format!("NAT gateway {nat_id} failed or is being deleted")))
+            }
+            // Not visible yet right after creation: eventual consistency.
+            _ => Ok(None),
+        }
+    })
+    .await
+}
+
+/// Deletes the NAT gateway and waits until it is gone (its Elastic IP is free only then).
+pub async fn delete_nat_gateway(aws: &Aws, nat_id: &str) -> AwsResult<bool> {
+    // Look up first: deleting an unknown id is an error without a code on some implementations.
+    let deleted = match nat_state(aws, nat_id).await? {
+        None | Some(NatGatewayState::Deleted) => return Ok(false),
+        Some(NatGatewayState::Deleting) => true,
+        Some(_) => {
+            let r = aws.ec2.delete_nat_gateway().nat_gateway_id(nat_id).send().await;
+            gone_ok(r.map(|_| ()).map_err(|e| classify("DeleteNatGateway", e)))?
+        }
+    };
+    poll_until("DescribeNatGateways", &format!("NAT gateway {nat_id} not deleted"), WAIT_BUDGET, || async {
+        Ok(matches!(nat_state(aws, nat_id).await?, None | Some(NatGatewayState::Deleted)).then_some(()))
+    })
+    .await?;
+    Ok(deleted)
+}

@@ -1,0 +1,313 @@
+//! VPC, DHCP options, internet gateway, subnets and availability zones: idempotent ensure and
+//! delete-if-exists for each.
+
+use aws_sdk_ec2::types::{AttributeBooleanValue, NewDhcpConfiguration, ResourceType};
+use serde::{Deserialize, Serialize};
+
+use crate::client::Aws;
+use crate::error::{classify, AwsError, AwsResult};
+use crate::tags::{filter, Identity};
+
+/// Ignores "not found": for deletes, a resource already gone is the goal reached.
+pub(crate) fn gone_ok(r: Result<(), AwsError>) -> AwsResult<bool> {
+    match r {
+        Ok(()) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e.retry_dependency()),
+    }
+}
+
+pub(crate) fn missing(operation: &'static str, what: &str) -> AwsError {
+    AwsError::not_yet(operation, format!("the response has no {what}"))
+}
+
+/// A zone as EC2 names it in this account, and its account-independent id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ZoneInfo {
+    pub name: String,
+    pub id: String,
+}
+
+/// The available zones of the region, in name order.
+pub async fn availability_zones(aws: &Aws) -> AwsResult<Vec<ZoneInfo>> {
+    let out = aws
+        .ec2
+        .describe_availability_zones()
+        .filters(filter("state", &["available"]))
+        .send()
+        .await
+        .map_err(|e| classify("DescribeAvailabilityZones", e))?;
+    let mut zones: Vec<ZoneInfo> = out
+        .availability_zones()
+        .iter()
+        .filter_map(|z| Some(ZoneInfo { name: z.zone_name()?.to_string(), id: z.zone_id().unwrap_or_default().to_string() }))
+        .collect();
+    zones.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(zones)
+}
+
+pub async fn find_vpcs(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<String>> {
+    let out = aws.ec2.describe_vpcs().filters(f).send().await.map_err(|e| classify("DescribeVpcs", e))?;
+    Ok(out.vpcs().iter().filter_map(|v| v.vpc_id().map(str::to_string)).collect())
+}
+
+/// A VPC with DNS support and DNS hostnames, found by identity or created.
+pub async fn ensure_vpc(aws: &Aws, id: &Identity, cidr: &str) -> AwsResult<String> {
+    let vpc_id = match find_vpcs(aws, id.filter()).await?.into_iter().next() {
+        Some(v) => v,
+        None => {
+            let out = aws
+                .ec2
+                .create_vpc()
+                .cidr_block(cidr)
+                .tag_specifications(id.tag_spec(ResourceType::Vpc))
+                .send()
+                .await
+                .map_err(|e| classify("CreateVpc", e))?;
+            out.vpc().and_then(|v| v.vpc_id()).ok_or_else(|| missing("CreateVpc", "VPC id"))?.to_string()
+        }
+    };
+    // One attribute per call: AWS refuses both at once.
+    let on = || AttributeBooleanValue::builder().value(true).build();
+    aws.ec2
+        .modify_vpc_attribute()
+        .vpc_id(&vpc_id)
+        .enable_dns_support(on())
+        .send()
+        .await
+        .map_err(|e| classify("ModifyVpcAttribute", e))?;
+    aws.ec2
+        .modify_vpc_attribute()
+        .vpc_id(&vpc_id)
+        .enable_dns_hostnames(on())
+        .send()
+        .await
+        .map_err(|e| classify("ModifyVpcAttribute", e))?;
+    Ok(vpc_id)
+}
+
+pub async fn delete_vpc(aws: &Aws, vpc_id: &str) -> AwsResult<bool> {
+    gone_ok(aws.ec2.delete_vpc().vpc_id(vpc_id).send().await.map(|_| ()).map_err(|e| classify("DeleteVpc", e)))
+}
+
+pub async fn find_dhcp_options(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<String>> {
+    let out = aws.ec2.describe_dhcp_options().filters(f).send().await.map_err(|e| classify("DescribeDhcpOptions", e))?;
+    Ok(out.dhcp_options().iter().filter_map(|d| d.dhcp_options_id().map(str::to_string)).collect())
+}
+
+/// DHCP options with the region's internal domain, associated with the VPC.
+pub async fn ensure_dhcp_options(aws: &Aws, id: &Identity, domain: &str, vpc_id: &str) -> AwsResult<String> {
+    let dopt = match find_dhcp_options(aws, id.filter()).await?.into_iter().next() {
+        Some(d) => d,
+        None => {
+            let conf = |k: &str, v: &str| NewDhcpConfiguration::builder().key(k).values(v).build();
+            let out = aws
+                .ec2
+                .create_dhcp_options()
+                .dhcp_configurations(conf("domain-name", domain))
+                .dhcp_configurations(conf("domain-name-servers", "AmazonProvidedDNS"))
+                .tag_specifications(id.tag_spec(ResourceType::DhcpOptions))
+                .send()
+                .await
+                .map_err(|e| classify("CreateDhcpOptions", e))?;
+            let dopt = out
+                .dhcp_options()
+                .and_then(|d| d.dhcp_options_id())
+                .ok_or_else(|| missing("CreateDhcpOptions", "DHCP options id"))?
+                .to_string();
+            // Some implementations drop tags given at creation; tagging again is harmless.
+            aws.ec2
+                .create_tags()
+                .resources(&dopt)
+                .set_tags(Some(id.ec2_tags()))
+                .send()
+                .await
+                .map_err(|e| classify("CreateTags", e))?;
+            dopt
+        }
+    };
+    aws.ec2
+        .associate_dhcp_options()
+        .dhcp_options_id(&dopt)
+        .vpc_id(vpc_id)
+        .send()
+        .await
+        .map_err(|e| classify("AssociateDhcpOptions", e))?;
+    Ok(dopt)
+}
+
+/// Deletes DHCP options, first moving any VPC still using them back to the default options.
+pub async fn delete_dhcp_options(aws: &Aws, dopt_id: &str) -> AwsResult<bool> {
+    let users = find_vpcs(aws, filter("dhcp-options-id", &[dopt_id])).await?;
+    for vpc in users {
+        let r = aws.ec2.associate_dhcp_options().dhcp_options_id("default").vpc_id(&vpc).send().await;
+        gone_ok(r.map(|_| ()).map_err(|e| classify("AssociateDhcpOptions", e)))?;
+    }
+    gone_ok(
+        aws.ec2
+            .delete_dhcp_options()
+            .dhcp_options_id(dopt_id)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| classify("DeleteDhcpOptions", e)),
+    )
+}
+
+pub async fn find_internet_gateways(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<String>> {
+    let out = aws
+        .ec2
+        .describe_internet_gateways()
+        .filters(f)
+        .send()
+        .await
+        .map_err(|e| classify("DescribeInternetGateways", e))?;
+    Ok(out.internet_gateways().iter().filter_map(|g| g.internet_gateway_id().map(str::to_string)).collect())
+}
+
+/// An internet gateway attached to the VPC.
+pub async fn ensure_internet_gateway(aws: &Aws, id: &Identity, vpc_id: &str) -> AwsResult<String> {
+    let out = aws
+        .ec2
+        .describe_internet_gateways()
+        .filters(id.filter())
+        .send()
+        .await
+        .map_err(|e| classify("DescribeInternetGateways", e))?;
+    let (igw, attached) = match out.internet_gateways().first() {
+        Some(g) => (
+            g.internet_gateway_id().ok_or_else(|| missing("DescribeInternetGateways", "gateway id"))?.to_string(),
+            g.attachments().iter().any(|a| a.vpc_id() == Some(vpc_id)),
+        ),
+        None => {
+            let out = aws
+                .ec2
+                .create_internet_gateway()
+                .tag_specifications(id.tag_spec(ResourceType::InternetGateway))
+                .send()
+                .await
+                .map_err(|e| classify("CreateInternetGateway", e))?;
+            let igw = out
+                .internet_gateway()
+                .and_then(|g| g.internet_gateway_id())
+                .ok_or_else(|| missing("CreateInternetGateway", "gateway id"))?
+                .to_string();
+            (igw, false)
+        }
+    };
+    if !attached {
+        let r = aws.ec2.attach_internet_gateway().internet_gateway_id(&igw).vpc_id(vpc_id).send().await;
+        match r.map_err(|e| classify("AttachInternetGateway", e)) {
+            Ok(_) => {}
+            Err(e) if e.code_is("Resource.AlreadyAssociated") => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(igw)
+}
+
+/// Detaches the gateway from every VPC, then deletes it.
+pub async fn delete_internet_gateway(aws: &Aws, igw_id: &str) -> AwsResult<bool> {
+    let out = aws.ec2.describe_internet_gateways().internet_gateway_ids(igw_id).send().await;
+    let out = match out.map_err(|e| classify("DescribeInternetGateways", e)) {
+        Ok(o) => o,
+        Err(e) if e.is_not_found() => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    for g in out.internet_gateways() {
+        for a in g.attachments() {
+            if let Some(vpc) = a.vpc_id() {
+                let r = aws.ec2.detach_internet_gateway().internet_gateway_id(igw_id).vpc_id(vpc).send().await;
+                match r.map_err(|e| classify("DetachInternetGateway", e)) {
+                    Ok(_) => {}
+                    Err(e) if e.is_not_found() || e.code_is("Gateway.NotAttached") => {}
+                    Err(e) => return Err(e.retry_dependency()),
+                }
+            }
+        }
+    }
+    gone_ok(
+        aws.ec2
+            .delete_internet_gateway()
+            .internet_gateway_id(igw_id)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| classify("DeleteInternetGateway", e)),
+    )
+}
+
+/// A subnet as provisioned: its id and zone (name and account-independent id).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubnetInfo {
+    pub subnet_id: String,
+    pub zone: String,
+    pub zone_id: String,
+}
+
+pub async fn find_subnets(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<SubnetInfo>> {
+    let out = aws.ec2.describe_subnets().filters(f).send().await.map_err(|e| classify("DescribeSubnets", e))?;
+    Ok(out
+        .subnets()
+        .iter()
+        .filter_map(|s| {
+            Some(SubnetInfo {
+                subnet_id: s.subnet_id()?.to_string(),
+                zone: s.availability_zone().unwrap_or_default().to_string(),
+                zone_id: s.availability_zone_id().unwrap_or_default().to_string(),
+            })
+        })
+        .collect())
+}
+
+/// Looks subnets up by id (any owner).
+pub async fn describe_subnets(aws: &Aws, ids: &[String]) -> AwsResult<Vec<SubnetInfo>> {
+    let out = aws
+        .ec2
+        .describe_subnets()
+        .set_subnet_ids(Some(ids.to_vec()))
+        .send()
+        .await
+        .map_err(|e| classify("DescribeSubnets", e))?;
+    Ok(out
+        .subnets()
+        .iter()
+        .filter_map(|s| {
+            Some(SubnetInfo {
+                subnet_id: s.subnet_id()?.to_string(),
+                zone: s.availability_zone().unwrap_or_default().to_string(),
+                zone_id: s.availability_zone_id().unwrap_or_default().to_string(),
+            })
+        })
+        .collect())
+}
+
+pub async fn ensure_subnet(aws: &Aws, id: &Identity, vpc_id: &str, cidr: &str, zone: &str) -> AwsResult<SubnetInfo> {
+    if let Some(s) = find_subnets(aws, id.filter()).await?.into_iter().next() {
+        return Ok(s);
+    }
+    let out = aws
+        .ec2
+        .create_subnet()
+        .vpc_id(vpc_id)
+        .cidr_block(cidr)
+        .availability_zone(zone)
+        .tag_specifications(id.tag_spec(ResourceType::Subnet))
+        .send()
+        .await
+        .map_err(|e| classify("CreateSubnet", e))?;
+    let s = out.subnet().ok_or_else(|| missing("CreateSubnet", "subnet"))?;
+    Ok(SubnetInfo {
+        subnet_id: s.subnet_id().ok_or_else(|| missing("CreateSubnet", "subnet id"))?.to_string(),
+        zone: s.availability_zone().unwrap_or(zone).to_string(),
+        zone_id: s.availability_zone_id().unwrap_or_default().to_string(),
+    })
+}
+
+pub async fn delete_subnet(aws: &Aws, subnet_id: &str) -> AwsResult<bool> {
+    gone_ok(
+        aws.ec2.delete_subnet().subnet_id(subnet_id).send().await.map(|_| ()).map_err(|e| classify("DeleteSubnet", e)),
+    )
+}

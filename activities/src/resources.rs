@@ -1,0 +1,136 @@
+//! Every kind of resource infraflow creates, with one way to find them (by identity or by cluster
+//! ownership) and one way to delete each: what compensation and teardown are built from.
+
+use serde::{Deserialize, Serialize};
+
+use crate::client::Aws;
+use crate::error::AwsResult;
+use crate::tags::{owned_filter, IDENTITY_TAG};
+use crate::{dns, endpoints, nat, network, routing, security};
+
+/// Resource kinds, in teardown order: dependents before what they depend on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    VpcEndpoint,
+    NatGateway,
+    HostedZone,
+    ElasticIp,
+    RouteTable,
+    SecurityGroup,
+    Subnet,
+    InternetGateway,
+    Vpc,
+    DhcpOptions,
+}
+
+impl Kind {
+    pub const TEARDOWN_ORDER: [Kind; 10] = [
+        Kind::VpcEndpoint,
+        Kind::NatGateway,
+        Kind::HostedZone,
+        Kind::ElasticIp,
+        Kind::RouteTable,
+        Kind::SecurityGroup,
+        Kind::Subnet,
+        Kind::InternetGateway,
+        Kind::Vpc,
+        Kind::DhcpOptions,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::VpcEndpoint => "vpc-endpoint",
+            Kind::NatGateway => "nat-gateway",
+            Kind::HostedZone => "hosted-zone",
+            Kind::ElasticIp => "elastic-ip",
+            Kind::RouteTable => "route-table",
+            Kind::SecurityGroup => "security-group",
+            Kind::Subnet => "subnet",
+            Kind::InternetGateway => "internet-gateway",
+            Kind::Vpc => "vpc",
+            Kind::DhcpOptions => "dhcp-options",
+        }
+    }
+}
+
+/// Which resources of a kind to find.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Scope {
+    /// The one resource with this identity tag value (`<infraID>/<role>[/<zone>]`).
+    Identity(String),
+    /// Everything tagged `kubernetes.io/cluster/<infraID>=owned`.
+    Owned(String),
+}
+
+fn ec2_filter(scope: &Scope) -> aws_sdk_ec2::types::Filter {
+    match scope {
+        Scope::Identity(key) => crate::tags::filter(&format!("tag:{IDENTITY_TAG}"), &[key]),
+        Scope::Owned(infra) => owned_filter(infra),
+    }
+}
+
+/// Ids of the live resources of `kind` in `scope`.
+pub async fn find(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>> {
+    let f = ec2_filter(scope);
+    let mut ids = match kind {
+        Kind::VpcEndpoint => endpoints::find_vpc_endpoints(aws, f).await?.into_iter().map(|(id, _)| id).collect(),
+        Kind::NatGateway => nat::find_nat_gateways(aws, f).await?.into_iter().map(|(id, _)| id).collect(),
+        Kind::ElasticIp => nat::find_addresses(aws, f).await?,
+        Kind::RouteTable => routing::find_route_tables(aws, f).await?,
+        Kind::SecurityGroup => security::find_security_groups(aws, f).await?,
+        Kind::Subnet => network::find_subnets(aws, f).await?.into_iter().map(|s| s.subnet_id).collect(),
+        Kind::InternetGateway => network::find_internet_gateways(aws, f).await?,
+        Kind::Vpc => network::find_vpcs(aws, f).await?,
+        Kind::DhcpOptions => network::find_dhcp_options(aws, f).await?,
+        Kind::HostedZone => match scope {
+            Scope::Owned(infra) => dns::find_owned_zones(aws, infra).await?,
+            Scope::Identity(key) => {
+                let infra = key.split('/').next().unwrap_or_default();
+                let want = format!("infraflow:{key}");
+                let mut out = Vec::new();
+                for zone in dns::find_owned_zones(aws, infra).await? {
+                    let z = aws.r53.get_hosted_zone().id(&zone).send().await;
+                    if let Ok(z) = z {
+                        if z.hosted_zone().and_then(|h| h.config()).and_then(|c| c.comment()) == Some(want.as_str()) {
+                            out.push(zone);
+                        }
+                    }
+                }
+                out
+            }
+        },
+    };
+    ids.sort();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// Deletes one resource, doing what its kind needs first (detach, disassociate) and waiting for
+/// asynchronous deletes. Returns false if it was already gone.
+pub async fn delete(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> {
+    match kind {
+        Kind::VpcEndpoint => endpoints::delete_vpc_endpoint(aws, id).await,
+        Kind::NatGateway => nat::delete_nat_gateway(aws, id).await,
+        Kind::HostedZone => dns::delete_zone(aws, id).await,
+        Kind::ElasticIp => nat::release_eip(aws, id).await,
+        Kind::RouteTable => routing::delete_route_table(aws, id).await,
+        Kind::SecurityGroup => security::delete_security_group(aws, id).await,
+        Kind::Subnet => network::delete_subnet(aws, id).await,
+        Kind::InternetGateway => network::delete_internet_gateway(aws, id).await,
+        Kind::Vpc => network::delete_vpc(aws, id).await,
+        Kind::DhcpOptions => network::delete_dhcp_options(aws, id).await,
+    }
+}
+
+/// Deletes whatever of `kind` has this identity: the compensation of a create step.
+pub async fn delete_by_identity(aws: &Aws, kind: Kind, identity: &str) -> AwsResult<Vec<String>> {
+    let mut deleted = Vec::new();
+    for id in find(aws, kind, &Scope::Identity(identity.to_string())).await? {
+        if delete(aws, kind, &id).await? {
+            deleted.push(id);
+        }
+    }
+    Ok(deleted)
+}

@@ -1,0 +1,196 @@
+//! Route tables: creation, default routes (to a NAT or internet gateway), subnet associations,
+//! the VPC's main table, and deletion that first undoes associations.
+
+use aws_sdk_ec2::types::{ResourceType, RouteTable};
+
+use crate::client::Aws;
+use crate::error::{classify, AwsResult};
+use crate::network::{gone_ok, missing};
+use crate::tags::{filter, Identity, IDENTITY_TAG};
+
+/// Where a default route points.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    Nat(String),
+    InternetGateway(String),
+}
+
+async fn describe(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<RouteTable>> {
+    let out = aws.ec2.describe_route_tables().filters(f).send().await.map_err(|e| classify("DescribeRouteTables", e))?;
+    Ok(out.route_tables().to_vec())
+}
+
+pub async fn find_route_tables(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<String>> {
+    Ok(describe(aws, f).await?.iter().filter_map(|t| t.route_table_id().map(str::to_string)).collect())
+}
+
+/// A route table with a default route to `target`, associated with `subnets`, and optionally
+/// made the VPC's main table.
+pub async fn ensure_route_table(
+    aws: &Aws,
+    id: &Identity,
+    vpc_id: &str,
+    target: &Target,
+    subnets: &[String],
+    main: bool,
+) -> AwsResult<String> {
+    let table = match describe(aws, id.filter()).await?.into_iter().next() {
+        Some(t) => t,
+        None => {
+            let out = aws
+                .ec2
+                .create_route_table()
+                .vpc_id(vpc_id)
+                .tag_specifications(id.tag_spec(ResourceType::RouteTable))
+                .send()
+                .await
+                .map_err(|e| classify("CreateRouteTable", e))?;
+            out.route_table().cloned().ok_or_else(|| missing("CreateRouteTable", "route table"))?
+        }
+    };
+    let rt = table.route_table_id().ok_or_else(|| missing("DescribeRouteTables", "route table id"))?.to_string();
+    ensure_default_route(aws, &table, &rt, target).await?;
+    for subnet in subnets {
+        let done = table.associations().iter().any(|a| a.subnet_id() == Some(subnet.as_str()));
+        if !done {
+            associate(aws, &rt, subnet).await?;
+        }
+    }
+    if main && !table.associations().iter().any(|a| a.main() == Some(true)) {
+        make_main(aws, &rt, vpc_id).await?;
+    }
+    Ok(rt)
+}
+
+async fn ensure_default_route(aws: &Aws, table: &RouteTable, rt: &str, target: &Target) -> AwsResult<()> {
+    let existing = table.routes().iter().find(|r| r.destination_cidr_block() == Some("0.0.0.0/0"));
+    let matches = existing.is_some_and(|r| match target {
+        Target::Nat(n) => r.nat_gateway_id() == Some(n.as_str()),
+        Target::InternetGateway(g) => r.gateway_id() == Some(g.as_str()),
+    });
+    if matches {
+        return Ok(());
+    }
+    if existing.is_some() {
+        let mut req = aws.ec2.replace_route().route_table_id(rt).destination_cidr_block("0.0.0.0/0");
+        req = match target {
+            Target::Nat(n) => req.nat_gateway_id(n),
+            Target::InternetGateway(g) => req.gateway_id(g),
+        };
+        req.send().await.map_err(|e| classify("ReplaceRoute", e))?;
+        return Ok(());
+    }
+    let mut req = aws.ec2.create_route().route_table_id(rt).destination_cidr_block("0.0.0.0/0");
+    req = match target {
+        Target::Nat(n) => req.nat_gateway_id(n),
+        Target::InternetGateway(g) => req.gateway_id(g),
+    };
+    match req.send().await.map_err(|e| classify("CreateRoute", e)) {
+        Ok(_) => Ok(()),
+        Err(e) if e.code_is("RouteAlreadyExists") => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Associates the subnet, moving it from another table if it had one.
+async fn associate(aws: &Aws, rt: &str, subnet: &str) -> AwsResult<()> {
+    let current = describe(aws, filter("association.subnet-id", &[subnet])).await?;
+    let assoc = current
+        .iter()
+        .flat_map(|t| t.associations())
+        .find(|a| a.subnet_id() == Some(subnet))
+        .and_then(|a| a.route_table_association_id().map(str::to_string));
+    match assoc {
+        Some(assoc) => {
+            aws.ec2
+                .replace_route_table_association()
+                .association_id(assoc)
+                .route_table_id(rt)
+                .send()
+                .await
+                .map_err(|e| classify("ReplaceRouteTableAssociation", e))?;
+        }
+        None => {
+            aws.ec2
+                .associate_route_table()
+                .route_table_id(rt)
+                .subnet_id(subnet)
+                .send()
+                .await
+                .map_err(|e| classify("AssociateRouteTable", e))?;
+        }
+    }
+    Ok(())
+}
+
+async fn main_association(aws: &Aws, vpc_id: &str) -> AwsResult<Option<(String, String)>> {
+    let tables = describe(aws, filter("vpc-id", &[vpc_id])).await?;
+    Ok(tables.iter().find_map(|t| {
+        let a = t.associations().iter().find(|a| a.main() == Some(true))?;
+        Some((a.route_table_association_id()?.to_string(), t.route_table_id()?.to_string()))
+    }))
+}
+
+async fn make_main(aws: &Aws, rt: &str, vpc_id: &str) -> AwsResult<()> {
+    let Some((assoc, current)) = main_association(aws, vpc_id).await? else {
+        return Err(missing("DescribeRouteTables", "main route table association"));
+    };
+    if current != rt {
+        aws.ec2
+            .replace_route_table_association()
+            .association_id(assoc)
+            .route_table_id(rt)
+            .send()
+            .await
+            .map_err(|e| classify("ReplaceRouteTableAssociation", e))?;
+    }
+    Ok(())
+}
+
+/// Deletes a route table: subnet associations are removed, and if it is the main table the
+/// VPC's main association goes back to a table infraflow did not create (the VPC's default).
+pub async fn delete_route_table(aws: &Aws, rt: &str) -> AwsResult<bool> {
+    let Some(table) = describe(aws, filter("route-table-id", &[rt])).await?.into_iter().next() else {
+        return Ok(false);
+    };
+    for a in table.associations() {
+        let Some(assoc) = a.route_table_association_id() else { continue };
+        if a.main() == Some(true) {
+            let vpc = table.vpc_id().unwrap_or_default();
+            let others = describe(aws, filter("vpc-id", &[vpc])).await?;
+            let fallback = others
+                .iter()
+                .filter(|t| t.route_table_id() != Some(rt))
+                .find(|t| !t.tags().iter().any(|tag| tag.key() == Some(IDENTITY_TAG)))
+                .or_else(|| others.iter().find(|t| t.route_table_id() != Some(rt)))
+                .and_then(|t| t.route_table_id());
+            if let Some(fallback) = fallback {
+                aws.ec2
+                    .replace_route_table_association()
+                    .association_id(assoc)
+                    .route_table_id(fallback)
+                    .send()
+                    .await
+                    .map_err(|e| classify("ReplaceRouteTableAssociation", e))?;
+            }
+        } else {
+            let r = aws.ec2.disassociate_route_table().association_id(assoc).send().await;
+            gone_ok(r.map(|_| ()).map_err(|e| classify("DisassociateRouteTable", e)))?;
+        }
+    }
+    gone_ok(
+        aws.ec2
+            .delete_route_table()
+            .route_table_id(rt)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| classify("DeleteRouteTable", e)),
+    )
+}
+
+/// Route tables of a VPC, with their default route target and associated subnets (for tests
+/// and reports).
+pub async fn route_table_ids_of_vpc(aws: &Aws, vpc_id: &str) -> AwsResult<Vec<String>> {
+    find_route_tables(aws, filter("vpc-id", &[vpc_id])).await
+}

@@ -1,0 +1,62 @@
+//! The bridge between AWS activities and the engine: error conversion, and the two generic
+//! AWS activities every workflow shares (delete by identity for compensation, delete by id for
+//! teardown).
+
+use infraflow_activities::{resources, AwsError, AwsPool, Identity, Kind};
+use infraflow_journal::Undo;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::ActivityError;
+use crate::registry::Registry;
+
+impl From<AwsError> for ActivityError {
+    fn from(e: AwsError) -> ActivityError {
+        ActivityError {
+            retryable: e.retryable,
+            code: e.code.clone(),
+            message: format!("{}: {}", e.operation, e.message),
+        }
+    }
+}
+
+/// The compensating activity of every create step.
+pub const DELETE_BY_IDENTITY: &str = "aws.delete-by-identity";
+/// Teardown's delete of one discovered resource.
+pub const DELETE: &str = "aws.delete";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteByIdentity {
+    pub region: String,
+    pub kind: Kind,
+    pub identity: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteOne {
+    pub region: String,
+    pub kind: Kind,
+    pub id: String,
+}
+
+/// The undo of a step that creates `kind` with identity `id`: known before the step runs, so it
+/// is journaled write-ahead.
+pub fn undo(region: &str, kind: Kind, id: &Identity) -> Undo {
+    let input = DeleteByIdentity { region: region.to_string(), kind, identity: id.key() };
+    Undo { activity: DELETE_BY_IDENTITY.to_string(), input: serde_json::to_value(input).unwrap_or(Value::Null) }
+}
+
+pub fn register(r: &mut Registry, pool: AwsPool) {
+    r.add_undo(DELETE_BY_IDENTITY, move |input: Value| {
+        let pool = pool.clone();
+        async move {
+            let d: DeleteByIdentity =
+                serde_json::from_value(input).map_err(|e| ActivityError::terminal(format!("bad undo input: {e}")))?;
+            let aws = pool.region(&d.region).await;
+            let deleted = resources::delete_by_identity(&aws, d.kind, &d.identity).await?;
+            Ok(serde_json::json!({ "deleted": deleted }))
+        }
+    });
+}

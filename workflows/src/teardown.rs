@@ -1,0 +1,149 @@
+//! `teardown`: deletes everything tagged as owned by an infra id, in reverse dependency order,
+//! found by tag so that resources a crashed run never journaled go too.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use infraflow_activities::{resources, AwsPool, Kind, Scope};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::aws_steps::{DeleteOne, DELETE};
+use crate::context::{join_branches, StepOptions, WfCtx};
+use crate::error::{InputError, StepError};
+use crate::registry::{BoxFuture, Validated, WorkflowDef};
+use crate::retry::RetryPolicy;
+use crate::validate;
+
+/// Discover-and-delete rounds: a second round catches what appeared during the first.
+const ROUNDS: u32 = 3;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TeardownInput {
+    #[serde(rename = "infraID")]
+    pub infra_id: String,
+    pub region: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_domain: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TeardownOutput {
+    #[serde(rename = "infraID")]
+    pub infra_id: String,
+    /// Deleted resource ids by kind.
+    pub deleted: BTreeMap<String, Vec<String>>,
+    pub rounds: u32,
+}
+
+pub struct Teardown {
+    pub pool: AwsPool,
+}
+
+/// DependencyViolation is waited out for a few minutes, then the workflow pauses naming the
+/// resource that could not be deleted.
+fn delete_retry() -> RetryPolicy {
+    RetryPolicy {
+        initial: Duration::from_secs(2),
+        coefficient: 2.0,
+        max_interval: Duration::from_secs(30),
+        max_attempts: 10,
+        jitter: 0.2,
+    }
+}
+
+impl WorkflowDef for Teardown {
+    fn name(&self) -> &'static str {
+        "teardown"
+    }
+
+    fn summary(&self) -> &'static str {
+        "delete everything tagged as owned by an infra id"
+    }
+
+    fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
+        let t: TeardownInput = validate::decode(input)?;
+        validate::dns_label("infraID", &t.infra_id, 60)?;
+        validate::region("region", &t.region)?;
+        if let Some(d) = &t.base_domain {
+            validate::domain("baseDomain", d)?;
+        }
+        if let Some(n) = &t.name {
+            validate::dns_label("name", n, 40)?;
+        }
+        Ok(Validated { input: serde_json::to_value(&t).map_err(|e| InputError(e.to_string()))?, cluster: t.infra_id })
+    }
+
+    fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
+        let pool = self.pool.clone();
+        Box::pin(async move {
+            let t: TeardownInput = serde_json::from_value(input)
+                .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
+            let out = teardown(&ctx, &pool, &t.infra_id, &t.region).await?;
+            serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
+        })
+    }
+}
+
+/// The teardown body, callable from other workflows.
+pub async fn teardown(ctx: &WfCtx, pool: &AwsPool, infra_id: &str, region: &str) -> Result<TeardownOutput, StepError> {
+    let mut out = TeardownOutput { infra_id: infra_id.to_string(), ..Default::default() };
+    for round in 1..=ROUNDS {
+        let rctx = ctx.scoped(&format!("round{round}"));
+        let inventory: BTreeMap<Kind, Vec<String>> = rctx
+            .step("discover", "aws.discover-owned", &(infra_id, region), || async {
+                let aws = pool.region(region).await;
+                let mut found = BTreeMap::new();
+                for kind in Kind::TEARDOWN_ORDER {
+                    let ids = resources::find(&aws, kind, &Scope::Owned(infra_id.to_string())).await?;
+                    if !ids.is_empty() {
+                        found.insert(kind, ids);
+                    }
+                }
+                Ok(found)
+            })
+            .await?;
+        out.rounds = round;
+        if inventory.is_empty() {
+            return Ok(out);
+        }
+        if round == ROUNDS {
+            let left: Vec<String> = inventory.iter().flat_map(|(k, ids)| ids.iter().map(move |i| format!("{} {i}", k.as_str()))).collect();
+            return Err(StepError::Failed {
+                step: rctx.key("discover"),
+                error: crate::error::ActivityError::terminal(format!(
+                    "resources keep reappearing after {ROUNDS} rounds (is something still creating them?): {}",
+                    left.join(", ")
+                )),
+            });
+        }
+        for kind in Kind::TEARDOWN_ORDER {
+            let Some(ids) = inventory.get(&kind) else { continue };
+            let deletes = ids.iter().map(|id| {
+                let input = DeleteOne { region: region.to_string(), kind, id: id.clone() };
+                let key = format!("delete/{}/{id}", kind.as_str());
+                let rctx = &rctx;
+                async move {
+                    let options = StepOptions { retry: Some(delete_retry()), undo: None };
+                    let gone: bool = rctx
+                        .step_with(&key, DELETE, &input, options, || async {
+                            let aws = pool.region(&input.region).await;
+                            Ok(resources::delete(&aws, input.kind, &input.id).await?)
+                        })
+                        .await?;
+                    Ok::<_, StepError>((input.id.clone(), gone))
+                }
+            });
+            for (id, gone) in join_branches(deletes).await? {
+                if gone {
+                    out.deleted.entry(kind.as_str().to_string()).or_default().push(id);
+                }
+            }
+        }
+    }
+    Ok(out)
+}

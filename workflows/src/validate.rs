@@ -1,0 +1,114 @@
+//! Input checks shared by the AWS workflows: strict JSON decoding that names the failing field,
+//! and the semantic checks (names, regions, CIDRs) that run before anything is journaled.
+
+use std::net::Ipv4Addr;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::InputError;
+
+/// Decodes `input`, rejecting unknown fields; errors name the field path (`zones[2]`).
+pub fn decode<T: DeserializeOwned>(input: &Value) -> Result<T, InputError> {
+    serde_path_to_error::deserialize(input.clone()).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        if path == "." || path.is_empty() {
+            InputError(format!("invalid input: {inner}"))
+        } else {
+            InputError::field(&path, inner)
+        }
+    })
+}
+
+/// A DNS label as HyperShift uses for cluster names and infra ids.
+pub fn dns_label(field: &str, v: &str, max: usize) -> Result<(), InputError> {
+    if v.is_empty() {
+        return Err(InputError::field(field, "must not be empty"));
+    }
+    if v.len() > max {
+        return Err(InputError::field(field, format!("{v:?} is longer than {max} characters")));
+    }
+    let ok = v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !v.starts_with('-')
+        && !v.ends_with('-');
+    if !ok {
+        return Err(InputError::field(field, format!("{v:?} must be lowercase letters, digits and '-', not starting or ending with '-'")));
+    }
+    Ok(())
+}
+
+pub fn domain(field: &str, v: &str) -> Result<(), InputError> {
+    let v = v.strip_suffix('.').unwrap_or(v);
+    if v.is_empty() || v.len() > 253 {
+        return Err(InputError::field(field, "must be a DNS domain like example.com"));
+    }
+    for label in v.split('.') {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            && !label.starts_with('-')
+            && !label.ends_with('-');
+        if !ok {
+            return Err(InputError::field(field, format!("{v:?} is not a valid DNS domain")));
+        }
+    }
+    Ok(())
+}
+
+/// `us-east-1`, `eu-central-2`, `us-gov-west-1`.
+pub fn region(field: &str, v: &str) -> Result<(), InputError> {
+    let parts: Vec<&str> = v.split('-').collect();
+    let ok = parts.len() >= 3
+        && parts[..parts.len() - 1].iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase()))
+        && parts[parts.len() - 1].parse::<u32>().is_ok();
+    if !ok {
+        return Err(InputError::field(field, format!("{v:?} is not an AWS region name (like us-east-1)")));
+    }
+    Ok(())
+}
+
+/// A /16 IPv4 network with no host bits: returns its first two octets.
+pub fn cidr16(field: &str, v: &str) -> Result<(u8, u8), InputError> {
+    let (addr, prefix) = v
+        .split_once('/')
+        .ok_or_else(|| InputError::field(field, format!("{v:?} is not a CIDR block like 10.0.0.0/16")))?;
+    let ip: Ipv4Addr =
+        addr.parse().map_err(|_| InputError::field(field, format!("{v:?} is not a CIDR block like 10.0.0.0/16")))?;
+    let prefix: u8 =
+        prefix.parse().map_err(|_| InputError::field(field, format!("{v:?} is not a CIDR block like 10.0.0.0/16")))?;
+    if prefix != 16 {
+        return Err(InputError::field(field, format!("{v:?} must be a /16 (HyperShift's subnet layout needs one)")));
+    }
+    let o = ip.octets();
+    if o[2] != 0 || o[3] != 0 {
+        return Err(InputError::field(field, format!("{v:?} has host bits set; use {}.{}.0.0/16", o[0], o[1])));
+    }
+    Ok((o[0], o[1]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_checks_name_the_problem() {
+        assert_eq!(cidr16("vpcCIDR", "10.1.0.0/16").unwrap(), (10, 1));
+        assert!(cidr16("vpcCIDR", "10.1.0.0/20").unwrap_err().0.contains("/16"));
+        assert!(cidr16("vpcCIDR", "10.1.2.0/16").unwrap_err().0.contains("host bits"));
+        assert!(cidr16("vpcCIDR", "10.300.0.0/16").unwrap_err().0.contains("vpcCIDR"));
+        assert!(cidr16("vpcCIDR", "banana").is_err());
+    }
+
+    #[test]
+    fn regions_and_labels() {
+        assert!(region("region", "us-east-1").is_ok());
+        assert!(region("region", "us-gov-west-1").is_ok());
+        assert!(region("region", "useast1").is_err());
+        assert!(dns_label("name", "my-cluster", 40).is_ok());
+        assert!(dns_label("name", "My_Cluster", 40).is_err());
+        assert!(dns_label("name", "", 40).unwrap_err().0.contains("empty"));
+        assert!(domain("baseDomain", "example.com").is_ok());
+        assert!(domain("baseDomain", "exa mple.com").is_err());
+    }
+}
