@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use aws_config::BehaviorVersion;
 use tokio::sync::Mutex;
@@ -20,6 +21,15 @@ impl Aws {
     pub async fn connect(region: &str) -> Aws {
         let conf = aws_config::defaults(BehaviorVersion::latest())
             .region(aws_config::Region::new(region.to_string()))
+            // No blind retries inside the SDK: a create retried after a lost response would
+            // create twice. The engine retries instead, and every create looks up first.
+            .retry_config(aws_config::retry::RetryConfig::disabled())
+            .timeout_config(
+                aws_config::timeout::TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(5))
+                    .operation_attempt_timeout(Duration::from_secs(60))
+                    .build(),
+            )
             .load()
             .await;
         Aws {

@@ -5,21 +5,22 @@ use aws_sdk_ec2::types::{ResourceType, VpcEndpointType};
 use crate::client::Aws;
 use crate::error::{classify, AwsResult};
 use crate::network::missing;
-use crate::tags::Identity;
+use crate::tags::{Identity, TagQuery};
 use crate::wait::{poll_until, WAIT_BUDGET};
 
 /// Endpoints matching `f` that are not deleted or failed, with their state.
-pub async fn find_vpc_endpoints(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<(String, String)>> {
+pub async fn find_vpc_endpoints(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, String)>> {
     let out = aws
         .ec2
         .describe_vpc_endpoints()
-        .filters(f)
+        .filters(q.filter())
         .send()
         .await
         .map_err(|e| classify("DescribeVpcEndpoints", e))?;
     Ok(out
         .vpc_endpoints()
         .iter()
+        .filter(|e| q.matches(e.tags()))
         .filter_map(|e| {
             // Compare the raw string: the SDK does not model every state AWS returns.
             let state = e.state().map(|s| s.as_str().to_ascii_lowercase()).unwrap_or_default();
@@ -32,7 +33,7 @@ pub async fn find_vpc_endpoints(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> Aws
 
 /// The S3 gateway endpoint of the VPC, on the given route tables.
 pub async fn ensure_s3_endpoint(aws: &Aws, id: &Identity, vpc_id: &str, route_tables: &[String]) -> AwsResult<String> {
-    if let Some((vpce, _)) = find_vpc_endpoints(aws, id.filter()).await?.into_iter().next() {
+    if let Some((vpce, _)) = find_vpc_endpoints(aws, &id.query()).await?.into_iter().next() {
         let out = aws
             .ec2
             .describe_vpc_endpoints()

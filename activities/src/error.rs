@@ -77,6 +77,15 @@ fn retryable_code(c: &str) -> bool {
     ) || is_not_found_code(c)
 }
 
+/// The SDK's error chains run to kilobytes; the first sentence or so says what happened.
+fn shorten(detail: &str) -> String {
+    const MAX: usize = 240;
+    if detail.chars().count() <= MAX {
+        return detail.to_string();
+    }
+    format!("{}…", detail.chars().take(MAX).collect::<String>())
+}
+
 /// Classifies an SDK error. NotFound counts as retryable: right after a create, AWS is
 /// eventually consistent; deletes treat NotFound as success before calling this.
 pub fn classify<E>(operation: &'static str, err: SdkError<E, HttpResponse>) -> AwsError
@@ -85,12 +94,22 @@ where
 {
     let status = err.raw_response().map(|r| r.status().as_u16());
     match &err {
-        SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) | SdkError::ResponseError(_) => AwsError {
-            operation,
-            code: None,
-            message: format!("transport: {}", aws_sdk_ec2::error::DisplayErrorContext(&err)),
-            retryable: true,
-        },
+        SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) | SdkError::ResponseError(_) => {
+            let detail = aws_sdk_ec2::error::DisplayErrorContext(&err).to_string();
+            if detail.contains("credentials") {
+                // Retrying cannot conjure credentials: say what to set, once.
+                return AwsError {
+                    operation,
+                    code: Some("NoCredentials".into()),
+                    message: format!(
+                        "no usable AWS credentials: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY ({})",
+                        shorten(&detail)
+                    ),
+                    retryable: false,
+                };
+            }
+            AwsError { operation, code: None, message: format!("transport: {}", shorten(&detail)), retryable: true }
+        }
         SdkError::ConstructionFailure(_) => AwsError {
             operation,
             code: None,
@@ -101,7 +120,7 @@ where
             let code = err.code().map(str::to_string);
             let message = err.message().map(str::to_string).unwrap_or_else(|| match status {
                 Some(s) => format!("HTTP {s} with no error message"),
-                None => aws_sdk_ec2::error::DisplayErrorContext(&err).to_string(),
+                None => shorten(&aws_sdk_ec2::error::DisplayErrorContext(&err).to_string()),
             });
             let retryable = code.as_deref().is_some_and(retryable_code) || status.is_some_and(|s| s >= 500 || s == 429);
             AwsError { operation, code, message, retryable }

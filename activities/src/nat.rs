@@ -5,17 +5,17 @@ use aws_sdk_ec2::types::{DomainType, NatGatewayState, ResourceType};
 use crate::client::Aws;
 use crate::error::{classify, AwsError, AwsResult};
 use crate::network::{gone_ok, missing};
-use crate::tags::{filter, Identity};
+use crate::tags::{filter, Identity, TagQuery};
 use crate::wait::{poll_until, WAIT_BUDGET};
 
-pub async fn find_addresses(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<String>> {
-    let out = aws.ec2.describe_addresses().filters(f).send().await.map_err(|e| classify("DescribeAddresses", e))?;
-    Ok(out.addresses().iter().filter_map(|a| a.allocation_id().map(str::to_string)).collect())
+pub async fn find_addresses(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
+    let out = aws.ec2.describe_addresses().filters(q.filter()).send().await.map_err(|e| classify("DescribeAddresses", e))?;
+    Ok(out.addresses().iter().filter(|a| q.matches(a.tags())).filter_map(|a| a.allocation_id().map(str::to_string)).collect())
 }
 
 /// An Elastic IP for a NAT gateway, tagged at allocation.
 pub async fn ensure_eip(aws: &Aws, id: &Identity) -> AwsResult<String> {
-    if let Some(a) = find_addresses(aws, id.filter()).await?.into_iter().next() {
+    if let Some(a) = find_addresses(aws, &id.query()).await?.into_iter().next() {
         return Ok(a);
     }
     let out = aws
@@ -41,11 +41,11 @@ pub async fn release_eip(aws: &Aws, allocation_id: &str) -> AwsResult<bool> {
 }
 
 /// NAT gateways matching `f` that are not deleted (AWS lists deleted ones for a while).
-pub async fn find_nat_gateways(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<(String, NatGatewayState)>> {
+pub async fn find_nat_gateways(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, NatGatewayState)>> {
     let out = aws
         .ec2
         .describe_nat_gateways()
-        .filter(f)
+        .filter(q.filter())
         .filter(filter("state", &["pending", "available", "deleting", "failed"]))
         .send()
         .await
@@ -53,13 +53,15 @@ pub async fn find_nat_gateways(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsR
     Ok(out
         .nat_gateways()
         .iter()
+        .filter(|n| q.matches(n.tags()))
+        .filter(|n| !matches!(n.state(), Some(NatGatewayState::Deleted)))
         .filter_map(|n| Some((n.nat_gateway_id()?.to_string(), n.state()?.clone())))
         .collect())
 }
 
 /// A NAT gateway in the public subnet with the given Elastic IP.
 pub async fn ensure_nat_gateway(aws: &Aws, id: &Identity, subnet_id: &str, allocation_id: &str) -> AwsResult<String> {
-    let live = find_nat_gateways(aws, id.filter()).await?;
+    let live = find_nat_gateways(aws, &id.query()).await?;
     if let Some((nat, _)) = live.iter().find(|(_, s)| matches!(s, NatGatewayState::Pending | NatGatewayState::Available)) {
         return Ok(nat.clone());
     }

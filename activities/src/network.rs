@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
 use crate::error::{classify, AwsError, AwsResult};
-use crate::tags::{filter, Identity};
+use crate::tags::{filter, Identity, TagQuery};
 
 /// Ignores "not found": for deletes, a resource already gone is the goal reached.
 pub(crate) fn gone_ok(r: Result<(), AwsError>) -> AwsResult<bool> {
@@ -47,14 +47,25 @@ pub async fn availability_zones(aws: &Aws) -> AwsResult<Vec<ZoneInfo>> {
     Ok(zones)
 }
 
-pub async fn find_vpcs(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<String>> {
-    let out = aws.ec2.describe_vpcs().filters(f).send().await.map_err(|e| classify("DescribeVpcs", e))?;
-    Ok(out.vpcs().iter().filter_map(|v| v.vpc_id().map(str::to_string)).collect())
+pub async fn find_vpcs(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
+    let out = aws.ec2.describe_vpcs().filters(q.filter()).send().await.map_err(|e| classify("DescribeVpcs", e))?;
+    Ok(out.vpcs().iter().filter(|v| q.matches(v.tags())).filter_map(|v| v.vpc_id().map(str::to_string)).collect())
+}
+
+async fn vpcs_using_dhcp_options(aws: &Aws, dopt_id: &str) -> AwsResult<Vec<String>> {
+    let out = aws
+        .ec2
+        .describe_vpcs()
+        .filters(filter("dhcp-options-id", &[dopt_id]))
+        .send()
+        .await
+        .map_err(|e| classify("DescribeVpcs", e))?;
+    Ok(out.vpcs().iter().filter(|v| v.dhcp_options_id() == Some(dopt_id)).filter_map(|v| v.vpc_id().map(str::to_string)).collect())
 }
 
 /// A VPC with DNS support and DNS hostnames, found by identity or created.
 pub async fn ensure_vpc(aws: &Aws, id: &Identity, cidr: &str) -> AwsResult<String> {
-    let vpc_id = match find_vpcs(aws, id.filter()).await?.into_iter().next() {
+    let vpc_id = match find_vpcs(aws, &id.query()).await?.into_iter().next() {
         Some(v) => v,
         None => {
             let out = aws
@@ -91,14 +102,15 @@ pub async fn delete_vpc(aws: &Aws, vpc_id: &str) -> AwsResult<bool> {
     gone_ok(aws.ec2.delete_vpc().vpc_id(vpc_id).send().await.map(|_| ()).map_err(|e| classify("DeleteVpc", e)))
 }
 
-pub async fn find_dhcp_options(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<String>> {
-    let out = aws.ec2.describe_dhcp_options().filters(f).send().await.map_err(|e| classify("DescribeDhcpOptions", e))?;
-    Ok(out.dhcp_options().iter().filter_map(|d| d.dhcp_options_id().map(str::to_string)).collect())
+pub async fn find_dhcp_options(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
+    let out =
+        aws.ec2.describe_dhcp_options().filters(q.filter()).send().await.map_err(|e| classify("DescribeDhcpOptions", e))?;
+    Ok(out.dhcp_options().iter().filter(|d| q.matches(d.tags())).filter_map(|d| d.dhcp_options_id().map(str::to_string)).collect())
 }
 
 /// DHCP options with the region's internal domain, associated with the VPC.
 pub async fn ensure_dhcp_options(aws: &Aws, id: &Identity, domain: &str, vpc_id: &str) -> AwsResult<String> {
-    let dopt = match find_dhcp_options(aws, id.filter()).await?.into_iter().next() {
+    let dopt = match find_dhcp_options(aws, &id.query()).await?.into_iter().next() {
         Some(d) => d,
         None => {
             let conf = |k: &str, v: &str| NewDhcpConfiguration::builder().key(k).values(v).build();
@@ -139,7 +151,7 @@ pub async fn ensure_dhcp_options(aws: &Aws, id: &Identity, domain: &str, vpc_id:
 
 /// Deletes DHCP options, first moving any VPC still using them back to the default options.
 pub async fn delete_dhcp_options(aws: &Aws, dopt_id: &str) -> AwsResult<bool> {
-    let users = find_vpcs(aws, filter("dhcp-options-id", &[dopt_id])).await?;
+    let users = vpcs_using_dhcp_options(aws, dopt_id).await?;
     for vpc in users {
         let r = aws.ec2.associate_dhcp_options().dhcp_options_id("default").vpc_id(&vpc).send().await;
         gone_ok(r.map(|_| ()).map_err(|e| classify("AssociateDhcpOptions", e)))?;
@@ -155,15 +167,20 @@ pub async fn delete_dhcp_options(aws: &Aws, dopt_id: &str) -> AwsResult<bool> {
     )
 }
 
-pub async fn find_internet_gateways(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<String>> {
+pub async fn find_internet_gateways(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
     let out = aws
         .ec2
         .describe_internet_gateways()
-        .filters(f)
+        .filters(q.filter())
         .send()
         .await
         .map_err(|e| classify("DescribeInternetGateways", e))?;
-    Ok(out.internet_gateways().iter().filter_map(|g| g.internet_gateway_id().map(str::to_string)).collect())
+    Ok(out
+        .internet_gateways()
+        .iter()
+        .filter(|g| q.matches(g.tags()))
+        .filter_map(|g| g.internet_gateway_id().map(str::to_string))
+        .collect())
 }
 
 /// An internet gateway attached to the VPC.
@@ -171,11 +188,12 @@ pub async fn ensure_internet_gateway(aws: &Aws, id: &Identity, vpc_id: &str) -> 
     let out = aws
         .ec2
         .describe_internet_gateways()
-        .filters(id.filter())
+        .filters(id.query().filter())
         .send()
         .await
         .map_err(|e| classify("DescribeInternetGateways", e))?;
-    let (igw, attached) = match out.internet_gateways().first() {
+    let q = id.query();
+    let (igw, attached) = match out.internet_gateways().iter().find(|g| q.matches(g.tags())) {
         Some(g) => (
             g.internet_gateway_id().ok_or_else(|| missing("DescribeInternetGateways", "gateway id"))?.to_string(),
             g.attachments().iter().any(|a| a.vpc_id() == Some(vpc_id)),
@@ -247,11 +265,12 @@ pub struct SubnetInfo {
     pub zone_id: String,
 }
 
-pub async fn find_subnets(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<SubnetInfo>> {
-    let out = aws.ec2.describe_subnets().filters(f).send().await.map_err(|e| classify("DescribeSubnets", e))?;
+pub async fn find_subnets(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<SubnetInfo>> {
+    let out = aws.ec2.describe_subnets().filters(q.filter()).send().await.map_err(|e| classify("DescribeSubnets", e))?;
     Ok(out
         .subnets()
         .iter()
+        .filter(|s| q.matches(s.tags()))
         .filter_map(|s| {
             Some(SubnetInfo {
                 subnet_id: s.subnet_id()?.to_string(),
@@ -285,7 +304,7 @@ pub async fn describe_subnets(aws: &Aws, ids: &[String]) -> AwsResult<Vec<Subnet
 }
 
 pub async fn ensure_subnet(aws: &Aws, id: &Identity, vpc_id: &str, cidr: &str, zone: &str) -> AwsResult<SubnetInfo> {
-    if let Some(s) = find_subnets(aws, id.filter()).await?.into_iter().next() {
+    if let Some(s) = find_subnets(aws, &id.query()).await?.into_iter().next() {
         return Ok(s);
     }
     let out = aws

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
 use crate::error::AwsResult;
-use crate::tags::{owned_filter, IDENTITY_TAG};
+use crate::tags::{owned, TagQuery, IDENTITY_TAG};
 use crate::{dns, endpoints, nat, network, routing, security};
 
 /// Resource kinds, in teardown order: dependents before what they depend on.
@@ -64,16 +64,17 @@ pub enum Scope {
     Owned(String),
 }
 
-fn ec2_filter(scope: &Scope) -> aws_sdk_ec2::types::Filter {
+fn query(scope: &Scope) -> TagQuery {
     match scope {
-        Scope::Identity(key) => crate::tags::filter(&format!("tag:{IDENTITY_TAG}"), &[key]),
-        Scope::Owned(infra) => owned_filter(infra),
+        Scope::Identity(key) => TagQuery { key: IDENTITY_TAG.to_string(), value: key.clone() },
+        Scope::Owned(infra) => owned(infra),
     }
 }
 
 /// Ids of the live resources of `kind` in `scope`.
 pub async fn find(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>> {
-    let f = ec2_filter(scope);
+    let q = query(scope);
+    let f = &q;
     let mut ids = match kind {
         Kind::VpcEndpoint => endpoints::find_vpc_endpoints(aws, f).await?.into_iter().map(|(id, _)| id).collect(),
         Kind::NatGateway => nat::find_nat_gateways(aws, f).await?.into_iter().map(|(id, _)| id).collect(),

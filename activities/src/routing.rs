@@ -6,7 +6,7 @@ use aws_sdk_ec2::types::{ResourceType, RouteTable};
 use crate::client::Aws;
 use crate::error::{classify, AwsResult};
 use crate::network::{gone_ok, missing};
-use crate::tags::{filter, Identity, IDENTITY_TAG};
+use crate::tags::{filter, Identity, TagQuery, IDENTITY_TAG};
 
 /// Where a default route points.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,8 +20,13 @@ async fn describe(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<Rou
     Ok(out.route_tables().to_vec())
 }
 
-pub async fn find_route_tables(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<String>> {
-    Ok(describe(aws, f).await?.iter().filter_map(|t| t.route_table_id().map(str::to_string)).collect())
+pub async fn find_route_tables(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
+    Ok(describe(aws, q.filter())
+        .await?
+        .iter()
+        .filter(|t| q.matches(t.tags()))
+        .filter_map(|t| t.route_table_id().map(str::to_string))
+        .collect())
 }
 
 /// A route table with a default route to `target`, associated with `subnets`, and optionally
@@ -34,7 +39,8 @@ pub async fn ensure_route_table(
     subnets: &[String],
     main: bool,
 ) -> AwsResult<String> {
-    let table = match describe(aws, id.filter()).await?.into_iter().next() {
+    let q = id.query();
+    let table = match describe(aws, q.filter()).await?.into_iter().find(|t| q.matches(t.tags())) {
         Some(t) => t,
         None => {
             let out = aws
@@ -125,7 +131,7 @@ async fn associate(aws: &Aws, rt: &str, subnet: &str) -> AwsResult<()> {
 
 async fn main_association(aws: &Aws, vpc_id: &str) -> AwsResult<Option<(String, String)>> {
     let tables = describe(aws, filter("vpc-id", &[vpc_id])).await?;
-    Ok(tables.iter().find_map(|t| {
+    Ok(tables.iter().filter(|t| t.vpc_id() == Some(vpc_id)).find_map(|t| {
         let a = t.associations().iter().find(|a| a.main() == Some(true))?;
         Some((a.route_table_association_id()?.to_string(), t.route_table_id()?.to_string()))
     }))
@@ -150,14 +156,16 @@ async fn make_main(aws: &Aws, rt: &str, vpc_id: &str) -> AwsResult<()> {
 /// Deletes a route table: subnet associations are removed, and if it is the main table the
 /// VPC's main association goes back to a table infraflow did not create (the VPC's default).
 pub async fn delete_route_table(aws: &Aws, rt: &str) -> AwsResult<bool> {
-    let Some(table) = describe(aws, filter("route-table-id", &[rt])).await?.into_iter().next() else {
+    let Some(table) = describe(aws, filter("route-table-id", &[rt])).await?.into_iter().find(|t| t.route_table_id() == Some(rt))
+    else {
         return Ok(false);
     };
     for a in table.associations() {
         let Some(assoc) = a.route_table_association_id() else { continue };
         if a.main() == Some(true) {
             let vpc = table.vpc_id().unwrap_or_default();
-            let others = describe(aws, filter("vpc-id", &[vpc])).await?;
+            let others: Vec<RouteTable> =
+                describe(aws, filter("vpc-id", &[vpc])).await?.into_iter().filter(|t| t.vpc_id() == Some(vpc)).collect();
             let fallback = others
                 .iter()
                 .filter(|t| t.route_table_id() != Some(rt))
@@ -189,8 +197,3 @@ pub async fn delete_route_table(aws: &Aws, rt: &str) -> AwsResult<bool> {
     )
 }
 
-/// Route tables of a VPC, with their default route target and associated subnets (for tests
-/// and reports).
-pub async fn route_table_ids_of_vpc(aws: &Aws, vpc_id: &str) -> AwsResult<Vec<String>> {
-    find_route_tables(aws, filter("vpc-id", &[vpc_id])).await
-}

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::client::Aws;
 use crate::error::{classify, AwsResult};
 use crate::network::{gone_ok, missing};
-use crate::tags::{filter, Identity};
+use crate::tags::{filter, Identity, TagQuery};
 
 /// One ingress rule from a CIDR: protocol ("tcp", "udp", "icmp", "-1", "50") and port range.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,15 +33,32 @@ impl Rule {
     }
 }
 
-pub async fn find_security_groups(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<String>> {
+pub async fn find_security_groups(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
     let out = aws
         .ec2
         .describe_security_groups()
-        .filters(f)
+        .filters(q.filter())
         .send()
         .await
         .map_err(|e| classify("DescribeSecurityGroups", e))?;
-    Ok(out.security_groups().iter().filter_map(|g| g.group_id().map(str::to_string)).collect())
+    Ok(out.security_groups().iter().filter(|g| q.matches(g.tags())).filter_map(|g| g.group_id().map(str::to_string)).collect())
+}
+
+async fn group_named_in_vpc(aws: &Aws, name: &str, vpc_id: &str) -> AwsResult<Vec<String>> {
+    let out = aws
+        .ec2
+        .describe_security_groups()
+        .filters(filter("group-name", &[name]))
+        .filters(filter("vpc-id", &[vpc_id]))
+        .send()
+        .await
+        .map_err(|e| classify("DescribeSecurityGroups", e))?;
+    Ok(out
+        .security_groups()
+        .iter()
+        .filter(|g| g.group_name() == Some(name) && g.vpc_id() == Some(vpc_id))
+        .filter_map(|g| g.group_id().map(str::to_string))
+        .collect())
 }
 
 /// A security group in the VPC with at least the given ingress rules.
@@ -53,7 +70,7 @@ pub async fn ensure_security_group(
     description: &str,
     rules: &[Rule],
 ) -> AwsResult<String> {
-    let mut found = find_security_groups(aws, id.filter()).await?;
+    let mut found = find_security_groups(aws, &id.query()).await?;
     if found.is_empty() {
         let r = aws
             .ec2
@@ -69,9 +86,7 @@ pub async fn ensure_security_group(
             Ok(out) => found.push(out.group_id().ok_or_else(|| missing("CreateSecurityGroup", "group id"))?.to_string()),
             // Same name in our own VPC: made by us before its tags were visible.
             Err(e) if e.code_is("InvalidGroup.Duplicate") => {
-                let by_name = find_security_groups(aws, filter("group-name", &[group_name])).await?;
-                let in_vpc = find_security_groups(aws, filter("vpc-id", &[vpc_id])).await?;
-                found = by_name.into_iter().filter(|g| in_vpc.contains(g)).collect();
+                found = group_named_in_vpc(aws, group_name, vpc_id).await?;
                 if found.is_empty() {
                     return Err(e);
                 }

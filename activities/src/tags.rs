@@ -92,15 +92,35 @@ impl Identity {
         TagSpecification::builder().resource_type(kind).set_tags(Some(self.ec2_tags())).build()
     }
 
-    /// The filter that finds this very resource.
-    pub fn filter(&self) -> Filter {
-        Filter::builder().name(format!("tag:{IDENTITY_TAG}")).values(self.key()).build()
+    /// The query that finds this very resource.
+    pub fn query(&self) -> TagQuery {
+        TagQuery { key: IDENTITY_TAG.to_string(), value: self.key() }
     }
 }
 
-/// The filter that finds everything a cluster owns.
-pub fn owned_filter(infra_id: &str) -> Filter {
-    Filter::builder().name(format!("tag:{}", ownership_key(infra_id))).values("owned").build()
+/// A tag that must be present with this value. Sent to AWS as a filter *and* checked on what
+/// comes back: some implementations ignore tag filters on some calls and return everything
+/// (measured: moto's DescribeNatGateways), and a lookup that adopts or deletes the wrong
+/// resource is the worst bug this tool can have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TagQuery {
+    pub key: String,
+    pub value: String,
+}
+
+impl TagQuery {
+    pub fn filter(&self) -> Filter {
+        Filter::builder().name(format!("tag:{}", self.key)).values(&self.value).build()
+    }
+
+    pub fn matches(&self, tags: &[Tag]) -> bool {
+        tags.iter().any(|t| t.key() == Some(self.key.as_str()) && t.value() == Some(self.value.as_str()))
+    }
+}
+
+/// The query that finds everything a cluster owns.
+pub fn owned(infra_id: &str) -> TagQuery {
+    TagQuery { key: ownership_key(infra_id), value: "owned".to_string() }
 }
 
 pub fn filter(name: &str, values: &[&str]) -> Filter {

@@ -115,10 +115,10 @@ async fn see_through(engine: &Engine, id: &str, success: WorkflowState) -> CmdRe
 }
 
 pub async fn daemon(db: &Path, workers: u16) -> CmdResult {
-    let engine = Arc::new(open_engine(db, full_registry(), tracing_observer())?);
-    tracing::info!(journal = %db.display(), "journal opened");
     let shutdown = Arc::new(Signals::default());
     forward_interrupts(shutdown.clone(), "the daemon");
+    let engine = Arc::new(open_engine(db, full_registry(), tracing_observer())?);
+    tracing::info!(journal = %db.display(), "journal opened");
     engine.daemon(usize::from(workers), shutdown).await?;
     Ok(OK)
 }

@@ -89,6 +89,15 @@ impl Scratch {
         }
     }
 
+    /// Waits until a daemon has logged that it runs (its signal handlers are installed by then).
+    pub fn wait_for_daemon_start(&self, starts: usize) {
+        let start = Instant::now();
+        while self.daemon_log().matches("daemon started").count() < starts {
+            assert!(start.elapsed() < Duration::from_secs(30), "daemon did not start: {}", self.daemon_log());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     pub fn daemon_log(&self) -> String {
         std::fs::read_to_string(self.file("daemon.log")).unwrap_or_default()
     }
@@ -146,3 +155,7 @@ impl Rng {
 pub fn lines_of(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
 }
+
+pub mod inventory;
+pub mod moto;
+pub mod proxy;

@@ -7,7 +7,11 @@ use infraflow_journal::Undo;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use std::time::Duration;
+
+use crate::context::StepOptions;
 use crate::error::ActivityError;
+use crate::retry::RetryPolicy;
 use crate::registry::Registry;
 
 impl From<AwsError> for ActivityError {
@@ -18,6 +22,28 @@ impl From<AwsError> for ActivityError {
             message: format!("{}: {}", e.operation, e.message),
         }
     }
+}
+
+/// Retries of AWS steps: generous, since throttling comes in storms and every AWS step is
+/// idempotent (creates look up before creating).
+pub fn aws_retry() -> RetryPolicy {
+    RetryPolicy {
+        initial: Duration::from_millis(500),
+        coefficient: 1.5,
+        max_interval: Duration::from_secs(15),
+        max_attempts: 20,
+        jitter: 0.2,
+    }
+}
+
+/// Options of a create step: AWS retries and the write-ahead undo.
+pub fn create_opts(region: &str, kind: Kind, id: &Identity) -> StepOptions {
+    StepOptions { retry: Some(aws_retry()), undo: Some(undo(region, kind, id)) }
+}
+
+/// Options of a read or wait step.
+pub fn read_opts() -> StepOptions {
+    StepOptions { retry: Some(aws_retry()), undo: None }
 }
 
 /// The compensating activity of every create step.

@@ -10,8 +10,8 @@ use infraflow_activities::{dns, endpoints, nat, network, routing, security, AwsP
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::aws_steps::undo;
-use crate::context::{join_branches, StepOptions, WfCtx};
+use crate::aws_steps::{create_opts, read_opts};
+use crate::context::{join_branches, WfCtx};
 use crate::error::{ActivityError, InputError, StepError};
 use crate::registry::{BoxFuture, Validated, WorkflowDef};
 use crate::validate;
@@ -229,11 +229,11 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
     let ident = |role: &str, zone: Option<&str>, name: String| {
         Identity::new(infra, role, zone, name).with_tags(&extra, ctx.workflow_id())
     };
-    let with_undo = |kind: Kind, id: &Identity| StepOptions { retry: None, undo: Some(undo(&region, kind, id)) };
+    let with_undo = |kind: Kind, id: &Identity| create_opts(&region, kind, id);
 
     // Read-only checks first: a missing public zone or unknown zone fails before any write.
     let pre: Preflight = ctx
-        .step("preflight", "provision.preflight", &serde_json::json!({"region": region, "baseDomain": p.base_domain, "zones": p.zones}), || async {
+        .step_with("preflight", "provision.preflight", &serde_json::json!({"region": region, "baseDomain": p.base_domain, "zones": p.zones}), read_opts(), || async {
             let aws = pool.region(&region).await;
             let public_zone_id = dns::find_public_zone(&aws, &p.base_domain).await?.ok_or_else(|| {
                 ActivityError::terminal(format!(
@@ -346,7 +346,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                         Ok(nat::ensure_nat_gateway(&aws, &nat_ident, &subnet, &alloc).await?)
                     })
                     .await?;
-                zctx.step("nat-available", "ec2.wait-nat-available", &nat_id, || async {
+                zctx.step_with("nat-available", "ec2.wait-nat-available", &nat_id, read_opts(), || async {
                     let aws = pool.region(region).await;
                     Ok(nat::wait_nat_available(&aws, &nat_id).await?)
                 })

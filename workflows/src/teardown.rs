@@ -8,7 +8,7 @@ use infraflow_activities::{resources, AwsPool, Kind, Scope};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::aws_steps::{DeleteOne, DELETE};
+use crate::aws_steps::{read_opts, DeleteOne, DELETE};
 use crate::context::{join_branches, StepOptions, WfCtx};
 use crate::error::{InputError, StepError};
 use crate::registry::{BoxFuture, Validated, WorkflowDef};
@@ -95,7 +95,7 @@ pub async fn teardown(ctx: &WfCtx, pool: &AwsPool, infra_id: &str, region: &str)
     for round in 1..=ROUNDS {
         let rctx = ctx.scoped(&format!("round{round}"));
         let inventory: BTreeMap<Kind, Vec<String>> = rctx
-            .step("discover", "aws.discover-owned", &(infra_id, region), || async {
+            .step_with("discover", "aws.discover-owned", &(infra_id, region), read_opts(), || async {
                 let aws = pool.region(region).await;
                 let mut found = BTreeMap::new();
                 for kind in Kind::TEARDOWN_ORDER {

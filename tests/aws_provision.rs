@@ -1,0 +1,281 @@
+//! provision-infra and teardown, black box: the real binaries against moto on loopback, a real
+//! journal, and the AWS state read back through the SDK.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::inventory::Inventory;
+use support::moto::{aws_env, Clients, Moto};
+use support::proxy::Proxy;
+use support::*;
+
+struct Env {
+    moto: Moto,
+    s: Scratch,
+    c: Clients,
+}
+
+impl Env {
+    fn new() -> Env {
+        let moto = Moto::start();
+        let c = Clients::new(&moto.endpoint());
+        c.create_public_zone("example.com");
+        Env { moto, s: Scratch::new(), c }
+    }
+
+    fn env_for(endpoint: &str) -> Vec<(&'static str, String)> {
+        aws_env(endpoint)
+    }
+
+    /// `infraflow ARGS` against `endpoint` (moto, or a proxy in front of it).
+    fn cli_at(&self, endpoint: &str, args: &[&str]) -> std::process::Output {
+        let env = Env::env_for(endpoint);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.s.cli_env(args, &env)
+    }
+
+    fn cli(&self, args: &[&str]) -> std::process::Output {
+        self.cli_at(&self.moto.endpoint(), args)
+    }
+
+    fn input(&self, name: &str, v: Value) -> String {
+        self.s.write_json(name, &v).to_str().unwrap().to_string()
+    }
+
+    fn daemon_at(&self, endpoint: &str) -> std::process::Child {
+        let env = Env::env_for(endpoint);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.s.spawn_daemon(&[], &env)
+    }
+}
+
+fn provision_input(name: &str, infra: &str, zones: &[&str]) -> Value {
+    json!({"name": name, "infraID": infra, "region": "us-east-1", "zones": zones, "baseDomain": "example.com"})
+}
+
+fn output(o: &std::process::Output) -> Value {
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn provision_one_zone_creates_the_exact_inventory_and_hypershift_output() {
+    let e = Env::new();
+    let input = e.input("p.json", provision_input("one", "one-abcde", &["us-east-1a"]));
+    let out = output(&e.cli(&["run", "provision-infra", "--input", &input, "--id", "p1"]));
+    let inv = Inventory::read(&e.c, "one-abcde");
+    inv.assert_provisioned(&e.c, 1, 1, "one", "example.com");
+
+    for field in ["region", "infraID", "machineCIDR", "vpcID", "zones", "baseDomain", "publicZoneID", "privateZoneID", "localZoneID", "securityGroupID", "publicSubnetIDs"] {
+        assert!(out.get(field).is_some(), "output lacks {field}: {out}");
+    }
+    assert_eq!(out["infraID"], "one-abcde");
+    assert_eq!(out["machineCIDR"], "10.0.0.0/16");
+    assert_eq!(out["vpcID"], inv.vpcs[0].vpc_id().unwrap());
+    assert_eq!(out["securityGroupID"], inv.security_groups[0].group_id().unwrap());
+    assert_eq!(out["zones"][0]["name"], "us-east-1a");
+    let private = inv.subnets.iter().find(|s| s.cidr_block() == Some("10.0.128.0/20")).unwrap();
+    assert_eq!(out["zones"][0]["subnetID"], private.subnet_id().unwrap(), "zones list the private subnets");
+    let zone_ids: Vec<&str> = inv.zones.iter().map(|z| z.0.as_str()).collect();
+    assert!(zone_ids.contains(&out["privateZoneID"].as_str().unwrap()));
+    assert!(zone_ids.contains(&out["localZoneID"].as_str().unwrap()));
+    let st = e.s.status("p1");
+    assert!(st["steps"].as_array().unwrap().iter().all(|s| s["completions"] == 1));
+}
+
+#[test]
+fn provision_three_zones_then_a_new_workflow_for_the_same_infra_id_creates_nothing() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    let input = e.input("p.json", provision_input("three", "three-abcde", &["us-east-1a", "us-east-1b", "us-east-1c"]));
+    let first = output(&e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "first"]));
+    let inv = Inventory::read(&e.c, "three-abcde");
+    inv.assert_provisioned(&e.c, 3, 3, "three", "example.com");
+
+    proxy.reset_counts();
+    let second = output(&e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "second"]));
+    let creates: Vec<_> = proxy
+        .counts()
+        .into_iter()
+        .filter(|(a, _)| a.starts_with("Create") || a.starts_with("Allocate") || a == "route53 POST /hostedzone")
+        .collect();
+    assert!(creates.is_empty(), "a second workflow adopts, never creates: {creates:?}");
+    assert_eq!(first, second, "the same resources are reported");
+    let again = Inventory::read(&e.c, "three-abcde");
+    assert_eq!(again.ids(), inv.ids());
+}
+
+#[test]
+fn single_nat_gateway_serves_every_zone() {
+    let e = Env::new();
+    let mut v = provision_input("single", "single-abcde", &["us-east-1a", "us-east-1b"]);
+    v["singleNATGateway"] = json!(true);
+    let input = e.input("p.json", v);
+    output(&e.cli(&["run", "provision-infra", "--input", &input]));
+    Inventory::read(&e.c, "single-abcde").assert_provisioned(&e.c, 2, 1, "single", "example.com");
+}
+
+#[test]
+fn teardown_removes_everything_owned_and_spares_other_clusters_and_untagged_vpcs() {
+    let e = Env::new();
+    let a = e.input("a.json", provision_input("alpha", "alpha-abcde", &["us-east-1a", "us-east-1b"]));
+    let b = e.input("b.json", provision_input("beta", "beta-abcde", &["us-east-1a"]));
+    output(&e.cli(&["run", "provision-infra", "--input", &a]));
+    output(&e.cli(&["run", "provision-infra", "--input", &b]));
+    let untagged = e
+        .c
+        .block_on(e.c.ec2.create_vpc().cidr_block("10.9.0.0/16").send())
+        .unwrap()
+        .vpc()
+        .unwrap()
+        .vpc_id()
+        .unwrap()
+        .to_string();
+    let beta_before = Inventory::read(&e.c, "beta-abcde");
+
+    let t = e.input("t.json", json!({"infraID": "alpha-abcde", "region": "us-east-1"}));
+    let out = output(&e.cli(&["run", "teardown", "--input", &t, "--id", "t1"]));
+    let left = Inventory::read(&e.c, "alpha-abcde");
+    assert_eq!(left.total(), 0, "nothing owned is left: {:?} {:?}", left.counts(), left.endpoints);
+    let deleted = out["deleted"].as_object().unwrap();
+    assert_eq!(deleted["vpc"].as_array().unwrap().len(), 1);
+    assert_eq!(deleted["nat-gateway"].as_array().unwrap().len(), 2);
+    assert_eq!(deleted["hosted-zone"].as_array().unwrap().len(), 2);
+
+    assert_eq!(Inventory::read(&e.c, "beta-abcde").ids(), beta_before.ids(), "another cluster is untouched");
+    let still = e.c.block_on(e.c.ec2.describe_vpcs().vpc_ids(&untagged).send()).unwrap();
+    assert_eq!(still.vpcs().len(), 1, "an untagged VPC is untouched");
+
+    let again = output(&e.cli(&["run", "teardown", "--input", &t, "--id", "t2"]));
+    assert_eq!(again["deleted"], json!({}), "running it twice succeeds and finds nothing");
+}
+
+#[test]
+fn a_missing_public_zone_fails_before_anything_is_created() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    let mut v = provision_input("nozone", "nozone-abcde", &["us-east-1a"]);
+    v["baseDomain"] = json!("absent.example.org");
+    let input = e.input("p.json", v);
+    let out = e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "nz"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no public hosted zone named absent.example.org"), "{}", stderr(&out));
+    let writes: Vec<_> = proxy.counts().into_iter().filter(|(a, _)| !a.starts_with("Describe") && !a.contains(" GET ")).collect();
+    assert!(writes.is_empty(), "no AWS write: {writes:?}");
+    assert_eq!(Inventory::read(&e.c, "nozone-abcde").total(), 0);
+}
+
+#[test]
+fn a_terminal_error_on_one_create_compensates_everything_it_made() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    proxy.fail_action(Some("CreateNatGateway"));
+    let input = e.input("p.json", provision_input("saga", "saga-abcde", &["us-east-1a", "us-east-1b"]));
+    let out = e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "saga"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let st = e.s.status("saga");
+    assert_eq!(st["state"], "compensated", "{st}");
+    assert!(st["error"].as_str().unwrap().contains("InvalidParameterValue"), "{st}");
+    let inv = Inventory::read(&e.c, "saga-abcde");
+    assert_eq!(inv.total(), 0, "nothing it created remains: {:?}", inv.counts());
+}
+
+#[test]
+fn throttling_5xx_and_dropped_connections_on_a_quarter_of_requests_still_give_the_exact_inventory() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    let mut rng = Rng::from_env_or_time();
+    proxy.set_chaos(0.25, rng.below(u64::MAX));
+    let input = e.input("p.json", provision_input("chaos", "chaos-abcde", &["us-east-1a", "us-east-1b", "us-east-1c"]));
+    let out = e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "chaos"]);
+    let faults = proxy.faults();
+    eprintln!("faults injected: {faults:?}");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(faults.values().sum::<u32>() >= 10, "the chaos was real: {faults:?}");
+    Inventory::read(&e.c, "chaos-abcde").assert_provisioned(&e.c, 3, 3, "chaos", "example.com");
+}
+
+/// Kills daemons (SIGKILL) at random moments until `id` rests, then lets one finish; returns
+/// how many kills landed while the workflow was still running.
+fn kill_daemons_until_done(e: &Env, endpoint: &str, id: &str, kills: usize, rng: &mut Rng) -> (usize, Value) {
+    let mut landed = 0;
+    let mut starts = e.s.daemon_log().matches("daemon started").count();
+    for _ in 0..kills {
+        let mut d = e.daemon_at(endpoint);
+        starts += 1;
+        e.s.wait_for_daemon_start(starts);
+        std::thread::sleep(Duration::from_millis(50 + rng.below(350)));
+        kill9(&mut d);
+        if e.s.status(id)["state"] == "running" || e.s.status(id)["state"] == "pending" {
+            landed += 1;
+        }
+    }
+    let mut d = e.daemon_at(endpoint);
+    e.s.wait_for_daemon_start(starts + 1);
+    let st = e.s.wait_for_state(id, &["completed", "paused", "compensated", "failed"], Duration::from_secs(180));
+    let code = terminate(&mut d, Duration::from_secs(30));
+    assert_eq!(code.code(), Some(0), "{code:?}: {}", e.s.daemon_log());
+    (landed, st)
+}
+
+#[test]
+fn a_daemon_killed_at_random_moments_provisions_and_tears_down_exactly() {
+    let e = Env::new();
+    // Latency stretches the run so that every kill lands mid-provision.
+    let proxy = Proxy::start(e.moto.port);
+    proxy.set_latency(Duration::from_millis(60));
+    let input = e.input("p.json", provision_input("kill", "kill-abcde", &["us-east-1a", "us-east-1b", "us-east-1c"]));
+    assert!(e.cli(&["submit", "provision-infra", "--input", &input, "--id", "prov"]).status.success());
+    let mut rng = Rng::from_env_or_time();
+    let (landed, st) = kill_daemons_until_done(&e, &proxy.endpoint(), "prov", 12, &mut rng);
+    assert!(landed >= 10, "only {landed} kills landed mid-run");
+    assert_eq!(st["state"], "completed", "{st}\n{}", e.s.daemon_log());
+    assert!(st["steps"].as_array().unwrap().iter().all(|s| s["completions"] == 1));
+    Inventory::read(&e.c, "kill-abcde").assert_provisioned(&e.c, 3, 3, "kill", "example.com");
+
+    let t = e.input("t.json", json!({"infraID": "kill-abcde", "region": "us-east-1"}));
+    assert!(e.cli(&["submit", "teardown", "--input", &t, "--id", "down"]).status.success());
+    let (_, st) = kill_daemons_until_done(&e, &proxy.endpoint(), "down", 5, &mut rng);
+    assert_eq!(st["state"], "completed", "{st}");
+    let left = Inventory::read(&e.c, "kill-abcde");
+    assert_eq!(left.total(), 0, "{:?}", left.counts());
+}
+
+#[test]
+fn bad_provision_inputs_exit_2_with_one_line_naming_the_field_and_journal_nothing() {
+    let s = Scratch::new();
+    let base = json!({"name": "ok", "region": "us-east-1", "baseDomain": "example.com"});
+    let with = |k: &str, v: Value| {
+        let mut b = base.clone();
+        b[k] = v;
+        b
+    };
+    let cases: Vec<(Value, &str)> = vec![
+        (with("colour", json!("red")), "unknown field `colour`"),
+        (with("vpcCIDR", json!("10.0.0.0/20")), "vpcCIDR"),
+        (with("vpcCIDR", json!("10.0.0.300/16")), "vpcCIDR"),
+        (with("vpcCIDR", json!("not-a-cidr")), "vpcCIDR"),
+        (with("zones", json!(["us-east-1a","us-east-1b","us-east-1c","us-east-1d","us-east-1e","us-east-1f","us-east-1g","us-east-1h","us-east-1i"])), "do not fit"),
+        (with("endpointAccess", json!("Sideways")), "endpointAccess"),
+        (with("singleNATGateway", json!("yes")), "singleNATGateway"),
+        (with("zones", json!("us-east-1a")), "zones"),
+        (with("name", json!("")), "name"),
+        (with("region", json!("mars")), "region"),
+        (with("zones", json!(["eu-west-1a"])), "zones[0]"),
+        (json!({"name": "ok", "region": "us-east-1"}), "baseDomain"),
+    ];
+    for (v, expect) in cases {
+        let path = s.write_json("bad.json", &v);
+        let out = s.cli(&["submit", "provision-infra", "--input", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{v}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(expect), "{v}: {err:?} lacks {expect:?}");
+    }
+    let path = s.write_json("bad.json", &json!({"infraID": "x"}));
+    let out = s.cli(&["run", "teardown", "--input", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!s.db().exists(), "nothing journaled");
+}

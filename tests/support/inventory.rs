@@ -1,0 +1,219 @@
+//! What a cluster owns in the emulator, read through the SDK by ownership tag, and the exact
+//! inventory provision-infra must leave.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use aws_sdk_ec2::types::Filter;
+
+use super::moto::Clients;
+
+#[derive(Debug, Default)]
+pub struct Inventory {
+    pub vpcs: Vec<aws_sdk_ec2::types::Vpc>,
+    pub dhcp: Vec<aws_sdk_ec2::types::DhcpOptions>,
+    pub igws: Vec<aws_sdk_ec2::types::InternetGateway>,
+    pub subnets: Vec<aws_sdk_ec2::types::Subnet>,
+    pub eips: Vec<aws_sdk_ec2::types::Address>,
+    pub nats: Vec<aws_sdk_ec2::types::NatGateway>,
+    pub route_tables: Vec<aws_sdk_ec2::types::RouteTable>,
+    pub security_groups: Vec<aws_sdk_ec2::types::SecurityGroup>,
+    pub endpoints: Vec<aws_sdk_ec2::types::VpcEndpoint>,
+    /// (zone id, name, associated VPC ids)
+    pub zones: Vec<(String, String, Vec<String>)>,
+}
+
+fn has_owned(tags: &[aws_sdk_ec2::types::Tag], infra: &str) -> bool {
+    let key = format!("kubernetes.io/cluster/{infra}");
+    tags.iter().any(|t| t.key() == Some(key.as_str()) && t.value() == Some("owned"))
+}
+
+fn owned(infra: &str) -> Filter {
+    Filter::builder().name(format!("tag:kubernetes.io/cluster/{infra}")).values("owned").build()
+}
+
+impl Inventory {
+    pub fn read(c: &Clients, infra: &str) -> Inventory {
+        c.block_on(async {
+            let ec2 = &c.ec2;
+            let mut inv = Inventory {
+                vpcs: ec2.describe_vpcs().filters(owned(infra)).send().await.unwrap().vpcs().to_vec(),
+                dhcp: ec2.describe_dhcp_options().filters(owned(infra)).send().await.unwrap().dhcp_options().to_vec(),
+                igws: ec2.describe_internet_gateways().filters(owned(infra)).send().await.unwrap().internet_gateways().to_vec(),
+                subnets: ec2.describe_subnets().filters(owned(infra)).send().await.unwrap().subnets().to_vec(),
+                eips: ec2.describe_addresses().filters(owned(infra)).send().await.unwrap().addresses().to_vec(),
+                nats: ec2
+                    .describe_nat_gateways()
+                    .filter(owned(infra))
+                    .send()
+                    .await
+                    .unwrap()
+                    .nat_gateways()
+                    .iter()
+                    // moto ignores tag filters on DescribeNatGateways: check the tags here.
+                    .filter(|n| has_owned(n.tags(), infra))
+                    .filter(|n| !matches!(n.state().map(|s| s.as_str()), Some("deleted") | Some("deleting")))
+                    .cloned()
+                    .collect(),
+                route_tables: ec2.describe_route_tables().filters(owned(infra)).send().await.unwrap().route_tables().to_vec(),
+                security_groups: ec2
+                    .describe_security_groups()
+                    .filters(owned(infra))
+                    .send()
+                    .await
+                    .unwrap()
+                    .security_groups()
+                    .to_vec(),
+                endpoints: ec2
+                    .describe_vpc_endpoints()
+                    .filters(owned(infra))
+                    .send()
+                    .await
+                    .unwrap()
+                    .vpc_endpoints()
+                    .iter()
+                    .filter(|e| !matches!(e.state().map(|s| s.as_str().to_ascii_lowercase()).as_deref(), Some("deleted") | Some("deleting")))
+                    .cloned()
+                    .collect(),
+                zones: Vec::new(),
+            };
+            let zones = c.r53.list_hosted_zones().send().await.unwrap();
+            for z in zones.hosted_zones() {
+                let id = z.id().trim_start_matches("/hostedzone/").to_string();
+                let tags = c
+                    .r53
+                    .list_tags_for_resource()
+                    .resource_type(aws_sdk_route53::types::TagResourceType::Hostedzone)
+                    .resource_id(&id)
+                    .send()
+                    .await
+                    .unwrap();
+                let key = format!("kubernetes.io/cluster/{infra}");
+                let is_owned = tags
+                    .resource_tag_set()
+                    .map(|s| s.tags().iter().any(|t| t.key() == Some(key.as_str()) && t.value() == Some("owned")))
+                    .unwrap_or(false);
+                if is_owned {
+                    let full = c.r53.get_hosted_zone().id(&id).send().await.unwrap();
+                    let vpcs = full.vpcs().iter().filter_map(|v| v.vpc_id().map(str::to_string)).collect();
+                    inv.zones.push((id, z.name().to_string(), vpcs));
+                }
+            }
+            inv
+        })
+    }
+
+    pub fn counts(&self) -> BTreeMap<&'static str, usize> {
+        BTreeMap::from([
+            ("vpc", self.vpcs.len()),
+            ("dhcp-options", self.dhcp.len()),
+            ("internet-gateway", self.igws.len()),
+            ("subnet", self.subnets.len()),
+            ("elastic-ip", self.eips.len()),
+            ("nat-gateway", self.nats.len()),
+            ("route-table", self.route_tables.len()),
+            ("security-group", self.security_groups.len()),
+            ("vpc-endpoint", self.endpoints.len()),
+            ("hosted-zone", self.zones.len()),
+        ])
+    }
+
+    pub fn total(&self) -> usize {
+        self.counts().values().sum()
+    }
+
+    /// Every id, for comparing two reads.
+    pub fn ids(&self) -> BTreeSet<String> {
+        let mut s = BTreeSet::new();
+        s.extend(self.vpcs.iter().filter_map(|v| v.vpc_id().map(str::to_string)));
+        s.extend(self.dhcp.iter().filter_map(|v| v.dhcp_options_id().map(str::to_string)));
+        s.extend(self.igws.iter().filter_map(|v| v.internet_gateway_id().map(str::to_string)));
+        s.extend(self.subnets.iter().filter_map(|v| v.subnet_id().map(str::to_string)));
+        s.extend(self.eips.iter().filter_map(|v| v.allocation_id().map(str::to_string)));
+        s.extend(self.nats.iter().filter_map(|v| v.nat_gateway_id().map(str::to_string)));
+        s.extend(self.route_tables.iter().filter_map(|v| v.route_table_id().map(str::to_string)));
+        s.extend(self.security_groups.iter().filter_map(|v| v.group_id().map(str::to_string)));
+        s.extend(self.endpoints.iter().filter_map(|v| v.vpc_endpoint_id().map(str::to_string)));
+        s.extend(self.zones.iter().map(|z| z.0.clone()));
+        s
+    }
+
+    /// Asserts exactly what provision-infra makes for `zones` zones with `nats` NAT gateways
+    /// (region us-east-1, 10.0.0.0/16, cluster name `name`, base domain `base`).
+    pub fn assert_provisioned(&self, c: &Clients, zones: usize, nats: usize, name: &str, base: &str) {
+        let counts = self.counts();
+        let expected = BTreeMap::from([
+            ("vpc", 1),
+            ("dhcp-options", 1),
+            ("internet-gateway", 1),
+            ("subnet", 2 * zones),
+            ("elastic-ip", nats),
+            ("nat-gateway", nats),
+            ("route-table", zones + 1),
+            ("security-group", 1),
+            ("vpc-endpoint", 1),
+            ("hosted-zone", 2),
+        ]);
+        assert_eq!(counts, expected, "inventory by kind");
+
+        let vpc = &self.vpcs[0];
+        let vpc_id = vpc.vpc_id().unwrap();
+        assert_eq!(vpc.cidr_block(), Some("10.0.0.0/16"));
+        c.block_on(async {
+            use aws_sdk_ec2::types::VpcAttributeName;
+            for attr in [VpcAttributeName::EnableDnsSupport, VpcAttributeName::EnableDnsHostnames] {
+                let a = c.ec2.describe_vpc_attribute().vpc_id(vpc_id).attribute(attr.clone()).send().await.unwrap();
+                let on = a.enable_dns_support().or(a.enable_dns_hostnames()).and_then(|v| v.value());
+                assert_eq!(on, Some(true), "{attr:?}");
+            }
+        });
+        assert_eq!(vpc.dhcp_options_id(), self.dhcp[0].dhcp_options_id(), "DHCP options associated");
+        let domain: Vec<_> = self.dhcp[0]
+            .dhcp_configurations()
+            .iter()
+            .filter(|d| d.key() == Some("domain-name"))
+            .flat_map(|d| d.values().iter().filter_map(|v| v.value()))
+            .collect();
+        assert_eq!(domain, ["ec2.internal"]);
+        assert!(self.igws[0].attachments().iter().any(|a| a.vpc_id() == Some(vpc_id)), "IGW attached");
+
+        let cidrs: BTreeSet<&str> = self.subnets.iter().filter_map(|s| s.cidr_block()).collect();
+        let want: BTreeSet<String> =
+            (0..zones).flat_map(|i| [format!("10.0.{}.0/20", 16 * i), format!("10.0.{}.0/20", 128 + 16 * i)]).collect();
+        assert_eq!(cidrs, want.iter().map(String::as_str).collect(), "HyperShift's subnet layout");
+        assert!(self.subnets.iter().all(|s| s.vpc_id() == Some(vpc_id)));
+        assert!(self.nats.iter().all(|n| n.state().map(|s| s.as_str()) == Some("available")));
+
+        let public_subnets: BTreeSet<&str> = self
+            .subnets
+            .iter()
+            .filter(|s| s.cidr_block().is_some_and(|c| c.split('.').nth(2).unwrap().parse::<u32>().unwrap() < 128))
+            .filter_map(|s| s.subnet_id())
+            .collect();
+        let igw = self.igws[0].internet_gateway_id().unwrap();
+        let nat_ids: BTreeSet<&str> = self.nats.iter().filter_map(|n| n.nat_gateway_id()).collect();
+        let mut private_tables = 0;
+        for t in &self.route_tables {
+            let default = t.routes().iter().find(|r| r.destination_cidr_block() == Some("0.0.0.0/0")).expect("default route");
+            let assoc: BTreeSet<&str> = t.associations().iter().filter_map(|a| a.subnet_id()).collect();
+            if default.gateway_id() == Some(igw) {
+                assert!(t.associations().iter().any(|a| a.main() == Some(true)), "public table is the VPC's main table");
+                assert_eq!(assoc, public_subnets, "public table associated with every public subnet");
+            } else {
+                assert!(nat_ids.contains(default.nat_gateway_id().unwrap_or("")), "private table routes via our NAT");
+                assert_eq!(assoc.len(), 1, "private table associated with its private subnet");
+                assert!(!public_subnets.contains(assoc.iter().next().unwrap()));
+                private_tables += 1;
+            }
+        }
+        assert_eq!(private_tables, zones);
+        assert!(self.security_groups[0].ip_permissions().len() >= 10, "worker ingress rules");
+        let ep = &self.endpoints[0];
+        assert_eq!(ep.vpc_endpoint_type().map(|t| t.as_str()), Some("Gateway"));
+        assert_eq!(ep.service_name(), Some("com.amazonaws.us-east-1.s3"));
+        assert_eq!(ep.route_table_ids().len(), zones + 1, "S3 endpoint on every route table");
+        let names: BTreeSet<&str> = self.zones.iter().map(|z| z.1.as_str()).collect();
+        let want_names = BTreeSet::from([format!("{name}.{base}."), format!("{name}.hypershift.local.")]);
+        assert_eq!(names, want_names.iter().map(String::as_str).collect());
+        assert!(self.zones.iter().all(|z| z.2 == [vpc_id.to_string()]), "private zones associated with the VPC");
+    }
+}

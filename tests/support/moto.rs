@@ -1,0 +1,120 @@
+//! A moto server per test, on a free loopback port, killed when dropped; SDK clients that read
+//! the emulator's state directly (never through the code under test).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Moto {
+    child: Child,
+    pub port: u16,
+}
+
+fn moto_server() -> PathBuf {
+    if let Some(p) = std::env::var_os("INFRAFLOW_MOTO_SERVER") {
+        return PathBuf::from(p);
+    }
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/moto_server");
+    assert!(p.exists(), "moto is not installed: run scripts/moto.sh install (or scripts/test.sh)");
+    p
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Moto {
+    pub fn start() -> Moto {
+        let port = free_port();
+        let child = Command::new(moto_server())
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cannot start moto_server");
+        let moto = Moto { child, port };
+        let start = Instant::now();
+        while http(port, "GET", "/moto-api/").is_none() {
+            assert!(start.elapsed() < Duration::from_secs(30), "moto did not come up on port {port}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        moto
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A bare HTTP/1.0 request; the status line's code, or None if nothing answers.
+pub fn http(port: u16, method: &str, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n").ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    buf.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Environment that points the binaries (and the SDK) at `endpoint` with throwaway credentials,
+/// and away from any real AWS configuration on the machine.
+pub fn aws_env(endpoint: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ENDPOINT_URL", endpoint.to_string()),
+        ("AWS_ACCESS_KEY_ID", "testing".into()),
+        ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+        ("AWS_REGION", "us-east-1".into()),
+        ("AWS_CONFIG_FILE", "/dev/null".into()),
+        ("AWS_SHARED_CREDENTIALS_FILE", "/dev/null".into()),
+        ("AWS_EC2_METADATA_DISABLED", "true".into()),
+    ]
+}
+
+/// SDK clients on the emulator, for reading back state.
+pub struct Clients {
+    pub rt: tokio::runtime::Runtime,
+    pub ec2: aws_sdk_ec2::Client,
+    pub elb: aws_sdk_elasticloadbalancingv2::Client,
+    pub r53: aws_sdk_route53::Client,
+}
+
+impl Clients {
+    pub fn new(endpoint: &str) -> Clients {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let conf = rt.block_on(
+            aws_config::defaults(aws_config::BehaviorVersion::latest())
+                .region(aws_config::Region::new("us-east-1"))
+                .endpoint_url(endpoint)
+                .credentials_provider(aws_sdk_ec2::config::Credentials::new("testing", "testing", None, None, "test"))
+                .load(),
+        );
+        Clients {
+            ec2: aws_sdk_ec2::Client::new(&conf),
+            elb: aws_sdk_elasticloadbalancingv2::Client::new(&conf),
+            r53: aws_sdk_route53::Client::new(&conf),
+            rt,
+        }
+    }
+
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    /// Creates the public zone a provision needs (infraflow never creates it).
+    pub fn create_public_zone(&self, name: &str) -> String {
+        let out = self
+            .block_on(self.r53.create_hosted_zone().name(name).caller_reference(format!("test-{name}")).send())
+            .unwrap();
+        out.hosted_zone().unwrap().id().trim_start_matches("/hostedzone/").to_string()
+    }
+}

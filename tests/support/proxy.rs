@@ -1,0 +1,232 @@
+//! A loopback HTTP proxy in front of moto that counts API calls and injects faults: throttling,
+//! 5xx, connections dropped before the request reaches moto, and — the nastiest — dropped after
+//! moto acted but before the client hears back. moto has no fault injection of its own.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Default)]
+struct State {
+    counts: BTreeMap<String, u32>,
+    /// Share of requests that get a fault (0.0 to 1.0).
+    chaos: f64,
+    /// An API action answered with a terminal error (InvalidParameterValue) every time.
+    fail_action: Option<String>,
+    faults: BTreeMap<&'static str, u32>,
+    rng: u64,
+    latency: Duration,
+}
+
+pub struct Proxy {
+    pub port: u16,
+    state: Arc<Mutex<State>>,
+}
+
+impl Proxy {
+    pub fn start(upstream: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let state = Arc::new(Mutex::new(State { rng: 0x9e37_79b9_7f4a_7c15, ..State::default() }));
+        let st = state.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let st = st.clone();
+                std::thread::spawn(move || {
+                    let _ = serve(conn, upstream, &st);
+                });
+            }
+        });
+        Proxy { port, state }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn set_chaos(&self, rate: f64, seed: u64) {
+        let mut s = self.state.lock().unwrap();
+        s.chaos = rate;
+        s.rng = seed | 1;
+    }
+
+    /// Delays every request, so a run lasts long enough to be interrupted many times.
+    pub fn set_latency(&self, latency: Duration) {
+        self.state.lock().unwrap().latency = latency;
+    }
+
+    pub fn fail_action(&self, action: Option<&str>) {
+        self.state.lock().unwrap().fail_action = action.map(str::to_string);
+    }
+
+    /// API calls seen, by action, since the last reset (faulted ones included).
+    pub fn counts(&self) -> BTreeMap<String, u32> {
+        self.state.lock().unwrap().counts.clone()
+    }
+
+    pub fn faults(&self) -> BTreeMap<&'static str, u32> {
+        self.state.lock().unwrap().faults.clone()
+    }
+
+    pub fn reset_counts(&self) {
+        self.state.lock().unwrap().counts.clear();
+    }
+
+    pub fn total(&self) -> u32 {
+        self.counts().values().sum()
+    }
+}
+
+struct Request {
+    head: String,
+    body: Vec<u8>,
+}
+
+fn read_request(conn: &mut TcpStream) -> std::io::Result<Option<Request>> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        if conn.read(&mut byte)? == 0 {
+            return Ok(None);
+        }
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&buf).to_string();
+    let len = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length").then(|| v.trim().parse::<usize>().ok()).flatten()
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    conn.read_exact(&mut body)?;
+    Ok(Some(Request { head, body }))
+}
+
+/// `CreateVpc` for query-protocol services; `route53 POST /hostedzone` for Route53.
+fn action(req: &Request) -> String {
+    let body = String::from_utf8_lossy(&req.body);
+    if let Some(rest) = body.split('&').find_map(|p| p.strip_prefix("Action=")) {
+        return rest.to_string();
+    }
+    let first = req.head.lines().next().unwrap_or_default();
+    let mut parts = first.split_whitespace();
+    let method = parts.next().unwrap_or_default();
+    let path = parts.next().unwrap_or_default().split('?').next().unwrap_or_default();
+    let shape: Vec<&str> = path
+        .split('/')
+        .filter(|s| !s.is_empty() && !s.starts_with("20"))
+        .map(|s| if s.len() >= 10 && s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) { "{id}" } else { s })
+        .collect();
+    format!("route53 {method} /{}", shape.join("/"))
+}
+
+fn is_query(action: &str) -> bool {
+    !action.starts_with("route53 ")
+}
+
+fn error_response(status: &str, action: &str, code: &str, message: &str) -> Vec<u8> {
+    let body = if is_query(action) {
+        format!("<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors><RequestID>fault</RequestID></Response>")
+    } else {
+        format!("<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>{message}</Message></Error><RequestId>fault</RequestId></ErrorResponse>")
+    };
+    format!("HTTP/1.1 {status}\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
+        .into_bytes()
+}
+
+enum Fault {
+    None,
+    Throttle,
+    ServerError,
+    DropBefore,
+    DropAfter,
+    Terminal,
+}
+
+fn decide(st: &Mutex<State>, action: &str) -> Fault {
+    let mut s = st.lock().unwrap();
+    *s.counts.entry(action.to_string()).or_insert(0) += 1;
+    if s.fail_action.as_deref() == Some(action) {
+        *s.faults.entry("terminal").or_insert(0) += 1;
+        return Fault::Terminal;
+    }
+    if s.chaos <= 0.0 {
+        return Fault::None;
+    }
+    // xorshift64*
+    s.rng ^= s.rng >> 12;
+    s.rng ^= s.rng << 25;
+    s.rng ^= s.rng >> 27;
+    let r = s.rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
+    let unit = (r >> 11) as f64 / (1u64 << 53) as f64;
+    if unit >= s.chaos {
+        return Fault::None;
+    }
+    let (fault, name) = match (r >> 3) % 4 {
+        0 => (Fault::Throttle, "throttle"),
+        1 => (Fault::ServerError, "5xx"),
+        2 => (Fault::DropBefore, "drop-before"),
+        _ => (Fault::DropAfter, "drop-after"),
+    };
+    *s.faults.entry(name).or_insert(0) += 1;
+    fault
+}
+
+fn forward(req: &Request, upstream: u16) -> std::io::Result<Vec<u8>> {
+    let mut up = TcpStream::connect(("127.0.0.1", upstream))?;
+    up.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let head: String = req
+        .head
+        .trim_end()
+        .lines()
+        .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
+        .map(|l| format!("{l}\r\n"))
+        .collect();
+    up.write_all(format!("{head}Connection: close\r\n\r\n").as_bytes())?;
+    up.write_all(&req.body)?;
+    let mut resp = Vec::new();
+    up.read_to_end(&mut resp)?;
+    // One request per client connection: say so, so the client never reuses it.
+    let split = resp.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4).unwrap_or(resp.len());
+    let head = String::from_utf8_lossy(&resp[..split]).to_string();
+    let head: String = head
+        .trim_end()
+        .lines()
+        .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
+        .map(|l| format!("{l}\r\n"))
+        .collect();
+    let mut out = format!("{head}Connection: close\r\n\r\n").into_bytes();
+    out.extend_from_slice(&resp[split..]);
+    Ok(out)
+}
+
+fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>) -> std::io::Result<()> {
+    let Some(req) = read_request(&mut conn)? else { return Ok(()) };
+    let act = action(&req);
+    let latency = st.lock().unwrap().latency;
+    std::thread::sleep(latency);
+    let reply = match decide(st, &act) {
+        Fault::None => forward(&req, upstream)?,
+        Fault::Throttle => {
+            let code = if is_query(&act) { "RequestLimitExceeded" } else { "Throttling" };
+            error_response("503 Service Unavailable", &act, code, "Rate exceeded (injected)")
+        }
+        Fault::ServerError => error_response("500 Internal Server Error", &act, "InternalError", "injected"),
+        Fault::Terminal => {
+            let code = if is_query(&act) { "InvalidParameterValue" } else { "InvalidInput" };
+            error_response("400 Bad Request", &act, code, "injected terminal failure")
+        }
+        Fault::DropBefore => return Ok(()),
+        Fault::DropAfter => {
+            forward(&req, upstream)?;
+            return Ok(());
+        }
+    };
+    conn.write_all(&reply)?;
+    conn.flush()
+}
