@@ -35,6 +35,9 @@ pub enum Event {
     },
     StepCompleted {
         step: String,
+        /// The attempt that succeeded; its start record may have been elided (fast steps).
+        #[serde(default)]
+        attempt: u32,
         activity: String,
         input_hash: String,
         output: Value,

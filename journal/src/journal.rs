@@ -282,6 +282,19 @@ impl Journal {
         })
     }
 
+    /// State, output and error of one workflow, from its summary row alone.
+    pub fn outcome(&self, id: &str) -> Result<Option<(WorkflowState, Option<Value>, Option<String>)>> {
+        self.read(|c| {
+            let row: Option<(String, Option<String>, Option<String>)> = c
+                .prepare_cached("SELECT state, output, error FROM workflows WHERE id = ?1")?
+                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()?;
+            let Some((state, output, error)) = row else { return Ok(None) };
+            let output = output.map(|o| serde_json::from_str(&o)).transpose()?;
+            Ok(Some((WorkflowState::parse(&state).unwrap_or(WorkflowState::Failed), output, error)))
+        })
+    }
+
     /// Runnable workflows whose lease another process could take now, oldest first.
     pub fn claimable(&self, now: i64, me: &str, limit: usize) -> Result<Vec<String>> {
         self.read(|c| {
@@ -418,9 +431,13 @@ fn append_tx(c: &Connection, id: &str, fence: Option<&str>, events: &[Event], at
     } else {
         None
     };
+    // A finished workflow needs no owner: its lease goes in the same transaction.
     let mut up = c.prepare_cached(
         "UPDATE workflows SET state = ?2, seq = ?3, current_step = ?4, attempts = ?5, error = ?6,
-            output = COALESCE(?7, output), cancel_requested = ?8, updated_at = ?9 WHERE id = ?1",
+            output = COALESCE(?7, output), cancel_requested = ?8, updated_at = ?9,
+            lease_owner = CASE WHEN ?10 THEN NULL ELSE lease_owner END,
+            lease_expires_at = CASE WHEN ?10 THEN NULL ELSE lease_expires_at END
+         WHERE id = ?1",
     )?;
     up.execute(params![
         id,
@@ -431,7 +448,8 @@ fn append_tx(c: &Connection, id: &str, fence: Option<&str>, events: &[Event], at
         summary.error,
         output,
         summary.cancel_requested as i64,
-        at
+        at,
+        summary.state.is_finished()
     ])?;
     Ok(summary.state)
 }

@@ -122,7 +122,13 @@ impl Summary {
                 self.current_step = Some(step.clone());
                 self.attempts = *attempt;
             }
-            Event::StepCompleted { .. } => {}
+            Event::StepCompleted { step, attempt, .. } => {
+                if self.state == S::Pending {
+                    self.state = S::Running;
+                }
+                self.current_step = Some(step.clone());
+                self.attempts = (*attempt).max(1);
+            }
             Event::StepFailed { step, attempt, error, .. } => {
                 self.current_step = Some(step.clone());
                 self.attempts = *attempt;
@@ -252,6 +258,41 @@ impl WorkflowView {
             lease_expires_at: None,
         };
         let mut index: BTreeMap<String, usize> = BTreeMap::new();
+        // Start records may be elided (fast steps) or lost (a crash): any step event creates the
+        // step, and attempt numbers only move forward.
+        fn entry<'v>(
+            view: &'v mut WorkflowView,
+            index: &mut BTreeMap<String, usize>,
+            step: &str,
+            seq: i64,
+        ) -> &'v mut StepView {
+            let i = *index.entry(step.to_string()).or_insert_with(|| {
+                view.steps.push(StepView {
+                    key: step.to_string(),
+                    activity: String::new(),
+                    input_hash: String::new(),
+                    state: StepState::Running,
+                    attempts: 0,
+                    round_attempts: 0,
+                    round_failures: 0,
+                    error: None,
+                    output: None,
+                    next_attempt_at: None,
+                    undo: None,
+                    order: seq,
+                    completions: 0,
+                });
+                view.steps.len() - 1
+            });
+            &mut view.steps[i]
+        }
+        fn bump(s: &mut StepView, attempt: u32) {
+            let attempt = attempt.max(1);
+            if attempt > s.attempts {
+                s.round_attempts += attempt - s.attempts;
+                s.attempts = attempt;
+            }
+        }
         for rec in events {
             view.summary.apply(&rec.event);
             match &rec.event {
@@ -261,27 +302,8 @@ impl WorkflowView {
                     view.no_rollback = *no_rollback;
                 }
                 Event::StepStarted { step, attempt, activity, input_hash, undo } => {
-                    let i = *index.entry(step.clone()).or_insert_with(|| {
-                        view.steps.push(StepView {
-                            key: step.clone(),
-                            activity: activity.clone(),
-                            input_hash: input_hash.clone(),
-                            state: StepState::Running,
-                            attempts: 0,
-                            round_attempts: 0,
-                            round_failures: 0,
-                            error: None,
-                            output: None,
-                            next_attempt_at: None,
-                            undo: None,
-                            order: rec.seq,
-                            completions: 0,
-                        });
-                        view.steps.len() - 1
-                    });
-                    let s = &mut view.steps[i];
-                    s.attempts = s.attempts.max(*attempt);
-                    s.round_attempts += 1;
+                    let s = entry(&mut view, &mut index, step, rec.seq);
+                    bump(s, *attempt);
                     s.activity = activity.clone();
                     s.input_hash = input_hash.clone();
                     if s.state != StepState::Completed {
@@ -292,27 +314,9 @@ impl WorkflowView {
                         s.undo = undo.clone();
                     }
                 }
-                Event::StepCompleted { step, activity, input_hash, output } => {
-                    let i = *index.entry(step.clone()).or_insert_with(|| {
-                        // The start record is written lazily and may be lost in a crash.
-                        view.steps.push(StepView {
-                            key: step.clone(),
-                            activity: activity.clone(),
-                            input_hash: input_hash.clone(),
-                            state: StepState::Running,
-                            attempts: 1,
-                            round_attempts: 1,
-                            round_failures: 0,
-                            error: None,
-                            output: None,
-                            next_attempt_at: None,
-                            undo: None,
-                            order: rec.seq,
-                            completions: 0,
-                        });
-                        view.steps.len() - 1
-                    });
-                    let s = &mut view.steps[i];
+                Event::StepCompleted { step, attempt, activity, input_hash, output } => {
+                    let s = entry(&mut view, &mut index, step, rec.seq);
+                    bump(s, *attempt);
                     s.state = StepState::Completed;
                     s.activity = activity.clone();
                     s.input_hash = input_hash.clone();
@@ -323,18 +327,12 @@ impl WorkflowView {
                     s.next_attempt_at = None;
                 }
                 Event::StepFailed { step, attempt, error, retryable, next_attempt_at } => {
-                    if let Some(&i) = index.get(step) {
-                        let s = &mut view.steps[i];
-                        s.attempts = s.attempts.max(*attempt);
-                        s.round_failures += 1;
-                        s.error = Some(error.clone());
-                        s.next_attempt_at = *next_attempt_at;
-                        s.state = if *retryable && next_attempt_at.is_some() {
-                            StepState::Retrying
-                        } else {
-                            StepState::Failed
-                        };
-                    }
+                    let s = entry(&mut view, &mut index, step, rec.seq);
+                    bump(s, *attempt);
+                    s.round_failures += 1;
+                    s.error = Some(error.clone());
+                    s.next_attempt_at = *next_attempt_at;
+                    s.state = if *retryable && next_attempt_at.is_some() { StepState::Retrying } else { StepState::Failed };
                 }
                 Event::ResumeRequested => {
                     for s in view.steps.iter_mut().filter(|s| s.state != StepState::Completed) {

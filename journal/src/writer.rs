@@ -71,9 +71,30 @@ where
     }
 }
 
+/// How long the writer polls for the next operation before sleeping: a workflow's next step
+/// usually arrives within microseconds of the previous reply, and a thread wake-up costs more.
+const SPIN: Duration = Duration::from_micros(60);
+
+fn next_job(rx: &mpsc::Receiver<Box<dyn Job>>) -> Option<Box<dyn Job>> {
+    let until = Instant::now() + SPIN;
+    while Instant::now() < until {
+        match rx.try_recv() {
+            Ok(job) => return Some(job),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+            Err(mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
+        }
+    }
+    rx.recv().ok()
+}
+
+/// Runs one transaction-control statement through the statement cache.
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
 /// The writer thread's loop: returns when every sender is gone.
 pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Box<dyn Job>>) {
-    while let Ok(first) = rx.recv() {
+    while let Some(first) = next_job(&rx) {
         let mut batch = vec![first];
         drain(&rx, &mut batch);
         if batch.iter().all(|j| j.lazy()) {
@@ -106,24 +127,36 @@ fn drain(rx: &mpsc::Receiver<Box<dyn Job>>, batch: &mut Vec<Box<dyn Job>>) {
 }
 
 fn commit_batch(conn: &mut Connection, mut batch: Vec<Box<dyn Job>>) {
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
         let msg = e.to_string();
         for job in batch {
             job.finish(Err(&msg));
         }
         return;
     }
-    for job in batch.iter_mut() {
-        // A savepoint per operation: one refused operation (a fenced-off append) must not undo
-        // the others sharing its transaction.
-        let _ = conn.execute_batch("SAVEPOINT op");
-        if job.apply(conn) {
-            let _ = conn.execute_batch("RELEASE op");
-        } else {
-            let _ = conn.execute_batch("ROLLBACK TO op; RELEASE op");
+    if batch.len() == 1 {
+        // Alone in its transaction, an operation needs no savepoint: a refusal rolls it all back.
+        if !batch[0].apply(conn) {
+            let _ = exec(conn, "ROLLBACK");
+            for job in batch {
+                job.finish(Ok(()));
+            }
+            return;
+        }
+    } else {
+        for job in batch.iter_mut() {
+            // A savepoint per operation: one refused operation (a fenced-off append) must not
+            // undo the others sharing its transaction.
+            let _ = exec(conn, "SAVEPOINT op");
+            if job.apply(conn) {
+                let _ = exec(conn, "RELEASE op");
+            } else {
+                let _ = exec(conn, "ROLLBACK TO op");
+                let _ = exec(conn, "RELEASE op");
+            }
         }
     }
-    match conn.execute_batch("COMMIT") {
+    match exec(conn, "COMMIT") {
         Ok(()) => {
             for job in batch {
                 job.finish(Ok(()));
@@ -131,7 +164,7 @@ fn commit_batch(conn: &mut Connection, mut batch: Vec<Box<dyn Job>>) {
         }
         Err(e) => {
             tracing::error!(error = %e, "journal commit failed");
-            let _ = conn.execute_batch("ROLLBACK");
+            let _ = exec(conn, "ROLLBACK");
             let msg = e.to_string();
             for job in batch {
                 job.finish(Err(&msg));

@@ -18,6 +18,9 @@ use crate::error::{ActivityError, StepError};
 use crate::progress::{Observer, Progress};
 use crate::retry::RetryPolicy;
 
+/// How long a step without an undo runs before its start is journaled.
+const START_RECORD_DELAY: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// Per-step settings.
 #[derive(Clone, Debug, Default)]
 pub struct StepOptions {
@@ -313,18 +316,34 @@ impl WfCtx {
                 undo: options.undo.clone(),
             };
             // Write-ahead only where it protects something: a step with an undo must be known to
-            // have started before it acts. Other starts ride along with the next commit.
-            let durability = if options.undo.is_some() { Durability::Durable } else { Durability::Lazy };
-            run.record(vec![started], durability).await?;
+            // have started before it acts. Other starts are recorded only if the step is still
+            // running after a moment (as Temporal does): a fast step's completion says it all,
+            // and the journal stays half the size.
             run.report(Progress::StepStarted { workflow: run.id.clone(), step: key.clone(), attempt: total });
             let t0 = Instant::now();
-            match f().await {
+            let result = if options.undo.is_some() {
+                run.record(vec![started], Durability::Durable).await?;
+                f().await
+            } else {
+                let work = f();
+                tokio::pin!(work);
+                tokio::select! {
+                    biased;
+                    r = &mut work => r,
+                    _ = tokio::time::sleep(START_RECORD_DELAY) => {
+                        run.record(vec![started], Durability::Lazy).await?;
+                        work.await
+                    }
+                }
+            };
+            match result {
                 Ok(out) => {
                     let output = serde_json::to_value(&out)
                         .map_err(|e| StepError::Decode { step: key.clone(), detail: e.to_string() })?;
                     run.record(
                         vec![Event::StepCompleted {
                             step: key.clone(),
+                            attempt: total,
                             activity: activity.to_string(),
                             input_hash: hash.clone(),
                             output: output.clone(),

@@ -138,6 +138,33 @@ impl Engine {
         }
     }
 
+    /// `execute`, with a panic in workflow or activity code turned into a pause: a panicking
+    /// workflow must not crash the daemon, nor be retried forever.
+    pub(crate) async fn execute_guarded(
+        &self,
+        id: &str,
+        lease: Arc<LeaseCell>,
+        signals: Arc<Signals>,
+    ) -> Result<WorkflowState, EngineError> {
+        use futures::FutureExt;
+        match std::panic::AssertUnwindSafe(self.execute(id, lease, signals)).catch_unwind().await {
+            Ok(r) => r,
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                tracing::error!(workflow = %id, panic = %msg, "workflow panicked; pausing it");
+                let reason = format!("infraflow panicked running this workflow ({msg}); this is a bug: report it, then run `infraflow retry {id}`");
+                self.journal
+                    .append(id, &self.owner.id, vec![Event::Paused { step: None, reason }], self.clock.now_ms(), Durability::Durable)
+                    .await?;
+                Ok(WorkflowState::Paused)
+            }
+        }
+    }
+
     /// Executes a workflow whose lease this engine holds, until it finishes, pauses, or is
     /// stopped. Returns the state it was left in.
     pub(crate) async fn execute(

@@ -84,7 +84,10 @@ impl Engine {
                 Ok(AcquireOutcome::Acquired { .. }) => {
                     let lease = Arc::new(LeaseCell::new(now + ttl, ttl));
                     let result = self.execute_with_heartbeat(id, lease, signals.clone()).await;
-                    let _ = self.journal.release(&self.owner.id, vec![id.to_string()]).await;
+                    // A finished workflow's lease went with its last record.
+                    if !matches!(result, Ok(s) if s.is_finished()) {
+                        let _ = self.journal.release(&self.owner.id, vec![id.to_string()]).await;
+                    }
                     let state = match result {
                         // Another owner took over (this process stalled past its lease): it
                         // carries on, and this call waits for its result.
@@ -127,9 +130,8 @@ impl Engine {
     }
 
     fn outcome(&self, id: &str) -> Result<Outcome, EngineError> {
-        let row = self.journal.row(id)?.ok_or_else(|| EngineError::NotFound(id.to_string()))?;
-        let view = self.journal.load(id)?.ok_or_else(|| EngineError::NotFound(id.to_string()))?;
-        Ok(Outcome { id: id.to_string(), state: row.state, output: view.summary.output, error: row.error })
+        let (state, output, error) = self.journal.outcome(id)?.ok_or_else(|| EngineError::NotFound(id.to_string()))?;
+        Ok(Outcome { id: id.to_string(), state, output, error })
     }
 
     async fn execute_with_heartbeat(
@@ -147,7 +149,7 @@ impl Engine {
             }
         };
         tokio::select! {
-            r = self.execute(id, lease, signals.clone()) => r,
+            r = self.execute_guarded(id, lease, signals.clone()) => r,
             _ = beat => unreachable!("the heartbeat loop never ends"),
             _ = signals.lost() => Ok(WorkflowState::Running),
         }
@@ -198,7 +200,7 @@ impl Engine {
                             let engine = self.clone();
                             tasks.spawn(async move {
                                 let r = tokio::select! {
-                                    r = engine.execute(&id, lease, signals.clone()) => r,
+                                    r = engine.execute_guarded(&id, lease, signals.clone()) => r,
                                     _ = signals.lost() => Ok(WorkflowState::Running),
                                 };
                                 (id, r)
@@ -257,6 +259,9 @@ impl Engine {
         }
         held.remove(&id);
         running.remove(&id);
+        if matches!(result, Ok(s) if s.is_finished()) {
+            return;
+        }
         if let Err(e) = self.journal.release(&self.owner.id, vec![id.clone()]).await {
             tracing::warn!(workflow = %id, error = %e, "cannot release lease; it will expire");
         }
