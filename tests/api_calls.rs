@@ -4,7 +4,7 @@
 mod support;
 
 use serde_json::json;
-use support::moto::{aws_env, Clients, Moto};
+use support::moto::{Clients, Moto, aws_env};
 use support::proxy::Proxy;
 use support::*;
 

@@ -5,9 +5,9 @@ mod support;
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use support::inventory::Inventory;
-use support::moto::{aws_env, Clients, Moto};
+use support::moto::{Clients, Moto, aws_env};
 use support::proxy::Proxy;
 use support::*;
 
@@ -68,7 +68,19 @@ fn provision_one_zone_creates_the_exact_inventory_and_hypershift_output() {
     let inv = Inventory::read(&e.c, "one-abcde");
     inv.assert_provisioned(&e.c, 1, 1, "one", "example.com");
 
-    for field in ["region", "infraID", "machineCIDR", "vpcID", "zones", "baseDomain", "publicZoneID", "privateZoneID", "localZoneID", "securityGroupID", "publicSubnetIDs"] {
+    for field in [
+        "region",
+        "infraID",
+        "machineCIDR",
+        "vpcID",
+        "zones",
+        "baseDomain",
+        "publicZoneID",
+        "privateZoneID",
+        "localZoneID",
+        "securityGroupID",
+        "publicSubnetIDs",
+    ] {
         assert!(out.get(field).is_some(), "output lacks {field}: {out}");
     }
     assert_eq!(out["infraID"], "one-abcde");
@@ -124,15 +136,14 @@ fn teardown_removes_everything_owned_and_spares_other_clusters_and_untagged_vpcs
     let b = e.input("b.json", provision_input("beta", "beta-abcde", &["us-east-1a"]));
     output(&e.cli(&["run", "provision-infra", "--input", &a]));
     output(&e.cli(&["run", "provision-infra", "--input", &b]));
-    let untagged = e
-        .c
-        .block_on(e.c.ec2.create_vpc().cidr_block("10.9.0.0/16").send())
-        .unwrap()
-        .vpc()
-        .unwrap()
-        .vpc_id()
-        .unwrap()
-        .to_string();
+    let untagged =
+        e.c.block_on(e.c.ec2.create_vpc().cidr_block("10.9.0.0/16").send())
+            .unwrap()
+            .vpc()
+            .unwrap()
+            .vpc_id()
+            .unwrap()
+            .to_string();
     let beta_before = Inventory::read(&e.c, "beta-abcde");
 
     let t = e.input("t.json", json!({"infraID": "alpha-abcde", "region": "us-east-1"}));
@@ -162,7 +173,8 @@ fn a_missing_public_zone_fails_before_anything_is_created() {
     let out = e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "nz"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("no public hosted zone named absent.example.org"), "{}", stderr(&out));
-    let writes: Vec<_> = proxy.counts().into_iter().filter(|(a, _)| !a.starts_with("Describe") && !a.contains(" GET ")).collect();
+    let writes: Vec<_> =
+        proxy.counts().into_iter().filter(|(a, _)| !a.starts_with("Describe") && !a.contains(" GET ")).collect();
     assert!(writes.is_empty(), "no AWS write: {writes:?}");
     assert_eq!(Inventory::read(&e.c, "nozone-abcde").total(), 0);
 }
@@ -257,7 +269,23 @@ fn bad_provision_inputs_exit_2_with_one_line_naming_the_field_and_journal_nothin
         (with("vpcCIDR", json!("10.0.0.0/20")), "vpcCIDR"),
         (with("vpcCIDR", json!("10.0.0.300/16")), "vpcCIDR"),
         (with("vpcCIDR", json!("not-a-cidr")), "vpcCIDR"),
-        (with("zones", json!(["us-east-1a","us-east-1b","us-east-1c","us-east-1d","us-east-1e","us-east-1f","us-east-1g","us-east-1h","us-east-1i"])), "do not fit"),
+        (
+            with(
+                "zones",
+                json!([
+                    "us-east-1a",
+                    "us-east-1b",
+                    "us-east-1c",
+                    "us-east-1d",
+                    "us-east-1e",
+                    "us-east-1f",
+                    "us-east-1g",
+                    "us-east-1h",
+                    "us-east-1i"
+                ]),
+            ),
+            "do not fit",
+        ),
         (with("endpointAccess", json!("Sideways")), "endpointAccess"),
         (with("singleNATGateway", json!("yes")), "singleNATGateway"),
         (with("zones", json!("us-east-1a")), "zones"),

@@ -127,7 +127,10 @@ fn status_lists_workflows_and_both_binaries_agree() {
     assert_eq!(ids, ["x1", "x2"]);
     assert!(list.as_array().unwrap().iter().all(|w| w["workflow"] == "canary" && w["state"] == "completed"));
 
-    let ws = std::process::Command::new(workflow_status()).args(["--db", s.db().to_str().unwrap(), "x1", "--json"]).output().unwrap();
+    let ws = std::process::Command::new(workflow_status())
+        .args(["--db", s.db().to_str().unwrap(), "x1", "--json"])
+        .output()
+        .unwrap();
     assert!(ws.status.success());
     let via_ws: serde_json::Value = serde_json::from_slice(&ws.stdout).unwrap();
     assert_eq!(via_ws, s.status("x1"));
@@ -164,7 +167,11 @@ fn a_file_that_is_not_a_journal_is_refused_by_name() {
     for args in [vec!["status"], vec!["cancel", "x"]] {
         let out = s.cli(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert!(stderr(&out).contains("journal.sqlite3") && stderr(&out).contains("not an infraflow journal"), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("journal.sqlite3") && stderr(&out).contains("not an infraflow journal"),
+            "{}",
+            stderr(&out)
+        );
     }
     assert_eq!(std::fs::read_to_string(s.db()).unwrap(), "hello, I am a text file and not a database");
 }

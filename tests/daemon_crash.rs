@@ -129,10 +129,16 @@ fn cancel_reaches_a_workflow_running_in_a_daemon_and_compensates_it() {
     assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
     assert_eq!(st["state"], "compensated");
     let lines = lines_of(&effects);
-    let ticked: std::collections::BTreeSet<_> =
-        lines.iter().filter_map(|l| l.strip_prefix("tick c/")).map(|l| l.split(' ').next().unwrap().to_string()).collect();
-    let unticked: std::collections::BTreeSet<_> =
-        lines.iter().filter_map(|l| l.strip_prefix("untick c/")).map(|l| l.split(' ').next().unwrap().to_string()).collect();
+    let ticked: std::collections::BTreeSet<_> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("tick c/"))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    let unticked: std::collections::BTreeSet<_> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("untick c/"))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
     assert!(ticked.len() < 300);
     assert!(ticked.is_subset(&unticked), "every tick undone: {ticked:?} vs {unticked:?}");
 }

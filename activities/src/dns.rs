@@ -6,9 +6,9 @@ use aws_sdk_route53::types::{
 };
 
 use crate::client::Aws;
-use crate::error::{classify, AwsResult};
+use crate::error::{AwsResult, classify};
 use crate::network::missing;
-use crate::tags::{ownership_key, Identity};
+use crate::tags::{Identity, ownership_key};
 
 /// The comment written at creation. Tags on a hosted zone need a second call; the comment is
 /// set atomically, so a crash between the two calls cannot hide the zone.
@@ -151,11 +151,7 @@ pub async fn records_of(aws: &Aws, zone_id: &str) -> AwsResult<Vec<ResourceRecor
         .send()
         .await
         .map_err(|e| classify("ListResourceRecordSets", e))?;
-    let apex = out
-        .resource_record_sets()
-        .iter()
-        .find(|r| r.r#type().as_str() == "SOA")
-        .map(|r| r.name().to_string());
+    let apex = out.resource_record_sets().iter().find(|r| r.r#type().as_str() == "SOA").map(|r| r.name().to_string());
     Ok(out
         .resource_record_sets()
         .iter()
@@ -176,9 +172,10 @@ pub async fn delete_zone(aws: &Aws, zone_id: &str) -> AwsResult<bool> {
             .into_iter()
             .filter_map(|r| Change::builder().action(ChangeAction::Delete).resource_record_set(r).build().ok())
             .collect();
-        let batch = ChangeBatch::builder().set_changes(Some(changes)).build().map_err(|e| {
-            crate::error::AwsError::terminal("ChangeResourceRecordSets", e.to_string())
-        })?;
+        let batch = ChangeBatch::builder()
+            .set_changes(Some(changes))
+            .build()
+            .map_err(|e| crate::error::AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
         match aws
             .r53
             .change_resource_record_sets()

@@ -3,10 +3,10 @@
 use aws_sdk_ec2::types::{ResourceType, VpcEndpointType};
 
 use crate::client::Aws;
-use crate::error::{classify, AwsResult};
+use crate::error::{AwsResult, classify};
 use crate::network::missing;
 use crate::tags::{Identity, TagQuery};
-use crate::wait::{poll_until, WAIT_BUDGET};
+use crate::wait::{WAIT_BUDGET, poll_until};
 
 /// Endpoints matching `f` that are not deleted or failed, with their state.
 pub async fn find_vpc_endpoints(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, String)>> {
@@ -41,8 +41,7 @@ pub async fn ensure_s3_endpoint(aws: &Aws, id: &Identity, vpc_id: &str, route_ta
             .send()
             .await
             .map_err(|e| classify("DescribeVpcEndpoints", e))?;
-        let have: Vec<String> =
-            out.vpc_endpoints().iter().flat_map(|e| e.route_table_ids().iter().cloned()).collect();
+        let have: Vec<String> = out.vpc_endpoints().iter().flat_map(|e| e.route_table_ids().iter().cloned()).collect();
         let add: Vec<String> = route_tables.iter().filter(|r| !have.contains(r)).cloned().collect();
         if !add.is_empty() {
             aws.ec2
@@ -68,7 +67,11 @@ pub async fn ensure_s3_endpoint(aws: &Aws, id: &Identity, vpc_id: &str, route_ta
         .send()
         .await
         .map_err(|e| classify("CreateVpcEndpoint", e))?;
-    Ok(out.vpc_endpoint().and_then(|e| e.vpc_endpoint_id()).ok_or_else(|| missing("CreateVpcEndpoint", "endpoint id"))?.to_string())
+    Ok(out
+        .vpc_endpoint()
+        .and_then(|e| e.vpc_endpoint_id())
+        .ok_or_else(|| missing("CreateVpcEndpoint", "endpoint id"))?
+        .to_string())
 }
 
 /// The endpoint's state, None once it is gone.
@@ -87,7 +90,8 @@ async fn endpoint_state(aws: &Aws, vpce: &str) -> AwsResult<Option<String>> {
 
 /// Deletes a VPC endpoint (any type) and waits until it is gone.
 pub async fn delete_vpc_endpoint(aws: &Aws, vpce: &str) -> AwsResult<bool> {
-    let live: Vec<(String, String)> = endpoint_state(aws, vpce).await?.map(|s| (vpce.to_string(), s)).into_iter().collect();
+    let live: Vec<(String, String)> =
+        endpoint_state(aws, vpce).await?.map(|s| (vpce.to_string(), s)).into_iter().collect();
     let Some((_, state)) = live.first() else { return Ok(false) };
     if state != "deleting" {
         let out = aws

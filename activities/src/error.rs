@@ -34,7 +34,10 @@ impl AwsError {
 
     pub fn is_dependency_violation(&self) -> bool {
         self.code.as_deref().is_some_and(|c| {
-            matches!(c, "DependencyViolation" | "ResourceInUse" | "HostedZoneNotEmpty" | "InvalidRouteTableID.HasDependencies")
+            matches!(
+                c,
+                "DependencyViolation" | "ResourceInUse" | "HostedZoneNotEmpty" | "InvalidRouteTableID.HasDependencies"
+            )
         })
     }
 

@@ -15,6 +15,6 @@ pub mod tags;
 pub mod wait;
 
 pub use client::{Aws, AwsPool};
-pub use error::{classify, AwsError, AwsResult};
+pub use error::{AwsError, AwsResult, classify};
 pub use resources::{Kind, Scope};
 pub use tags::Identity;

@@ -3,14 +3,20 @@
 use aws_sdk_ec2::types::{DomainType, NatGatewayState, ResourceType};
 
 use crate::client::Aws;
-use crate::error::{classify, AwsError, AwsResult};
+use crate::error::{AwsError, AwsResult, classify};
 use crate::network::{gone_ok, missing};
-use crate::tags::{filter, Identity, TagQuery};
-use crate::wait::{poll_until, WAIT_BUDGET};
+use crate::tags::{Identity, TagQuery, filter};
+use crate::wait::{WAIT_BUDGET, poll_until};
 
 pub async fn find_addresses(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
-    let out = aws.ec2.describe_addresses().filters(q.filter()).send().await.map_err(|e| classify("DescribeAddresses", e))?;
-    Ok(out.addresses().iter().filter(|a| q.matches(a.tags())).filter_map(|a| a.allocation_id().map(str::to_string)).collect())
+    let out =
+        aws.ec2.describe_addresses().filters(q.filter()).send().await.map_err(|e| classify("DescribeAddresses", e))?;
+    Ok(out
+        .addresses()
+        .iter()
+        .filter(|a| q.matches(a.tags()))
+        .filter_map(|a| a.allocation_id().map(str::to_string))
+        .collect())
 }
 
 /// An Elastic IP for a NAT gateway, tagged at allocation.
@@ -62,7 +68,9 @@ pub async fn find_nat_gateways(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String
 /// A NAT gateway in the public subnet with the given Elastic IP.
 pub async fn ensure_nat_gateway(aws: &Aws, id: &Identity, subnet_id: &str, allocation_id: &str) -> AwsResult<String> {
     let live = find_nat_gateways(aws, &id.query()).await?;
-    if let Some((nat, _)) = live.iter().find(|(_, s)| matches!(s, NatGatewayState::Pending | NatGatewayState::Available)) {
+    if let Some((nat, _)) =
+        live.iter().find(|(_, s)| matches!(s, NatGatewayState::Pending | NatGatewayState::Available))
+    {
         return Ok(nat.clone());
     }
     let out = aws
@@ -75,7 +83,11 @@ pub async fn ensure_nat_gateway(aws: &Aws, id: &Identity, subnet_id: &str, alloc
         .send()
         .await
         .map_err(|e| classify("CreateNatGateway", e))?;
-    Ok(out.nat_gateway().and_then(|n| n.nat_gateway_id()).ok_or_else(|| missing("CreateNatGateway", "NAT gateway id"))?.to_string())
+    Ok(out
+        .nat_gateway()
+        .and_then(|n| n.nat_gateway_id())
+        .ok_or_else(|| missing("CreateNatGateway", "NAT gateway id"))?
+        .to_string())
 }
 
 async fn nat_state(aws: &Aws, nat_id: &str) -> AwsResult<Option<NatGatewayState>> {
@@ -92,9 +104,9 @@ pub async fn wait_nat_available(aws: &Aws, nat_id: &str) -> AwsResult<()> {
     poll_until("DescribeNatGateways", &format!("NAT gateway {nat_id} not available"), WAIT_BUDGET, || async {
         match nat_state(aws, nat_id).await? {
             Some(NatGatewayState::Available) => Ok(Some(())),
-            Some(NatGatewayState::Failed) | Some(NatGatewayState::Deleted) | Some(NatGatewayState::Deleting) => {
-                Err(AwsError::terminal("DescribeNatGateways", format!("NAT gateway {nat_id} failed or is being deleted")))
-            }
+            Some(NatGatewayState::Failed) | Some(NatGatewayState::Deleted) | Some(NatGatewayState::Deleting) => Err(
+                AwsError::terminal("DescribeNatGateways", format!("NAT gateway {nat_id} failed or is being deleted")),
+            ),
             // Not visible yet right after creation: eventual consistency.
             _ => Ok(None),
         }

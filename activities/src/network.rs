@@ -5,8 +5,8 @@ use aws_sdk_ec2::types::{AttributeBooleanValue, NewDhcpConfiguration, ResourceTy
 use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
-use crate::error::{classify, AwsError, AwsResult};
-use crate::tags::{filter, Identity, TagQuery};
+use crate::error::{AwsError, AwsResult, classify};
+use crate::tags::{Identity, TagQuery, filter};
 
 /// Ignores "not found": for deletes, a resource already gone is the goal reached.
 pub(crate) fn gone_ok(r: Result<(), AwsError>) -> AwsResult<bool> {
@@ -41,7 +41,9 @@ pub async fn availability_zones(aws: &Aws) -> AwsResult<Vec<ZoneInfo>> {
     let mut zones: Vec<ZoneInfo> = out
         .availability_zones()
         .iter()
-        .filter_map(|z| Some(ZoneInfo { name: z.zone_name()?.to_string(), id: z.zone_id().unwrap_or_default().to_string() }))
+        .filter_map(|z| {
+            Some(ZoneInfo { name: z.zone_name()?.to_string(), id: z.zone_id().unwrap_or_default().to_string() })
+        })
         .collect();
     zones.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(zones)
@@ -60,7 +62,12 @@ async fn vpcs_using_dhcp_options(aws: &Aws, dopt_id: &str) -> AwsResult<Vec<Stri
         .send()
         .await
         .map_err(|e| classify("DescribeVpcs", e))?;
-    Ok(out.vpcs().iter().filter(|v| v.dhcp_options_id() == Some(dopt_id)).filter_map(|v| v.vpc_id().map(str::to_string)).collect())
+    Ok(out
+        .vpcs()
+        .iter()
+        .filter(|v| v.dhcp_options_id() == Some(dopt_id))
+        .filter_map(|v| v.vpc_id().map(str::to_string))
+        .collect())
 }
 
 /// A VPC with DNS support and DNS hostnames, found by identity or created.
@@ -103,9 +110,19 @@ pub async fn delete_vpc(aws: &Aws, vpc_id: &str) -> AwsResult<bool> {
 }
 
 pub async fn find_dhcp_options(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
-    let out =
-        aws.ec2.describe_dhcp_options().filters(q.filter()).send().await.map_err(|e| classify("DescribeDhcpOptions", e))?;
-    Ok(out.dhcp_options().iter().filter(|d| q.matches(d.tags())).filter_map(|d| d.dhcp_options_id().map(str::to_string)).collect())
+    let out = aws
+        .ec2
+        .describe_dhcp_options()
+        .filters(q.filter())
+        .send()
+        .await
+        .map_err(|e| classify("DescribeDhcpOptions", e))?;
+    Ok(out
+        .dhcp_options()
+        .iter()
+        .filter(|d| q.matches(d.tags()))
+        .filter_map(|d| d.dhcp_options_id().map(str::to_string))
+        .collect())
 }
 
 /// DHCP options with the region's internal domain, associated with the VPC.
@@ -266,7 +283,8 @@ pub struct SubnetInfo {
 }
 
 pub async fn find_subnets(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<SubnetInfo>> {
-    let out = aws.ec2.describe_subnets().filters(q.filter()).send().await.map_err(|e| classify("DescribeSubnets", e))?;
+    let out =
+        aws.ec2.describe_subnets().filters(q.filter()).send().await.map_err(|e| classify("DescribeSubnets", e))?;
     Ok(out
         .subnets()
         .iter()

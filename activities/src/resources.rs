@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
 use crate::error::AwsResult;
-use crate::tags::{owned, TagQuery, IDENTITY_TAG};
+use crate::tags::{IDENTITY_TAG, TagQuery, owned};
 use crate::{dns, endpoints, nat, network, routing, security};
 
 /// Resource kinds, in teardown order: dependents before what they depend on.

@@ -4,9 +4,9 @@
 use aws_sdk_ec2::types::{ResourceType, RouteTable};
 
 use crate::client::Aws;
-use crate::error::{classify, AwsResult};
+use crate::error::{AwsResult, classify};
 use crate::network::{gone_ok, missing};
-use crate::tags::{filter, Identity, TagQuery, IDENTITY_TAG};
+use crate::tags::{IDENTITY_TAG, Identity, TagQuery, filter};
 
 /// Where a default route points.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,7 +16,8 @@ pub enum Target {
 }
 
 async fn describe(aws: &Aws, f: aws_sdk_ec2::types::Filter) -> AwsResult<Vec<RouteTable>> {
-    let out = aws.ec2.describe_route_tables().filters(f).send().await.map_err(|e| classify("DescribeRouteTables", e))?;
+    let out =
+        aws.ec2.describe_route_tables().filters(f).send().await.map_err(|e| classify("DescribeRouteTables", e))?;
     Ok(out.route_tables().to_vec())
 }
 
@@ -156,7 +157,8 @@ async fn make_main(aws: &Aws, rt: &str, vpc_id: &str) -> AwsResult<()> {
 /// Deletes a route table: subnet associations are removed, and if it is the main table the
 /// VPC's main association goes back to a table infraflow did not create (the VPC's default).
 pub async fn delete_route_table(aws: &Aws, rt: &str) -> AwsResult<bool> {
-    let Some(table) = describe(aws, filter("route-table-id", &[rt])).await?.into_iter().find(|t| t.route_table_id() == Some(rt))
+    let Some(table) =
+        describe(aws, filter("route-table-id", &[rt])).await?.into_iter().find(|t| t.route_table_id() == Some(rt))
     else {
         return Ok(false);
     };
@@ -164,8 +166,11 @@ pub async fn delete_route_table(aws: &Aws, rt: &str) -> AwsResult<bool> {
         let Some(assoc) = a.route_table_association_id() else { continue };
         if a.main() == Some(true) {
             let vpc = table.vpc_id().unwrap_or_default();
-            let others: Vec<RouteTable> =
-                describe(aws, filter("vpc-id", &[vpc])).await?.into_iter().filter(|t| t.vpc_id() == Some(vpc)).collect();
+            let others: Vec<RouteTable> = describe(aws, filter("vpc-id", &[vpc]))
+                .await?
+                .into_iter()
+                .filter(|t| t.vpc_id() == Some(vpc))
+                .collect();
             let fallback = others
                 .iter()
                 .filter(|t| t.route_table_id() != Some(rt))
@@ -196,4 +201,3 @@ pub async fn delete_route_table(aws: &Aws, rt: &str) -> AwsResult<bool> {
             .map_err(|e| classify("DeleteRouteTable", e)),
     )
 }
-

@@ -4,9 +4,9 @@ use aws_sdk_ec2::types::{IpPermission, IpRange, ResourceType};
 use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
-use crate::error::{classify, AwsResult};
+use crate::error::{AwsResult, classify};
 use crate::network::{gone_ok, missing};
-use crate::tags::{filter, Identity, TagQuery};
+use crate::tags::{Identity, TagQuery, filter};
 
 /// One ingress rule from a CIDR: protocol ("tcp", "udp", "icmp", "-1", "50") and port range.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,7 +41,12 @@ pub async fn find_security_groups(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<Stri
         .send()
         .await
         .map_err(|e| classify("DescribeSecurityGroups", e))?;
-    Ok(out.security_groups().iter().filter(|g| q.matches(g.tags())).filter_map(|g| g.group_id().map(str::to_string)).collect())
+    Ok(out
+        .security_groups()
+        .iter()
+        .filter(|g| q.matches(g.tags()))
+        .filter_map(|g| g.group_id().map(str::to_string))
+        .collect())
 }
 
 async fn group_named_in_vpc(aws: &Aws, name: &str, vpc_id: &str) -> AwsResult<Vec<String>> {
@@ -83,7 +88,9 @@ pub async fn ensure_security_group(
             .await
             .map_err(|e| classify("CreateSecurityGroup", e));
         match r {
-            Ok(out) => found.push(out.group_id().ok_or_else(|| missing("CreateSecurityGroup", "group id"))?.to_string()),
+            Ok(out) => {
+                found.push(out.group_id().ok_or_else(|| missing("CreateSecurityGroup", "group id"))?.to_string())
+            }
             // Same name in our own VPC: made by us before its tags were visible.
             Err(e) if e.code_is("InvalidGroup.Duplicate") => {
                 found = group_named_in_vpc(aws, group_name, vpc_id).await?;

@@ -133,10 +133,12 @@ mod tests {
 
     #[test]
     fn tokens_are_deterministic_and_fit_aws_limits() {
-        let id = Identity::new("a-very-long-infra-id-with-many-characters-x1y2z", "nat", Some("us-east-1a"), "n".into());
+        let id =
+            Identity::new("a-very-long-infra-id-with-many-characters-x1y2z", "nat", Some("us-east-1a"), "n".into());
         assert_eq!(id.token(), id.clone().token());
         assert!(id.token().len() <= 64);
-        let other = Identity::new("a-very-long-infra-id-with-many-characters-x1y2z", "nat", Some("us-east-1b"), "n".into());
+        let other =
+            Identity::new("a-very-long-infra-id-with-many-characters-x1y2z", "nat", Some("us-east-1b"), "n".into());
         assert_ne!(id.token(), other.token());
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use infraflow_journal::{Journal, WorkflowState};
-use infraflow_workflows::{base_registry, Engine, EngineConfig, Signals, Submission, SystemClock};
+use infraflow_workflows::{Engine, EngineConfig, Signals, Submission, SystemClock, base_registry};
 use serde_json::json;
 
 use crate::failure::{CmdResult, Failure, OK};
@@ -40,7 +40,8 @@ async fn steps_per_second(path: &Path, workflows: u32, steps: u32) -> Result<f64
     let engine = Arc::new(Engine::new(journal, base_registry(), Arc::new(SystemClock), EngineConfig::default()));
     let mut ids = Vec::new();
     for _ in 0..workflows {
-        let s = Submission { workflow: "canary".into(), input: json!({ "steps": steps }), id: None, no_rollback: false };
+        let s =
+            Submission { workflow: "canary".into(), input: json!({ "steps": steps }), id: None, no_rollback: false };
         ids.push(engine.submit(s).await?.id);
     }
     let start = Instant::now();
@@ -57,7 +58,9 @@ async fn steps_per_second(path: &Path, workflows: u32, steps: u32) -> Result<f64
     Ok(f64::from(workflows * steps) / start.elapsed().as_secs_f64())
 }
 
-async fn futures_join<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<Result<T, tokio::task::JoinError>> {
+async fn futures_join<T>(
+    handles: impl Iterator<Item = tokio::task::JoinHandle<T>>,
+) -> Vec<Result<T, tokio::task::JoinError>> {
     let mut out = Vec::new();
     for h in handles.collect::<Vec<_>>() {
         out.push(h.await);
@@ -93,7 +96,10 @@ pub async fn bench(dir: &Path, steps: u32, json_out: bool) -> CmdResult {
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
         println!("(c) raw ceiling: single-row INSERT transactions, WAL + synchronous=FULL: {c:>9.0} tx/s");
-        println!("(a) 1 workflow x {steps} sequential durable steps:              {a:>9.0} steps/s   a/c = {:.2}", a / c);
+        println!(
+            "(a) 1 workflow x {steps} sequential durable steps:              {a:>9.0} steps/s   a/c = {:.2}",
+            a / c
+        );
         println!(
             "(b) {CONCURRENT_WORKFLOWS} workflows x {CONCURRENT_STEPS} steps, all at once:                     {b:>9.0} steps/s   b/c = {:.2}",
             b / c

@@ -85,7 +85,9 @@ pub async fn retry(db: &Path, id: &str, detach: bool) -> CmdResult {
         RequestOutcome::Done(state) => eprintln!("infraflow: {id} resumed ({state})"),
         RequestOutcome::AlreadyRequested(state) => eprintln!("infraflow: {id} is {state}; continuing it"),
         RequestOutcome::NotApplicable(state) => {
-            return Err(Failure::usage(format!("workflow {id} is {state}; only paused or failed workflows can be retried")));
+            return Err(Failure::usage(format!(
+                "workflow {id} is {state}; only paused or failed workflows can be retried"
+            )));
         }
     }
     if detach {

@@ -49,7 +49,8 @@ impl From<EngineError> for Failure {
 impl From<JournalError> for Failure {
     fn from(e: JournalError) -> Failure {
         match e {
-            e @ (JournalError::Missing { .. } | JournalError::UnknownWorkflow(_) | JournalError::NotAJournal { .. }) => {
+            e
+            @ (JournalError::Missing { .. } | JournalError::UnknownWorkflow(_) | JournalError::NotAJournal { .. }) => {
                 Failure::usage(e.to_string())
             }
             e => Failure::other(e.to_string()),

@@ -12,9 +12,9 @@ pub fn journal_path(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
     let state = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
         Some(dir) => PathBuf::from(dir),
         None => {
-            let home = std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| Failure::usage("neither --db, INFRAFLOW_DB, XDG_STATE_HOME nor HOME is set; pass --db PATH"))?;
+            let home = std::env::var_os("HOME").filter(|v| !v.is_empty()).ok_or_else(|| {
+                Failure::usage("neither --db, INFRAFLOW_DB, XDG_STATE_HOME nor HOME is set; pass --db PATH")
+            })?;
             PathBuf::from(home).join(".local/state")
         }
     };

@@ -10,9 +10,13 @@ pub fn stderr_printer() -> Observer {
     Arc::new(move |p: &Progress| {
         let at = t0.elapsed().as_secs_f64();
         let line = match p {
-            Progress::StepStarted { step, attempt, .. } if *attempt > 1 => format!("start     {step} (attempt {attempt})"),
+            Progress::StepStarted { step, attempt, .. } if *attempt > 1 => {
+                format!("start     {step} (attempt {attempt})")
+            }
             Progress::StepStarted { step, .. } => format!("start     {step}"),
-            Progress::StepCompleted { step, millis, .. } => format!("done      {step} ({:.2}s)", *millis as f64 / 1000.0),
+            Progress::StepCompleted { step, millis, .. } => {
+                format!("done      {step} ({:.2}s)", *millis as f64 / 1000.0)
+            }
             Progress::StepRetrying { step, attempt, error, delay_ms, .. } => format!(
                 "retrying  {step}: attempt {attempt} failed: {error}; next in {:.1}s",
                 *delay_ms as f64 / 1000.0
@@ -30,7 +34,9 @@ pub fn stderr_printer() -> Observer {
 pub fn tracing_observer() -> Observer {
     Arc::new(|p: &Progress| match p {
         Progress::StepStarted { workflow, step, attempt } => tracing::debug!(%workflow, %step, attempt, "step started"),
-        Progress::StepCompleted { workflow, step, millis } => tracing::info!(%workflow, %step, millis, "step completed"),
+        Progress::StepCompleted { workflow, step, millis } => {
+            tracing::info!(%workflow, %step, millis, "step completed")
+        }
         Progress::StepRetrying { workflow, step, attempt, error, delay_ms } => {
             tracing::warn!(%workflow, %step, attempt, %error, delay_ms, "step failed; will retry")
         }

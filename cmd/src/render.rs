@@ -1,7 +1,7 @@
 //! How workflows look to people (tables) and to scripts (`--json`).
 
 use infraflow_journal::{EventRecord, WorkflowRow, WorkflowView};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// `status --json` without an id: one object per workflow.
 pub fn list_json(rows: &[WorkflowRow]) -> Value {
@@ -30,7 +30,9 @@ pub fn list_table(rows: &[WorkflowRow], now_ms: i64) -> String {
     let mut lines = vec![["ID".to_string(), "WORKFLOW".into(), "STATE".into(), "AGE".into(), "STEP / ERROR".into()]];
     for r in rows {
         let detail = match (&r.error, &r.current_step) {
-            (Some(e), _) if !r.state.is_runnable() || r.state == infraflow_journal::WorkflowState::Paused => one_line(e, 70),
+            (Some(e), _) if !r.state.is_runnable() || r.state == infraflow_journal::WorkflowState::Paused => {
+                one_line(e, 70)
+            }
             (_, Some(s)) if !r.state.is_finished() => s.clone(),
             _ => String::new(),
         };
@@ -80,8 +82,14 @@ pub fn view_text(row: &WorkflowRow, view: &WorkflowView, now_ms: i64) -> String 
         out.push('\n');
         let mut lines = vec![["STEP".to_string(), "STATE".into(), "ATTEMPTS".into(), "ERROR".into()]];
         for s in &view.steps {
-            let state = serde_json::to_value(s.state).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-            lines.push([s.key.clone(), state, s.attempts.to_string(), s.error.as_deref().map(|e| one_line(e, 80)).unwrap_or_default()]);
+            let state =
+                serde_json::to_value(s.state).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+            lines.push([
+                s.key.clone(),
+                state,
+                s.attempts.to_string(),
+                s.error.as_deref().map(|e| one_line(e, 80)).unwrap_or_default(),
+            ]);
         }
         out.push_str(&table(&lines));
     }
@@ -157,11 +165,7 @@ fn table<const N: usize>(lines: &[[String; N]]) -> String {
 
 fn one_line(s: &str, max: usize) -> String {
     let s = s.replace('\n', " ");
-    if s.chars().count() <= max {
-        s
-    } else {
-        format!("{}…", s.chars().take(max - 1).collect::<String>())
-    }
+    if s.chars().count() <= max { s } else { format!("{}…", s.chars().take(max - 1).collect::<String>()) }
 }
 
 /// A duration as people read it: `42s`, `3m12s`, `5h02m`, `2d04h`.

@@ -9,10 +9,7 @@ use crate::failure::{CmdResult, Failure, OK};
 use crate::render;
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 pub fn status(db: &Path, args: &StatusArgs) -> CmdResult {

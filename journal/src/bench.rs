@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use rusqlite::{params, Connection};
+use rusqlite::{Connection, params};
 
 use crate::error::Result;
 

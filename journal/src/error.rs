@@ -40,10 +40,9 @@ impl JournalError {
     pub fn is_retryable(&self) -> bool {
         match self {
             JournalError::Busy => true,
-            JournalError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
-                e.code,
-                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-            ),
+            JournalError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => {
+                matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+            }
             _ => false,
         }
     }

@@ -96,9 +96,9 @@ impl Event {
     /// The step the event is about, if any.
     pub fn step(&self) -> Option<&str> {
         match self {
-            Event::StepStarted { step, .. }
-            | Event::StepCompleted { step, .. }
-            | Event::StepFailed { step, .. } => Some(step),
+            Event::StepStarted { step, .. } | Event::StepCompleted { step, .. } | Event::StepFailed { step, .. } => {
+                Some(step)
+            }
             Event::Paused { step, .. } => step.as_deref(),
             _ => None,
         }

@@ -2,9 +2,9 @@
 //! backend (PostgreSQL) can replace SQLite without touching the engine.
 
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -43,15 +43,23 @@ pub enum SubmitOutcome {
     /// The same id was submitted before with the same workflow and input: nothing was written.
     AlreadyExists,
     /// The id is taken by a different workflow or input.
-    Conflict { existing_workflow: String },
+    Conflict {
+        existing_workflow: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AcquireOutcome {
-    Acquired { previous: Option<String> },
+    Acquired {
+        previous: Option<String>,
+    },
     HeldBy(String),
     /// An older unfinished workflow of the same cluster goes first.
-    WaitingFor { id: String, workflow: String, state: WorkflowState },
+    WaitingFor {
+        id: String,
+        workflow: String,
+        state: WorkflowState,
+    },
     NotRunnable(WorkflowState),
 }
 
@@ -173,7 +181,14 @@ impl Journal {
     }
 
     /// Appends events of a workflow held by `owner`; refused unless `owner` still holds its lease.
-    pub async fn append(&self, id: &str, owner: &str, events: Vec<Event>, at: i64, durability: Durability) -> Result<()> {
+    pub async fn append(
+        &self,
+        id: &str,
+        owner: &str,
+        events: Vec<Event>,
+        at: i64,
+        durability: Durability,
+    ) -> Result<()> {
         let (id, owner) = (id.to_string(), owner.to_string());
         match durability {
             Durability::Durable => {
@@ -420,7 +435,9 @@ fn append_tx(c: &Connection, id: &str, fence: Option<&str>, events: &[Event], at
         }
     }
     let output_before = summary.output.clone();
-    let mut ins = c.prepare_cached("INSERT INTO events (workflow_id, seq, at, kind, step, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
+    let mut ins = c.prepare_cached(
+        "INSERT INTO events (workflow_id, seq, at, kind, step, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
     for ev in events {
         seq += 1;
         summary.apply(ev);

@@ -17,5 +17,5 @@ pub use event::{Event, EventRecord, Undo};
 pub use journal::{
     AcquireOutcome, Durability, Journal, NewWorkflow, Renewal, RequestOutcome, SubmitOutcome, WorkflowRow,
 };
-pub use owner::{owner_is_gone, Owner};
+pub use owner::{Owner, owner_is_gone};
 pub use projection::{StepState, StepView, Summary, WorkflowState, WorkflowView};

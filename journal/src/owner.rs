@@ -18,13 +18,9 @@ impl Owner {
         let pid = std::process::id();
         let start = process_start_ticks(pid).unwrap_or(0);
         let nonce = NONCE.fetch_add(1, Ordering::Relaxed);
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        Owner {
-            id: format!("{}:{pid}:{start}:{t:x}{nonce}", host_name()),
-        }
+        let t =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        Owner { id: format!("{}:{pid}:{start}:{t:x}{nonce}", host_name()) }
     }
 }
 

@@ -68,10 +68,7 @@ impl WorkflowState {
     pub fn is_runnable(self) -> bool {
         matches!(
             self,
-            WorkflowState::Pending
-                | WorkflowState::Running
-                | WorkflowState::Cancelling
-                | WorkflowState::Compensating
+            WorkflowState::Pending | WorkflowState::Running | WorkflowState::Cancelling | WorkflowState::Compensating
         )
     }
 }
@@ -332,7 +329,8 @@ impl WorkflowView {
                     s.round_failures += 1;
                     s.error = Some(error.clone());
                     s.next_attempt_at = *next_attempt_at;
-                    s.state = if *retryable && next_attempt_at.is_some() { StepState::Retrying } else { StepState::Failed };
+                    s.state =
+                        if *retryable && next_attempt_at.is_some() { StepState::Retrying } else { StepState::Failed };
                 }
                 Event::ResumeRequested => {
                     for s in view.steps.iter_mut().filter(|s| s.state != StepState::Completed) {

@@ -56,20 +56,15 @@ pub fn latest_version() -> i64 {
 
 /// Checks the first bytes of an existing file: SQLite's header, or empty.
 fn check_header(path: &Path) -> Result<()> {
-    let mut f = std::fs::File::open(path).map_err(|e| JournalError::NotAJournal {
-        path: path.to_path_buf(),
-        reason: format!("cannot read it: {e}"),
-    })?;
+    let mut f = std::fs::File::open(path)
+        .map_err(|e| JournalError::NotAJournal { path: path.to_path_buf(), reason: format!("cannot read it: {e}") })?;
     let mut header = [0u8; 16];
     let n = f.read(&mut header).unwrap_or(0);
     if n == 0 {
         return Ok(());
     }
     if n < 16 || &header != b"SQLite format 3\0" {
-        return Err(JournalError::NotAJournal {
-            path: path.to_path_buf(),
-            reason: "not a SQLite database".into(),
-        });
+        return Err(JournalError::NotAJournal { path: path.to_path_buf(), reason: "not a SQLite database".into() });
     }
     Ok(())
 }
@@ -87,10 +82,9 @@ fn create_private(path: &Path) -> Result<()> {
 fn classify(path: &Path, e: rusqlite::Error) -> JournalError {
     match &e {
         rusqlite::Error::SqliteFailure(f, msg) => match f.code {
-            rusqlite::ErrorCode::NotADatabase => JournalError::NotAJournal {
-                path: path.to_path_buf(),
-                reason: "not a SQLite database".into(),
-            },
+            rusqlite::ErrorCode::NotADatabase => {
+                JournalError::NotAJournal { path: path.to_path_buf(), reason: "not a SQLite database".into() }
+            }
             rusqlite::ErrorCode::DatabaseCorrupt => JournalError::Corrupt {
                 path: path.to_path_buf(),
                 detail: msg.clone().unwrap_or_else(|| "database disk image is malformed".into()),
@@ -117,11 +111,8 @@ pub fn open_reader(path: &Path) -> Result<Connection> {
         return Err(JournalError::Missing { path: path.to_path_buf() });
     }
     check_header(path)?;
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| classify(path, e))?;
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .map_err(|e| classify(path, e))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     check_identity(&conn, path)?;
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| classify(path, e))?;
@@ -136,9 +127,7 @@ pub fn open_reader(path: &Path) -> Result<Connection> {
 
 fn configure(conn: &Connection, path: &Path) -> Result<()> {
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-        .map_err(|e| classify(path, e))?;
+    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(|e| classify(path, e))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(JournalError::NotAJournal {
             path: path.to_path_buf(),
@@ -146,8 +135,7 @@ fn configure(conn: &Connection, path: &Path) -> Result<()> {
         });
     }
     // FULL: a recorded step survives power loss, not just a process crash.
-    conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
-        .map_err(|e| classify(path, e))?;
+    conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;").map_err(|e| classify(path, e))?;
     Ok(())
 }
 
@@ -156,16 +144,12 @@ fn check_identity(conn: &Connection, path: &Path) -> Result<()> {
     if app == APPLICATION_ID {
         return Ok(());
     }
-    let tables: i64 = conn
-        .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
-        .map_err(|e| classify(path, e))?;
+    let tables: i64 =
+        conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0)).map_err(|e| classify(path, e))?;
     if app == 0 && tables == 0 {
         return Ok(());
     }
-    Err(JournalError::NotAJournal {
-        path: path.to_path_buf(),
-        reason: "a SQLite database of another program".into(),
-    })
+    Err(JournalError::NotAJournal { path: path.to_path_buf(), reason: "a SQLite database of another program".into() })
 }
 
 fn migrate(conn: &Connection, path: &Path) -> Result<()> {
@@ -196,9 +180,7 @@ fn migrate(conn: &Connection, path: &Path) -> Result<()> {
 
 /// Reads every page once: catches a damaged file at open instead of half-way through a run.
 pub fn quick_check(conn: &Connection, path: &Path) -> Result<()> {
-    let verdict: String = conn
-        .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
-        .map_err(|e| classify(path, e))?;
+    let verdict: String = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0)).map_err(|e| classify(path, e))?;
     if verdict != "ok" {
         return Err(JournalError::Corrupt { path: path.to_path_buf(), detail: verdict });
     }

@@ -18,7 +18,13 @@ fn new_wf(id: &str, cluster: &str) -> NewWorkflow {
 }
 
 fn completed(step: &str, n: i64) -> Event {
-    Event::StepCompleted { step: step.into(), attempt: 1, activity: "noop".into(), input_hash: "h".into(), output: json!(n) }
+    Event::StepCompleted {
+        step: step.into(),
+        attempt: 1,
+        activity: "noop".into(),
+        input_hash: "h".into(),
+        output: json!(n),
+    }
 }
 
 #[tokio::test]

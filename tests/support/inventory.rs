@@ -38,7 +38,14 @@ impl Inventory {
             let mut inv = Inventory {
                 vpcs: ec2.describe_vpcs().filters(owned(infra)).send().await.unwrap().vpcs().to_vec(),
                 dhcp: ec2.describe_dhcp_options().filters(owned(infra)).send().await.unwrap().dhcp_options().to_vec(),
-                igws: ec2.describe_internet_gateways().filters(owned(infra)).send().await.unwrap().internet_gateways().to_vec(),
+                igws: ec2
+                    .describe_internet_gateways()
+                    .filters(owned(infra))
+                    .send()
+                    .await
+                    .unwrap()
+                    .internet_gateways()
+                    .to_vec(),
                 subnets: ec2.describe_subnets().filters(owned(infra)).send().await.unwrap().subnets().to_vec(),
                 eips: ec2.describe_addresses().filters(owned(infra)).send().await.unwrap().addresses().to_vec(),
                 nats: ec2
@@ -54,7 +61,14 @@ impl Inventory {
                     .filter(|n| !matches!(n.state().map(|s| s.as_str()), Some("deleted") | Some("deleting")))
                     .cloned()
                     .collect(),
-                route_tables: ec2.describe_route_tables().filters(owned(infra)).send().await.unwrap().route_tables().to_vec(),
+                route_tables: ec2
+                    .describe_route_tables()
+                    .filters(owned(infra))
+                    .send()
+                    .await
+                    .unwrap()
+                    .route_tables()
+                    .to_vec(),
                 security_groups: ec2
                     .describe_security_groups()
                     .filters(owned(infra))
@@ -71,7 +85,12 @@ impl Inventory {
                     .unwrap()
                     .vpc_endpoints()
                     .iter()
-                    .filter(|e| !matches!(e.state().map(|s| s.as_str().to_ascii_lowercase()).as_deref(), Some("deleted") | Some("deleting")))
+                    .filter(|e| {
+                        !matches!(
+                            e.state().map(|s| s.as_str().to_ascii_lowercase()).as_deref(),
+                            Some("deleted") | Some("deleting")
+                        )
+                    })
                     .cloned()
                     .collect(),
                 zones: Vec::new(),
@@ -193,10 +212,14 @@ impl Inventory {
         let nat_ids: BTreeSet<&str> = self.nats.iter().filter_map(|n| n.nat_gateway_id()).collect();
         let mut private_tables = 0;
         for t in &self.route_tables {
-            let default = t.routes().iter().find(|r| r.destination_cidr_block() == Some("0.0.0.0/0")).expect("default route");
+            let default =
+                t.routes().iter().find(|r| r.destination_cidr_block() == Some("0.0.0.0/0")).expect("default route");
             let assoc: BTreeSet<&str> = t.associations().iter().filter_map(|a| a.subnet_id()).collect();
             if default.gateway_id() == Some(igw) {
-                assert!(t.associations().iter().any(|a| a.main() == Some(true)), "public table is the VPC's main table");
+                assert!(
+                    t.associations().iter().any(|a| a.main() == Some(true)),
+                    "public table is the VPC's main table"
+                );
                 assert_eq!(assoc, public_subnets, "public table associated with every public subnet");
             } else {
                 assert!(nat_ids.contains(default.nat_gateway_id().unwrap_or("")), "private table routes via our NAT");

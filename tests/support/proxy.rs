@@ -117,11 +117,17 @@ fn action(req: &Request) -> String {
     let mut parts = first.split_whitespace();
     let method = parts.next().unwrap_or_default();
     let path = parts.next().unwrap_or_default().split('?').next().unwrap_or_default();
-    let shape: Vec<&str> = path
-        .split('/')
-        .filter(|s| !s.is_empty() && !s.starts_with("20"))
-        .map(|s| if s.len() >= 10 && s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) { "{id}" } else { s })
-        .collect();
+    let shape: Vec<&str> =
+        path.split('/')
+            .filter(|s| !s.is_empty() && !s.starts_with("20"))
+            .map(|s| {
+                if s.len() >= 10 && s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) {
+                    "{id}"
+                } else {
+                    s
+                }
+            })
+            .collect();
     format!("route53 {method} /{}", shape.join("/"))
 }
 
@@ -131,12 +137,19 @@ fn is_query(action: &str) -> bool {
 
 fn error_response(status: &str, action: &str, code: &str, message: &str) -> Vec<u8> {
     let body = if is_query(action) {
-        format!("<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors><RequestID>fault</RequestID></Response>")
+        format!(
+            "<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors><RequestID>fault</RequestID></Response>"
+        )
     } else {
-        format!("<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>{message}</Message></Error><RequestId>fault</RequestId></ErrorResponse>")
+        format!(
+            "<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>{message}</Message></Error><RequestId>fault</RequestId></ErrorResponse>"
+        )
     };
-    format!("HTTP/1.1 {status}\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
-        .into_bytes()
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
 }
 
 enum Fault {

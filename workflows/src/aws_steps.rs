@@ -2,7 +2,7 @@
 //! AWS activities every workflow shares (delete by identity for compensation, delete by id for
 //! teardown).
 
-use infraflow_activities::{resources, AwsError, AwsPool, Identity, Kind};
+use infraflow_activities::{AwsError, AwsPool, Identity, Kind, resources};
 use infraflow_journal::Undo;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use crate::context::StepOptions;
 use crate::error::ActivityError;
-use crate::retry::RetryPolicy;
 use crate::registry::Registry;
+use crate::retry::RetryPolicy;
 
 impl From<AwsError> for ActivityError {
     fn from(e: AwsError) -> ActivityError {

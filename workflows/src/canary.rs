@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use infraflow_journal::Undo;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::context::{join_branches, StepOptions, WfCtx};
+use crate::context::{StepOptions, WfCtx, join_branches};
 use crate::error::{ActivityError, InputError, StepError};
 use crate::registry::{BoxFuture, Registry, Validated, WorkflowDef};
 
@@ -121,10 +121,10 @@ async fn run_branch(ctx: &WfCtx, c: &CanaryInput, first: bool) -> Result<(), Ste
         // The effect names the workflow and the scoped step, so tests can match ticks and unticks.
         let effect_key = format!("{}/{}", ctx.workflow_id(), ctx.key(&key));
         let tick = Tick { key: effect_key, millis: c.step_millis, effects_file: c.effects_file.clone() };
-        let undo = c.effects_file.as_ref().map(|_| Undo {
-            activity: UNTICK.into(),
-            input: serde_json::to_value(&tick).unwrap_or(Value::Null),
-        });
+        let undo = c
+            .effects_file
+            .as_ref()
+            .map(|_| Undo { activity: UNTICK.into(), input: serde_json::to_value(&tick).unwrap_or(Value::Null) });
         let fail = first && c.fail_at == Some(i);
         ctx.step_with(&key, TICK, &tick, StepOptions { retry: None, undo }, || {
             let tick = tick.clone();

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use infraflow_journal::{Durability, Event, Journal, JournalError, StepState, StepView, Undo};
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::Notify;
 
@@ -247,7 +247,8 @@ impl WfCtx {
         Fut: Future<Output = Result<O, ActivityError>>,
     {
         let key = self.key(key);
-        let input = serde_json::to_value(input).map_err(|e| StepError::Decode { step: key.clone(), detail: e.to_string() });
+        let input =
+            serde_json::to_value(input).map_err(|e| StepError::Decode { step: key.clone(), detail: e.to_string() });
         self.run_step(key, activity.to_string(), input, options, f)
     }
 
@@ -301,8 +302,11 @@ impl WfCtx {
                     "step {key} did not finish in {round} attempts (the process stopped during it, or it kept failing); fix the cause and run `infraflow retry {}`",
                     run.id
                 );
-                run.record(vec![Event::Paused { step: Some(key.clone()), reason: reason.clone() }], Durability::Durable)
-                    .await?;
+                run.record(
+                    vec![Event::Paused { step: Some(key.clone()), reason: reason.clone() }],
+                    Durability::Durable,
+                )
+                .await?;
                 return Err(StepError::Paused { step: key, reason });
             }
             run.ensure_lease().await?;
@@ -419,7 +423,11 @@ impl WfCtx {
                         Durability::Durable,
                     )
                     .await?;
-                    run.report(Progress::StepFailed { workflow: run.id.clone(), step: key.clone(), error: reason.clone() });
+                    run.report(Progress::StepFailed {
+                        workflow: run.id.clone(),
+                        step: key.clone(),
+                        error: reason.clone(),
+                    });
                     return Err(StepError::Paused { step: key, reason });
                 }
                 Err(error) => {
@@ -435,7 +443,11 @@ impl WfCtx {
                         Durability::Durable,
                     )
                     .await?;
-                    run.report(Progress::StepFailed { workflow: run.id.clone(), step: key.clone(), error: error.to_string() });
+                    run.report(Progress::StepFailed {
+                        workflow: run.id.clone(),
+                        step: key.clone(),
+                        error: error.to_string(),
+                    });
                     return Err(StepError::Failed { step: key, error });
                 }
             }

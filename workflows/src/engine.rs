@@ -2,8 +2,8 @@
 //! replaying its journal, running its code, and compensating when it fails for good.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use infraflow_journal::{
@@ -15,7 +15,7 @@ use crate::clock::Clock;
 use crate::context::{LeaseCell, Run, Signals, StepOptions, WfCtx};
 use crate::error::{ActivityError, EngineError, InputError, StepError};
 use crate::ids;
-use crate::progress::{silent, Observer, Progress};
+use crate::progress::{Observer, Progress, silent};
 use crate::registry::Registry;
 use crate::retry::RetryPolicy;
 
@@ -134,7 +134,9 @@ impl Engine {
         match outcome {
             SubmitOutcome::Created => Ok(Submitted { id, created: true }),
             SubmitOutcome::AlreadyExists => Ok(Submitted { id, created: false }),
-            SubmitOutcome::Conflict { existing_workflow } => Err(EngineError::IdConflict { id, existing: existing_workflow }),
+            SubmitOutcome::Conflict { existing_workflow } => {
+                Err(EngineError::IdConflict { id, existing: existing_workflow })
+            }
         }
     }
 
@@ -156,9 +158,17 @@ impl Engine {
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".into());
                 tracing::error!(workflow = %id, panic = %msg, "workflow panicked; pausing it");
-                let reason = format!("infraflow panicked running this workflow ({msg}); this is a bug: report it, then run `infraflow retry {id}`");
+                let reason = format!(
+                    "infraflow panicked running this workflow ({msg}); this is a bug: report it, then run `infraflow retry {id}`"
+                );
                 self.journal
-                    .append(id, &self.owner.id, vec![Event::Paused { step: None, reason }], self.clock.now_ms(), Durability::Durable)
+                    .append(
+                        id,
+                        &self.owner.id,
+                        vec![Event::Paused { step: None, reason }],
+                        self.clock.now_ms(),
+                        Durability::Durable,
+                    )
                     .await?;
                 Ok(WorkflowState::Paused)
             }
@@ -216,7 +226,9 @@ impl Engine {
                     Err(StepError::Paused { .. }) => WorkflowState::Paused,
                     Err(e @ (StepError::Nondeterminism { .. } | StepError::Decode { .. })) => {
                         let step = match &e {
-                            StepError::Nondeterminism { step, .. } | StepError::Decode { step, .. } => Some(step.clone()),
+                            StepError::Nondeterminism { step, .. } | StepError::Decode { step, .. } => {
+                                Some(step.clone())
+                            }
                             _ => None,
                         };
                         let reason = e.to_string();
@@ -254,7 +266,8 @@ impl Engine {
             workflow: run.id.clone(),
             reason: view.summary.error.clone().unwrap_or_default(),
         });
-        let mut todo: Vec<_> = view.steps.iter().filter(|s| s.undo.is_some() && !s.key.starts_with(UNDO_PREFIX)).collect();
+        let mut todo: Vec<_> =
+            view.steps.iter().filter(|s| s.undo.is_some() && !s.key.starts_with(UNDO_PREFIX)).collect();
         todo.sort_by_key(|s| std::cmp::Reverse(s.order));
         let done = |key: &str| view.step(key).is_some_and(|s| s.state == StepState::Completed);
         let ctx = WfCtx::new(run.clone());
@@ -297,8 +310,11 @@ impl Engine {
                 Err(StepError::Journal(e)) => return Err(e.into()),
                 Err(other) => {
                     let reason = other.to_string();
-                    run.record(vec![Event::CompensationFailed { error: reason, remaining: vec![step.key.clone()] }], Durability::Durable)
-                        .await?;
+                    run.record(
+                        vec![Event::CompensationFailed { error: reason, remaining: vec![step.key.clone()] }],
+                        Durability::Durable,
+                    )
+                    .await?;
                     return Ok(WorkflowState::CompensationFailed);
                 }
             }

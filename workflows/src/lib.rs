@@ -19,11 +19,11 @@ pub mod provision_infra;
 pub mod teardown;
 
 pub use clock::{Clock, Sleep, SystemClock, TestClock};
-pub use context::{input_hash, join_branches, Signals, StepOptions, WfCtx};
-pub use ids::{check_id, new_id};
+pub use context::{Signals, StepOptions, WfCtx, input_hash, join_branches};
 pub use engine::{Engine, EngineConfig, Submission, Submitted, UNDO_PREFIX};
 pub use error::{ActivityError, EngineError, InputError, StepError};
-pub use progress::{silent, Observer, Progress};
+pub use ids::{check_id, new_id};
+pub use progress::{Observer, Progress, silent};
 pub use registry::{BoxFuture, Registry, UndoFn, Validated, WorkflowDef};
 pub use retry::RetryPolicy;
 pub use runner::Outcome;

@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use infraflow_activities::network::{SubnetInfo, ZoneInfo};
 use infraflow_activities::routing::Target;
 use infraflow_activities::security::Rule;
-use infraflow_activities::{dns, endpoints, nat, network, routing, security, AwsPool, Identity, Kind};
+use infraflow_activities::{AwsPool, Identity, Kind, dns, endpoints, nat, network, routing, security};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::aws_steps::{create_opts, read_opts};
-use crate::context::{join_branches, WfCtx};
+use crate::context::{WfCtx, join_branches};
 use crate::error::{ActivityError, InputError, StepError};
 use crate::registry::{BoxFuture, Validated, WorkflowDef};
 use crate::validate;
@@ -101,18 +101,29 @@ impl ProvisionInput {
         validate::domain("baseDomain", &self.base_domain)?;
         if let Some(zones) = &self.zones {
             if zones.is_empty() {
-                return Err(InputError::field("zones", "must name at least one zone (or be left out for the first available one)"));
+                return Err(InputError::field(
+                    "zones",
+                    "must name at least one zone (or be left out for the first available one)",
+                ));
             }
             if zones.len() > MAX_ZONES {
                 return Err(InputError::field(
                     "zones",
-                    format!("{} zones do not fit in a /16: at most {MAX_ZONES} (each takes a public and a private /20)", zones.len()),
+                    format!(
+                        "{} zones do not fit in a /16: at most {MAX_ZONES} (each takes a public and a private /20)",
+                        zones.len()
+                    ),
                 ));
             }
             for (i, z) in zones.iter().enumerate() {
                 let suffix = z.strip_prefix(self.region.as_str()).unwrap_or("");
-                if suffix.is_empty() || !suffix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
-                    return Err(InputError::field(&format!("zones[{i}]"), format!("{z:?} is not a zone of region {}", self.region)));
+                if suffix.is_empty()
+                    || !suffix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                {
+                    return Err(InputError::field(
+                        &format!("zones[{i}]"),
+                        format!("{z:?} is not a zone of region {}", self.region),
+                    ));
                 }
                 if zones[..i].contains(z) {
                     return Err(InputError::field(&format!("zones[{i}]"), format!("{z:?} is listed twice")));
@@ -121,10 +132,16 @@ impl ProvisionInput {
         }
         for (k, v) in &self.additional_tags {
             if k.is_empty() || k.len() > 128 || k.to_ascii_lowercase().starts_with("aws:") {
-                return Err(InputError::field("additionalTags", format!("key {k:?} must be 1 to 128 characters and not start with aws:")));
+                return Err(InputError::field(
+                    "additionalTags",
+                    format!("key {k:?} must be 1 to 128 characters and not start with aws:"),
+                ));
             }
             if v.len() > 256 {
-                return Err(InputError::field("additionalTags", format!("value of {k:?} is longer than 256 characters")));
+                return Err(InputError::field(
+                    "additionalTags",
+                    format!("value of {k:?} is longer than 256 characters"),
+                ));
             }
         }
         Ok(self)
@@ -259,39 +276,63 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
 
     let vpc_id_ident = ident("vpc", None, format!("{infra}-vpc"));
     let vpc_id: String = ctx
-        .step_with("vpc", "ec2.ensure-vpc", &(&vpc_id_ident, &p.vpc_cidr), with_undo(Kind::Vpc, &vpc_id_ident), || async {
-            let aws = pool.region(&region).await;
-            Ok(network::ensure_vpc(&aws, &vpc_id_ident, &p.vpc_cidr).await?)
-        })
+        .step_with(
+            "vpc",
+            "ec2.ensure-vpc",
+            &(&vpc_id_ident, &p.vpc_cidr),
+            with_undo(Kind::Vpc, &vpc_id_ident),
+            || async {
+                let aws = pool.region(&region).await;
+                Ok(network::ensure_vpc(&aws, &vpc_id_ident, &p.vpc_cidr).await?)
+            },
+        )
         .await?;
 
     let domain = if region == "us-east-1" { "ec2.internal".to_string() } else { format!("{region}.compute.internal") };
     let dhcp = ident("dhcp-options", None, format!("{infra}-dhcp"));
     let vpc = vpc_id.clone();
-    let dhcp_step = ctx.step_with("dhcp-options", "ec2.ensure-dhcp-options", &(&dhcp, &domain, &vpc), with_undo(Kind::DhcpOptions, &dhcp), || async {
-        let aws = pool.region(&region).await;
-        Ok(network::ensure_dhcp_options(&aws, &dhcp, &domain, &vpc).await?)
-    });
+    let dhcp_step = ctx.step_with(
+        "dhcp-options",
+        "ec2.ensure-dhcp-options",
+        &(&dhcp, &domain, &vpc),
+        with_undo(Kind::DhcpOptions, &dhcp),
+        || async {
+            let aws = pool.region(&region).await;
+            Ok(network::ensure_dhcp_options(&aws, &dhcp, &domain, &vpc).await?)
+        },
+    );
     let igw_ident = ident("internet-gateway", None, format!("{infra}-igw"));
-    let igw_step = ctx.step_with("internet-gateway", "ec2.ensure-internet-gateway", &(&igw_ident, &vpc), with_undo(Kind::InternetGateway, &igw_ident), || async {
-        let aws = pool.region(&region).await;
-        Ok(network::ensure_internet_gateway(&aws, &igw_ident, &vpc).await?)
-    });
+    let igw_step = ctx.step_with(
+        "internet-gateway",
+        "ec2.ensure-internet-gateway",
+        &(&igw_ident, &vpc),
+        with_undo(Kind::InternetGateway, &igw_ident),
+        || async {
+            let aws = pool.region(&region).await;
+            Ok(network::ensure_internet_gateway(&aws, &igw_ident, &vpc).await?)
+        },
+    );
     let sg_ident = ident("worker-sg", None, format!("{infra}-worker-sg"));
     let sg_name = format!("{infra}-worker-sg");
     let rules = worker_rules(&p.vpc_cidr);
-    let sg_step = ctx.step_with("security-group", "ec2.ensure-security-group", &(&sg_ident, &vpc, &rules), with_undo(Kind::SecurityGroup, &sg_ident), || async {
-        let aws = pool.region(&region).await;
-        Ok(security::ensure_security_group(&aws, &sg_ident, &vpc, &sg_name, "worker security group", &rules).await?)
-    });
-    let (_dhcp, igw, sg): (Result<String, _>, Result<String, _>, Result<String, _>) = futures::join!(dhcp_step, igw_step, sg_step);
+    let sg_step = ctx.step_with(
+        "security-group",
+        "ec2.ensure-security-group",
+        &(&sg_ident, &vpc, &rules),
+        with_undo(Kind::SecurityGroup, &sg_ident),
+        || async {
+            let aws = pool.region(&region).await;
+            Ok(security::ensure_security_group(&aws, &sg_ident, &vpc, &sg_name, "worker security group", &rules)
+                .await?)
+        },
+    );
+    let (_dhcp, igw, sg): (Result<String, _>, Result<String, _>, Result<String, _>) =
+        futures::join!(dhcp_step, igw_step, sg_step);
     // Wait for all three before judging: every started step is then journaled.
     let (_dhcp, igw, sg) = (_dhcp?, igw?, sg?);
 
-    let prefix = validate::cidr16("vpcCIDR", &p.vpc_cidr).map_err(|e| StepError::Failed {
-        step: "vpc".into(),
-        error: ActivityError::terminal(e.0),
-    })?;
+    let prefix = validate::cidr16("vpcCIDR", &p.vpc_cidr)
+        .map_err(|e| StepError::Failed { step: "vpc".into(), error: ActivityError::terminal(e.0) })?;
     let nat_zones: Vec<&str> = if p.public_only {
         vec![]
     } else if p.single_nat_gateway {
@@ -312,10 +353,16 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
             let mut pub_ident = ident("public-subnet", Some(&zone), format!("{infra}-public-{zone}"));
             pub_ident.extra_tags.push(("kubernetes.io/role/elb".into(), "1".into()));
             let public: SubnetInfo = zctx
-                .step_with("public-subnet", "ec2.ensure-subnet", &(&pub_ident, &vpc, &pub_cidr), with_undo(Kind::Subnet, &pub_ident), || async {
-                    let aws = pool.region(region).await;
-                    Ok(network::ensure_subnet(&aws, &pub_ident, &vpc, &pub_cidr, &zone).await?)
-                })
+                .step_with(
+                    "public-subnet",
+                    "ec2.ensure-subnet",
+                    &(&pub_ident, &vpc, &pub_cidr),
+                    with_undo(Kind::Subnet, &pub_ident),
+                    || async {
+                        let aws = pool.region(region).await;
+                        Ok(network::ensure_subnet(&aws, &pub_ident, &vpc, &pub_cidr, &zone).await?)
+                    },
+                )
                 .await?;
             let private = if p.public_only {
                 None
@@ -323,10 +370,16 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                 let mut priv_ident = ident("private-subnet", Some(&zone), format!("{infra}-private-{zone}"));
                 priv_ident.extra_tags.push(("kubernetes.io/role/internal-elb".into(), "1".into()));
                 let s: SubnetInfo = zctx
-                    .step_with("private-subnet", "ec2.ensure-subnet", &(&priv_ident, &vpc, &priv_cidr), with_undo(Kind::Subnet, &priv_ident), || async {
-                        let aws = pool.region(region).await;
-                        Ok(network::ensure_subnet(&aws, &priv_ident, &vpc, &priv_cidr, &zone).await?)
-                    })
+                    .step_with(
+                        "private-subnet",
+                        "ec2.ensure-subnet",
+                        &(&priv_ident, &vpc, &priv_cidr),
+                        with_undo(Kind::Subnet, &priv_ident),
+                        || async {
+                            let aws = pool.region(region).await;
+                            Ok(network::ensure_subnet(&aws, &priv_ident, &vpc, &priv_cidr, &zone).await?)
+                        },
+                    )
                     .await?;
                 Some(s)
             };
@@ -341,10 +394,16 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                 let nat_ident = ident("nat", Some(&zone), format!("{infra}-nat-{zone}"));
                 let subnet = public.subnet_id.clone();
                 let nat_id: String = zctx
-                    .step_with("nat-gateway", "ec2.ensure-nat-gateway", &(&nat_ident, &subnet, &alloc), with_undo(Kind::NatGateway, &nat_ident), || async {
-                        let aws = pool.region(region).await;
-                        Ok(nat::ensure_nat_gateway(&aws, &nat_ident, &subnet, &alloc).await?)
-                    })
+                    .step_with(
+                        "nat-gateway",
+                        "ec2.ensure-nat-gateway",
+                        &(&nat_ident, &subnet, &alloc),
+                        with_undo(Kind::NatGateway, &nat_ident),
+                        || async {
+                            let aws = pool.region(region).await;
+                            Ok(nat::ensure_nat_gateway(&aws, &nat_ident, &subnet, &alloc).await?)
+                        },
+                    )
                     .await?;
                 zctx.step_with("nat-available", "ec2.wait-nat-available", &nat_id, read_opts(), || async {
                     let aws = pool.region(region).await;
@@ -369,10 +428,24 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
         let subnet = z.private.as_ref().map(|s| s.subnet_id.clone()).unwrap_or_default();
         let (vpc, region, with_undo) = (vpc_id.clone(), &region, &with_undo);
         async move {
-            zctx.step_with("private-route-table", "ec2.ensure-route-table", &(&rt_ident, &vpc, &nat_id, &subnet), with_undo(Kind::RouteTable, &rt_ident), || async {
-                let aws = pool.region(region).await;
-                Ok(routing::ensure_route_table(&aws, &rt_ident, &vpc, &Target::Nat(nat_id.clone()), std::slice::from_ref(&subnet), false).await?)
-            })
+            zctx.step_with(
+                "private-route-table",
+                "ec2.ensure-route-table",
+                &(&rt_ident, &vpc, &nat_id, &subnet),
+                with_undo(Kind::RouteTable, &rt_ident),
+                || async {
+                    let aws = pool.region(region).await;
+                    Ok(routing::ensure_route_table(
+                        &aws,
+                        &rt_ident,
+                        &vpc,
+                        &Target::Nat(nat_id.clone()),
+                        std::slice::from_ref(&subnet),
+                        false,
+                    )
+                    .await?)
+                },
+            )
             .await
         }
     });
@@ -381,19 +454,39 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
     let public_subnets: Vec<String> = zones.iter().map(|z| z.public.subnet_id.clone()).collect();
     let prt_ident = ident("public-route-table", None, format!("{infra}-public"));
     let public_table: String = ctx
-        .step_with("public-route-table", "ec2.ensure-route-table", &(&prt_ident, &vpc_id, &igw, &public_subnets), with_undo(Kind::RouteTable, &prt_ident), || async {
-            let aws = pool.region(&region).await;
-            Ok(routing::ensure_route_table(&aws, &prt_ident, &vpc_id, &Target::InternetGateway(igw.clone()), &public_subnets, true).await?)
-        })
+        .step_with(
+            "public-route-table",
+            "ec2.ensure-route-table",
+            &(&prt_ident, &vpc_id, &igw, &public_subnets),
+            with_undo(Kind::RouteTable, &prt_ident),
+            || async {
+                let aws = pool.region(&region).await;
+                Ok(routing::ensure_route_table(
+                    &aws,
+                    &prt_ident,
+                    &vpc_id,
+                    &Target::InternetGateway(igw.clone()),
+                    &public_subnets,
+                    true,
+                )
+                .await?)
+            },
+        )
         .await?;
 
     let mut all_tables = private_tables.clone();
     all_tables.push(public_table);
     let s3_ident = ident("s3-endpoint", None, format!("{infra}-private-s3"));
-    ctx.step_with("s3-endpoint", "ec2.ensure-s3-endpoint", &(&s3_ident, &vpc_id, &all_tables), with_undo(Kind::VpcEndpoint, &s3_ident), || async {
-        let aws = pool.region(&region).await;
-        Ok(endpoints::ensure_s3_endpoint(&aws, &s3_ident, &vpc_id, &all_tables).await?)
-    })
+    ctx.step_with(
+        "s3-endpoint",
+        "ec2.ensure-s3-endpoint",
+        &(&s3_ident, &vpc_id, &all_tables),
+        with_undo(Kind::VpcEndpoint, &s3_ident),
+        || async {
+            let aws = pool.region(&region).await;
+            Ok(endpoints::ensure_s3_endpoint(&aws, &s3_ident, &vpc_id, &all_tables).await?)
+        },
+    )
     .await
     .map(|_: String| ())?;
 
@@ -401,14 +494,26 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
     let local_name = format!("{}.hypershift.local", p.name);
     let pz_ident = ident("private-zone", None, private_name.clone());
     let lz_ident = ident("local-zone", None, local_name.clone());
-    let pz = ctx.step_with("private-zone", "route53.ensure-private-zone", &(&pz_ident, &private_name, &vpc_id), with_undo(Kind::HostedZone, &pz_ident), || async {
-        let aws = pool.region(&region).await;
-        Ok(dns::ensure_private_zone(&aws, &pz_ident, &private_name, &vpc_id).await?)
-    });
-    let lz = ctx.step_with("local-zone", "route53.ensure-private-zone", &(&lz_ident, &local_name, &vpc_id), with_undo(Kind::HostedZone, &lz_ident), || async {
-        let aws = pool.region(&region).await;
-        Ok(dns::ensure_private_zone(&aws, &lz_ident, &local_name, &vpc_id).await?)
-    });
+    let pz = ctx.step_with(
+        "private-zone",
+        "route53.ensure-private-zone",
+        &(&pz_ident, &private_name, &vpc_id),
+        with_undo(Kind::HostedZone, &pz_ident),
+        || async {
+            let aws = pool.region(&region).await;
+            Ok(dns::ensure_private_zone(&aws, &pz_ident, &private_name, &vpc_id).await?)
+        },
+    );
+    let lz = ctx.step_with(
+        "local-zone",
+        "route53.ensure-private-zone",
+        &(&lz_ident, &local_name, &vpc_id),
+        with_undo(Kind::HostedZone, &lz_ident),
+        || async {
+            let aws = pool.region(&region).await;
+            Ok(dns::ensure_private_zone(&aws, &lz_ident, &local_name, &vpc_id).await?)
+        },
+    );
     let (pz, lz): (Result<String, _>, Result<String, _>) = futures::join!(pz, lz);
     let (private_zone_id, local_zone_id) = (pz?, lz?);
 

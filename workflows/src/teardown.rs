@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use infraflow_activities::{resources, AwsPool, Kind, Scope};
+use infraflow_activities::{AwsPool, Kind, Scope, resources};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::aws_steps::{read_opts, DeleteOne, DELETE};
-use crate::context::{join_branches, StepOptions, WfCtx};
+use crate::aws_steps::{DELETE, DeleteOne, read_opts};
+use crate::context::{StepOptions, WfCtx, join_branches};
 use crate::error::{InputError, StepError};
 use crate::registry::{BoxFuture, Validated, WorkflowDef};
 use crate::retry::RetryPolicy;
@@ -112,7 +112,8 @@ pub async fn teardown(ctx: &WfCtx, pool: &AwsPool, infra_id: &str, region: &str)
             return Ok(out);
         }
         if round == ROUNDS {
-            let left: Vec<String> = inventory.iter().flat_map(|(k, ids)| ids.iter().map(move |i| format!("{} {i}", k.as_str()))).collect();
+            let left: Vec<String> =
+                inventory.iter().flat_map(|(k, ids)| ids.iter().map(move |i| format!("{} {i}", k.as_str()))).collect();
             return Err(StepError::Failed {
                 step: rctx.key("discover"),
                 error: crate::error::ActivityError::terminal(format!(

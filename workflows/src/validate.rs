@@ -33,7 +33,10 @@ pub fn dns_label(field: &str, v: &str, max: usize) -> Result<(), InputError> {
         && !v.starts_with('-')
         && !v.ends_with('-');
     if !ok {
-        return Err(InputError::field(field, format!("{v:?} must be lowercase letters, digits and '-', not starting or ending with '-'")));
+        return Err(InputError::field(
+            field,
+            format!("{v:?} must be lowercase letters, digits and '-', not starting or ending with '-'"),
+        ));
     }
     Ok(())
 }

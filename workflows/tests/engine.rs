@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use infraflow_journal::{Event, Journal, StepState, WorkflowState};
 use infraflow_workflows::{
-    base_registry, ActivityError, BoxFuture, Engine, EngineConfig, InputError, Progress, Registry, RetryPolicy,
-    Signals, StepError, Submission, SystemClock, TestClock, Validated, WfCtx, WorkflowDef,
+    ActivityError, BoxFuture, Engine, EngineConfig, InputError, Progress, Registry, RetryPolicy, Signals, StepError,
+    Submission, SystemClock, TestClock, Validated, WfCtx, WorkflowDef, base_registry,
 };
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 fn config() -> EngineConfig {
     EngineConfig {
@@ -61,11 +61,7 @@ impl World {
 }
 
 async fn submit(engine: &Engine, workflow: &str, input: Value) -> String {
-    engine
-        .submit(Submission { workflow: workflow.into(), input, id: None, no_rollback: false })
-        .await
-        .unwrap()
-        .id
+    engine.submit(Submission { workflow: workflow.into(), input, id: None, no_rollback: false }).await.unwrap().id
 }
 
 fn completions(journal: &Journal, id: &str) -> std::collections::BTreeMap<String, u32> {
@@ -239,7 +235,11 @@ impl WorkflowDef for Flaky {
 
 fn flaky_registry(f: &Flaky) -> Registry {
     let mut r = Registry::new();
-    r.add_workflow(Flaky { failures_left: f.failures_left.clone(), calls: f.calls.clone(), version: f.version.clone() });
+    r.add_workflow(Flaky {
+        failures_left: f.failures_left.clone(),
+        calls: f.calls.clone(),
+        version: f.version.clone(),
+    });
     r
 }
 
