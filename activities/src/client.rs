@@ -18,9 +18,13 @@ pub struct Aws {
 }
 
 impl Aws {
+    /// Clients for `region`; an empty region means the SDK's default chain (AWS_REGION, profile).
     pub async fn connect(region: &str) -> Aws {
-        let conf = aws_config::defaults(BehaviorVersion::latest())
-            .region(aws_config::Region::new(region.to_string()))
+        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        if !region.is_empty() {
+            loader = loader.region(aws_config::Region::new(region.to_string()));
+        }
+        let conf = loader
             // No blind retries inside the SDK: a create retried after a lost response would
             // create twice. The engine retries instead, and every create looks up first.
             .retry_config(aws_config::retry::RetryConfig::disabled())
@@ -33,7 +37,7 @@ impl Aws {
             .load()
             .await;
         Aws {
-            region: region.to_string(),
+            region: conf.region().map(|r| r.to_string()).unwrap_or_else(|| region.to_string()),
             ec2: aws_sdk_ec2::Client::new(&conf),
             elb: aws_sdk_elasticloadbalancingv2::Client::new(&conf),
             r53: aws_sdk_route53::Client::new(&conf),

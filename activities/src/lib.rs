@@ -3,6 +3,7 @@
 //! Knows nothing of the journal or the engine.
 
 mod client;
+pub mod compute;
 pub mod dns;
 pub mod endpoints;
 mod error;

@@ -6,12 +6,13 @@ use serde::{Deserialize, Serialize};
 use crate::client::Aws;
 use crate::error::AwsResult;
 use crate::tags::{IDENTITY_TAG, TagQuery, owned};
-use crate::{dns, endpoints, nat, network, routing, security};
+use crate::{compute, dns, endpoints, nat, network, routing, security};
 
 /// Resource kinds, in teardown order: dependents before what they depend on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
+    Instance,
     VpcEndpoint,
     NatGateway,
     HostedZone,
@@ -25,7 +26,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const TEARDOWN_ORDER: [Kind; 10] = [
+    pub const TEARDOWN_ORDER: [Kind; 11] = [
+        Kind::Instance,
         Kind::VpcEndpoint,
         Kind::NatGateway,
         Kind::HostedZone,
@@ -40,6 +42,7 @@ impl Kind {
 
     pub fn as_str(self) -> &'static str {
         match self {
+            Kind::Instance => "instance",
             Kind::VpcEndpoint => "vpc-endpoint",
             Kind::NatGateway => "nat-gateway",
             Kind::HostedZone => "hosted-zone",
@@ -76,6 +79,7 @@ pub async fn find(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>
     let q = query(scope);
     let f = &q;
     let mut ids = match kind {
+        Kind::Instance => compute::find_instances(aws, f).await?.into_iter().map(|m| m.instance_id).collect(),
         Kind::VpcEndpoint => endpoints::find_vpc_endpoints(aws, f).await?.into_iter().map(|(id, _)| id).collect(),
         Kind::NatGateway => nat::find_nat_gateways(aws, f).await?.into_iter().map(|(id, _)| id).collect(),
         Kind::ElasticIp => nat::find_addresses(aws, f).await?,
@@ -112,6 +116,7 @@ pub async fn find(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>
 /// asynchronous deletes. Returns false if it was already gone.
 pub async fn delete(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> {
     match kind {
+        Kind::Instance => compute::terminate_instance(aws, id).await,
         Kind::VpcEndpoint => endpoints::delete_vpc_endpoint(aws, id).await,
         Kind::NatGateway => nat::delete_nat_gateway(aws, id).await,
         Kind::HostedZone => dns::delete_zone(aws, id).await,

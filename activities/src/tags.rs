@@ -57,7 +57,14 @@ impl Identity {
 
     /// A deterministic idempotency token (ClientToken, CallerReference) at most 64 characters.
     pub fn token(&self) -> String {
-        let key = self.key();
+        self.token_with("")
+    }
+
+    /// A token that also depends on `salt`: for resources that may be made again under the same
+    /// identity later (a node pool member after a scale-down), where AWS would otherwise return
+    /// the old, terminated one.
+    pub fn token_with(&self, salt: &str) -> String {
+        let key = format!("{}{salt}", self.key());
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in key.as_bytes() {
             h ^= u64::from(*b);

@@ -16,6 +16,7 @@ mod validate;
 
 pub mod canary;
 pub mod provision_infra;
+pub mod scale_nodepool;
 pub mod teardown;
 
 pub use clock::{Clock, Sleep, SystemClock, TestClock};
@@ -41,6 +42,7 @@ pub fn full_registry(pool: infraflow_activities::AwsPool) -> Registry {
     let mut r = base_registry();
     aws_steps::register(&mut r, pool.clone());
     r.add_workflow(provision_infra::ProvisionInfra { pool: pool.clone() });
+    r.add_workflow(scale_nodepool::ScaleNodePool { pool: pool.clone() });
     r.add_workflow(teardown::Teardown { pool });
     r
 }

@@ -1,0 +1,185 @@
+//! EC2 instances of node pools: launch one member idempotently, wait for running, terminate and
+//! wait for terminated.
+
+use aws_sdk_ec2::types::{IamInstanceProfileSpecification, InstanceStateName, InstanceType, ResourceType};
+use serde::{Deserialize, Serialize};
+
+use crate::client::Aws;
+use crate::error::{AwsError, AwsResult, classify};
+use crate::network::missing;
+use crate::tags::{Identity, TagQuery, filter};
+use crate::wait::{WAIT_BUDGET, poll_until};
+
+/// The tag naming a node pool member's index.
+pub const MEMBER_TAG: &str = "infraflow.io/member";
+
+/// What every member of a node pool is launched with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LaunchSpec {
+    pub subnet_id: String,
+    pub instance_type: String,
+    pub image_id: String,
+    pub security_group_ids: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_profile: Option<String>,
+}
+
+/// A live instance: not terminated or shutting down.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Member {
+    pub instance_id: String,
+    pub index: u32,
+    pub state: String,
+    /// Seconds since the epoch.
+    pub launched: i64,
+}
+
+fn live(state: Option<&InstanceStateName>) -> bool {
+    !matches!(state, Some(InstanceStateName::Terminated) | Some(InstanceStateName::ShuttingDown))
+}
+
+/// Live instances carrying the tag `q`.
+pub async fn find_instances(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<Member>> {
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = aws
+            .ec2
+            .describe_instances()
+            .filters(q.filter())
+            .filters(filter("instance-state-name", &["pending", "running", "stopping", "stopped"]))
+            .set_next_token(token.clone())
+            .send()
+            .await
+            .map_err(|e| classify("DescribeInstances", e))?;
+        for i in page.reservations().iter().flat_map(|r| r.instances()) {
+            if !q.matches(i.tags()) || !live(i.state().and_then(|s| s.name())) {
+                continue;
+            }
+            let Some(id) = i.instance_id() else { continue };
+            let index = i
+                .tags()
+                .iter()
+                .find(|t| t.key() == Some(MEMBER_TAG))
+                .and_then(|t| t.value())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(u32::MAX);
+            out.push(Member {
+                instance_id: id.to_string(),
+                index,
+                state: i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default(),
+                launched: i.launch_time().map(|t| t.secs()).unwrap_or(0),
+            });
+        }
+        token = page.next_token().map(str::to_string);
+        if token.is_none() {
+            break;
+        }
+    }
+    out.sort_by_key(|m| (m.index, m.instance_id.clone()));
+    Ok(out)
+}
+
+/// One node pool member: found by identity, or launched with a deterministic client token.
+pub async fn ensure_instance(aws: &Aws, id: &Identity, spec: &LaunchSpec, token: &str) -> AwsResult<String> {
+    if let Some(m) = find_instances(aws, &id.query()).await?.into_iter().next() {
+        return Ok(m.instance_id);
+    }
+    let mut req = aws
+        .ec2
+        .run_instances()
+        .image_id(&spec.image_id)
+        .instance_type(InstanceType::from(spec.instance_type.as_str()))
+        // Exactly one: asking for a range lets implementations pick either end.
+        .min_count(1)
+        .max_count(1)
+        .subnet_id(&spec.subnet_id)
+        .set_security_group_ids(Some(spec.security_group_ids.clone()))
+        .client_token(token)
+        .tag_specifications(id.tag_spec(ResourceType::Instance));
+    if let Some(profile) = &spec.instance_profile {
+        req = req.iam_instance_profile(IamInstanceProfileSpecification::builder().name(profile).build());
+    }
+    let out = req.send().await.map_err(|e| classify("RunInstances", e))?;
+    Ok(out
+        .instances()
+        .first()
+        .and_then(|i| i.instance_id())
+        .ok_or_else(|| missing("RunInstances", "instance id"))?
+        .to_string())
+}
+
+async fn instance_state(aws: &Aws, instance_id: &str) -> AwsResult<Option<InstanceStateName>> {
+    let out = aws.ec2.describe_instances().instance_ids(instance_id).send().await;
+    match out.map_err(|e| classify("DescribeInstances", e)) {
+        Ok(o) => Ok(o.reservations().iter().flat_map(|r| r.instances()).find_map(|i| i.state()?.name().cloned())),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+pub async fn wait_instance_running(aws: &Aws, instance_id: &str) -> AwsResult<()> {
+    poll_until("DescribeInstances", &format!("instance {instance_id} not running"), WAIT_BUDGET, || async {
+        match instance_state(aws, instance_id).await? {
+            Some(InstanceStateName::Running) => Ok(Some(())),
+            Some(InstanceStateName::Terminated) | Some(InstanceStateName::ShuttingDown) => Err(AwsError::terminal(
+                "DescribeInstances",
+                format!("instance {instance_id} terminated while starting (capacity, image or quota?)"),
+            )),
+            _ => Ok(None),
+        }
+    })
+    .await
+}
+
+/// Terminates the instance and waits until it is terminated.
+pub async fn terminate_instance(aws: &Aws, instance_id: &str) -> AwsResult<bool> {
+    let acted = match instance_state(aws, instance_id).await? {
+        None | Some(InstanceStateName::Terminated) => return Ok(false),
+        Some(InstanceStateName::ShuttingDown) => true,
+        Some(_) => {
+            let r = aws.ec2.terminate_instances().instance_ids(instance_id).send().await;
+            crate::network::gone_ok(r.map(|_| ()).map_err(|e| classify("TerminateInstances", e)))?
+        }
+    };
+    poll_until("DescribeInstances", &format!("instance {instance_id} not terminated"), WAIT_BUDGET, || async {
+        Ok(matches!(instance_state(aws, instance_id).await?, None | Some(InstanceStateName::Terminated)).then_some(()))
+    })
+    .await?;
+    Ok(acted)
+}
+
+/// The availability zone of a subnet and the subnets an endpoint has, for adding a node pool's
+/// subnet to a PrivateLink endpoint without putting two subnets of one zone on it.
+pub async fn add_subnet_to_endpoint(aws: &Aws, vpce: &str, subnet_id: &str) -> AwsResult<bool> {
+    let ep = aws
+        .ec2
+        .describe_vpc_endpoints()
+        .vpc_endpoint_ids(vpce)
+        .send()
+        .await
+        .map_err(|e| classify("DescribeVpcEndpoints", e))?;
+    let have: Vec<String> = ep.vpc_endpoints().iter().flat_map(|e| e.subnet_ids().iter().cloned()).collect();
+    if have.iter().any(|s| s == subnet_id) {
+        return Ok(false);
+    }
+    let mut all = have.clone();
+    all.push(subnet_id.to_string());
+    let subnets = crate::network::describe_subnets(aws, &all).await?;
+    let zone_of = |s: &str| subnets.iter().find(|i| i.subnet_id == s).map(|i| i.zone_id.clone()).unwrap_or_default();
+    let mine = zone_of(subnet_id);
+    if have.iter().any(|s| zone_of(s) == mine) {
+        // AWS refuses two subnets of one zone on an endpoint: that zone is already covered.
+        return Ok(false);
+    }
+    aws.ec2
+        .modify_vpc_endpoint()
+        .vpc_endpoint_id(vpce)
+        .add_subnet_ids(subnet_id)
+        .send()
+        .await
+        .map_err(|e| classify("ModifyVpcEndpoint", e))?;
+    Ok(true)
+}

@@ -1,0 +1,217 @@
+//! scale-nodepool, black box against moto: absolute scaling both ways, crash safety, endpoint
+//! subnets, and teardown of instances.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::moto::{Clients, Moto, aws_env};
+use support::proxy::Proxy;
+use support::*;
+
+struct Env {
+    moto: Moto,
+    s: Scratch,
+    c: Clients,
+    infra: Value,
+}
+
+impl Env {
+    /// moto with a provisioned 2-zone cluster `np-abcde` to put node pools in.
+    fn new() -> Env {
+        let moto = Moto::start();
+        let c = Clients::new(&moto.endpoint());
+        c.create_public_zone("example.com");
+        let s = Scratch::new();
+        let mut e = Env { moto, s, c, infra: Value::Null };
+        let input = e.input(
+            "p.json",
+            json!({"name": "np", "infraID": "np-abcde", "region": "us-east-1", "zones": ["us-east-1a", "us-east-1b"],
+                   "baseDomain": "example.com", "singleNATGateway": true}),
+        );
+        let out = e.cli(&["run", "provision-infra", "--input", &input]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        e.infra = serde_json::from_slice(&out.stdout).unwrap();
+        e
+    }
+
+    fn cli_at(&self, endpoint: &str, args: &[&str]) -> std::process::Output {
+        let env = aws_env(endpoint);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.s.cli_env(args, &env)
+    }
+
+    fn cli(&self, args: &[&str]) -> std::process::Output {
+        self.cli_at(&self.moto.endpoint(), args)
+    }
+
+    fn input(&self, name: &str, v: Value) -> String {
+        self.s.write_json(name, &v).to_str().unwrap().to_string()
+    }
+
+    fn scale_input(&self, replicas: i64, zone: usize) -> Value {
+        json!({
+            "infraID": "np-abcde", "nodePool": "workers", "replicas": replicas,
+            "subnetID": self.infra["zones"][zone]["subnetID"], "instanceType": "m6i.xlarge",
+            "imageID": "ami-12c6146b", "securityGroupIDs": [self.infra["securityGroupID"]], "region": "us-east-1"
+        })
+    }
+
+    /// Live instances of the pool, read through the SDK: (id, launch time).
+    fn instances(&self) -> Vec<String> {
+        let out = self
+            .c
+            .block_on(
+                self.c
+                    .ec2
+                    .describe_instances()
+                    .filters(
+                        aws_sdk_ec2::types::Filter::builder()
+                            .name("tag:infraflow.io/nodepool")
+                            .values("np-abcde/workers")
+                            .build(),
+                    )
+                    .send(),
+            )
+            .unwrap();
+        let mut ids: Vec<String> = out
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter(|i| {
+                i.tags()
+                    .iter()
+                    .any(|t| t.key() == Some("infraflow.io/nodepool") && t.value() == Some("np-abcde/workers"))
+            })
+            .filter(|i| {
+                !matches!(
+                    i.state().and_then(|s| s.name()).map(|n| n.as_str()),
+                    Some("terminated") | Some("shutting-down")
+                )
+            })
+            .filter_map(|i| i.instance_id().map(str::to_string))
+            .collect();
+        ids.sort();
+        ids
+    }
+}
+
+fn ok_output(o: &std::process::Output) -> Value {
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn scaling_zero_three_one_zero_keeps_exactly_the_asked_count_and_terminates_the_newest() {
+    let e = Env::new();
+    let mut seen = Vec::new();
+    for (i, replicas) in [0, 3, 1, 0].into_iter().enumerate() {
+        let input = e.input(&format!("s{i}.json"), e.scale_input(replicas, 0));
+        let out = ok_output(&e.cli(&["run", "scale-nodepool", "--input", &input]));
+        let live = e.instances();
+        assert_eq!(live.len(), replicas as usize, "after scaling to {replicas}");
+        let mut reported: Vec<String> =
+            out["instanceIDs"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+        reported.sort();
+        assert_eq!(reported, live, "the output lists the live instances");
+        assert_eq!(out["replicas"], replicas);
+        seen.push(live);
+    }
+    assert!(seen[2].iter().all(|i| seen[1].contains(i)), "scaling down keeps existing instances");
+}
+
+#[test]
+fn a_daemon_killed_while_scaling_up_launches_no_duplicate() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    proxy.set_latency(Duration::from_millis(60));
+    let input = e.input("s.json", e.scale_input(5, 1));
+    assert!(e.cli(&["submit", "scale-nodepool", "--input", &input, "--id", "up"]).status.success());
+    let env = aws_env(&proxy.endpoint());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut rng = Rng::from_env_or_time();
+    let mut starts = 0;
+    for _ in 0..6 {
+        let mut d = e.s.spawn_daemon(&[], &env);
+        starts += 1;
+        e.s.wait_for_daemon_start(starts);
+        std::thread::sleep(Duration::from_millis(50 + rng.below(300)));
+        kill9(&mut d);
+    }
+    let mut d = e.s.spawn_daemon(&[], &env);
+    e.s.wait_for_daemon_start(starts + 1);
+    let st = e.s.wait_for_state("up", &["completed", "paused", "compensated", "failed"], Duration::from_secs(120));
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+    assert_eq!(st["state"], "completed", "{st}");
+    assert_eq!(e.instances().len(), 5, "exactly five, whatever the kills");
+}
+
+#[test]
+fn the_node_pool_subnet_joins_an_endpoint_unless_its_zone_is_covered() {
+    let e = Env::new();
+    let vpc = e.infra["vpcID"].as_str().unwrap().to_string();
+    let zone_a_public = e.infra["publicSubnetIDs"][0].as_str().unwrap().to_string();
+    let ep =
+        e.c.block_on(
+            e.c.ec2
+                .create_vpc_endpoint()
+                .vpc_endpoint_type(aws_sdk_ec2::types::VpcEndpointType::Interface)
+                .vpc_id(&vpc)
+                .service_name("com.amazonaws.vpce.us-east-1.vpce-svc-0123456789abcdef0")
+                .subnet_ids(&zone_a_public)
+                .send(),
+        )
+        .unwrap()
+        .vpc_endpoint()
+        .unwrap()
+        .vpc_endpoint_id()
+        .unwrap()
+        .to_string();
+    let subnets_of = |e: &Env| -> Vec<String> {
+        let out = e.c.block_on(e.c.ec2.describe_vpc_endpoints().vpc_endpoint_ids(&ep).send()).unwrap();
+        let mut s: Vec<String> = out.vpc_endpoints()[0].subnet_ids().to_vec();
+        s.sort();
+        s
+    };
+    // Zone a is covered by the public subnet: the private one of zone a is not added.
+    let mut v = e.scale_input(1, 0);
+    v["vpcEndpointIDs"] = json!([ep]);
+    let input = e.input("a.json", v);
+    ok_output(&e.cli(&["run", "scale-nodepool", "--input", &input]));
+    assert_eq!(subnets_of(&e), [zone_a_public.clone()]);
+    // Zone b is not: its subnet joins.
+    let mut v = e.scale_input(1, 1);
+    v["vpcEndpointIDs"] = json!([ep]);
+    let input = e.input("b.json", v);
+    ok_output(&e.cli(&["run", "scale-nodepool", "--input", &input]));
+    let mut want = vec![zone_a_public, e.infra["zones"][1]["subnetID"].as_str().unwrap().to_string()];
+    want.sort();
+    assert_eq!(subnets_of(&e), want);
+}
+
+#[test]
+fn teardown_terminates_the_node_pool_and_bad_inputs_are_refused() {
+    let e = Env::new();
+    let input = e.input("s.json", e.scale_input(2, 0));
+    ok_output(&e.cli(&["run", "scale-nodepool", "--input", &input]));
+    assert_eq!(e.instances().len(), 2);
+    let t = e.input("t.json", json!({"infraID": "np-abcde", "region": "us-east-1"}));
+    let out = ok_output(&e.cli(&["run", "teardown", "--input", &t]));
+    assert_eq!(out["deleted"]["instance"].as_array().unwrap().len(), 2);
+    assert!(e.instances().is_empty());
+
+    for (field, value, expect) in [
+        ("replicas", json!(-1), "replicas"),
+        ("subnetID", json!("sub-1"), "subnetID"),
+        ("securityGroupIDs", json!([]), "securityGroupIDs"),
+        ("instanceType", json!("huge"), "instanceType"),
+    ] {
+        let mut v = e.scale_input(1, 0);
+        v[field] = value;
+        let input = e.input("bad.json", v);
+        let out = e.cli(&["submit", "scale-nodepool", "--input", &input]);
+        assert_eq!(out.status.code(), Some(2), "{field}");
+        assert!(stderr(&out).contains(expect) && stderr(&out).lines().count() == 1, "{}", stderr(&out));
+    }
+}

@@ -1,0 +1,276 @@
+//! `scale-nodepool`: a node pool's EC2 instances to an absolute replica count, up or down, and
+//! its subnet onto the cluster's PrivateLink endpoints.
+
+use infraflow_activities::compute::{self, LaunchSpec, MEMBER_TAG, Member};
+use infraflow_activities::tags::{TagQuery, ownership_key};
+use infraflow_activities::{AwsPool, Identity, Kind};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::aws_steps::{create_opts, read_opts};
+use crate::context::{WfCtx, join_branches};
+use crate::error::{InputError, StepError};
+use crate::registry::{BoxFuture, Validated, WorkflowDef};
+use crate::validate;
+
+/// The tag naming a node pool: `<infraID>/<nodePool>`.
+pub const NODEPOOL_TAG: &str = "infraflow.io/nodepool";
+const MAX_REPLICAS: i64 = 500;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScaleInput {
+    #[serde(rename = "infraID")]
+    pub infra_id: String,
+    pub node_pool: String,
+    pub replicas: i64,
+    #[serde(rename = "subnetID")]
+    pub subnet_id: String,
+    pub instance_type: String,
+    #[serde(rename = "imageID")]
+    pub image_id: String,
+    #[serde(rename = "securityGroupIDs")]
+    pub security_group_ids: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_profile: Option<String>,
+    #[serde(rename = "vpcEndpointIDs", default, skip_serializing_if = "Vec::is_empty")]
+    pub vpc_endpoint_ids: Vec<String>,
+    /// Defaults to the SDK's region (AWS_REGION or the profile's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleOutput {
+    pub node_pool: String,
+    pub replicas: i64,
+    #[serde(rename = "instanceIDs")]
+    pub instance_ids: Vec<String>,
+}
+
+fn prefixed(field: &str, v: &str, prefix: &str) -> Result<(), InputError> {
+    let ok =
+        v.strip_prefix(prefix).is_some_and(|rest| !rest.is_empty() && rest.chars().all(|c| c.is_ascii_alphanumeric()));
+    if ok { Ok(()) } else { Err(InputError::field(field, format!("{v:?} is not an id like {prefix}0123abcd"))) }
+}
+
+impl ScaleInput {
+    pub fn check(&self) -> Result<(), InputError> {
+        validate::dns_label("infraID", &self.infra_id, 60)?;
+        validate::dns_label("nodePool", &self.node_pool, 40)?;
+        if self.replicas < 0 {
+            return Err(InputError::field(
+                "replicas",
+                format!("{} is negative; use 0 to remove every instance", self.replicas),
+            ));
+        }
+        if self.replicas > MAX_REPLICAS {
+            return Err(InputError::field("replicas", format!("{} is more than {MAX_REPLICAS}", self.replicas)));
+        }
+        prefixed("subnetID", &self.subnet_id, "subnet-")?;
+        prefixed("imageID", &self.image_id, "ami-")?;
+        let t = &self.instance_type;
+        if !t.contains('.') || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-') {
+            return Err(InputError::field("instanceType", format!("{t:?} is not an instance type like m6i.xlarge")));
+        }
+        if self.security_group_ids.is_empty() {
+            return Err(InputError::field("securityGroupIDs", "must name at least one security group"));
+        }
+        for (i, sg) in self.security_group_ids.iter().enumerate() {
+            prefixed(&format!("securityGroupIDs[{i}]"), sg, "sg-")?;
+        }
+        for (i, e) in self.vpc_endpoint_ids.iter().enumerate() {
+            prefixed(&format!("vpcEndpointIDs[{i}]"), e, "vpce-")?;
+        }
+        if let Some(r) = &self.region {
+            validate::region("region", r)?;
+        }
+        Ok(())
+    }
+
+    fn pool_query(&self) -> TagQuery {
+        TagQuery { key: NODEPOOL_TAG.into(), value: format!("{}/{}", self.infra_id, self.node_pool) }
+    }
+
+    fn member(&self, index: u32, workflow: &str) -> Identity {
+        let mut id = Identity::new(
+            &self.infra_id,
+            &format!("nodepool/{}", self.node_pool),
+            Some(&index.to_string()),
+            format!("{}-{}-{index}", self.infra_id, self.node_pool),
+        )
+        .with_tags(&[], workflow);
+        id.extra_tags.push((NODEPOOL_TAG.into(), format!("{}/{}", self.infra_id, self.node_pool)));
+        id.extra_tags.push((MEMBER_TAG.into(), index.to_string()));
+        id
+    }
+}
+
+/// What to do to reach `replicas` from the live members: indices to launch, members to
+/// terminate (newest first).
+pub fn plan(live: &[Member], replicas: usize) -> (Vec<u32>, Vec<Member>) {
+    if live.len() < replicas {
+        let used: std::collections::BTreeSet<u32> = live.iter().map(|m| m.index).collect();
+        let launch = (0u32..).filter(|i| !used.contains(i)).take(replicas - live.len()).collect();
+        (launch, Vec::new())
+    } else {
+        let mut newest = live.to_vec();
+        newest.sort_by(|a, b| b.launched.cmp(&a.launched).then(b.index.cmp(&a.index)));
+        newest.truncate(live.len() - replicas);
+        (Vec::new(), newest)
+    }
+}
+
+pub struct ScaleNodePool {
+    pub pool: AwsPool,
+}
+
+impl WorkflowDef for ScaleNodePool {
+    fn name(&self) -> &'static str {
+        "scale-nodepool"
+    }
+
+    fn summary(&self) -> &'static str {
+        "a node pool's instances to an absolute replica count"
+    }
+
+    fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
+        let s: ScaleInput = validate::decode(input)?;
+        s.check()?;
+        Ok(Validated { input: serde_json::to_value(&s).map_err(|e| InputError(e.to_string()))?, cluster: s.infra_id })
+    }
+
+    fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
+        let pool = self.pool.clone();
+        Box::pin(async move {
+            let s: ScaleInput = serde_json::from_value(input)
+                .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
+            let out = scale(&ctx, &pool, &s).await?;
+            serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
+        })
+    }
+}
+
+/// The scale-nodepool body, callable from create-cluster.
+pub async fn scale(ctx: &WfCtx, pool: &AwsPool, s: &ScaleInput) -> Result<ScaleOutput, StepError> {
+    let region = s.region.clone().unwrap_or_default();
+    let q = s.pool_query();
+    let owner = ownership_key(&s.infra_id);
+    let observe = |key: &'static str| {
+        let (q, region, owner) = (q.clone(), region.clone(), owner.clone());
+        let input = (q.value.clone(), region.clone());
+        ctx.step_with(key, "ec2.list-nodepool", &input, read_opts(), move || {
+            let (q, region, owner) = (q.clone(), region.clone(), owner.clone());
+            async move {
+                let aws = pool.region(&region).await;
+                let members = compute::find_instances(&aws, &q).await?;
+                // Only members this cluster owns count (and are ever terminated).
+                let owned = TagQuery { key: owner, value: "owned".into() };
+                let owned_ids = compute::find_instances(&aws, &owned).await?;
+                Ok(members
+                    .into_iter()
+                    .filter(|m| owned_ids.iter().any(|o| o.instance_id == m.instance_id))
+                    .collect::<Vec<_>>())
+            }
+        })
+    };
+    let live: Vec<Member> = observe("observe").await?;
+    let (launch, surplus) = plan(&live, s.replicas as usize);
+    let spec = LaunchSpec {
+        subnet_id: s.subnet_id.clone(),
+        instance_type: s.instance_type.clone(),
+        image_id: s.image_id.clone(),
+        security_group_ids: s.security_group_ids.clone(),
+        instance_profile: s.instance_profile.clone(),
+    };
+    let launches = launch.iter().map(|&i| {
+        let mctx = ctx.scoped(&format!("member/{i}"));
+        let id = s.member(i, ctx.workflow_id());
+        let token = id.token_with(ctx.workflow_id());
+        let (spec, region) = (&spec, &region);
+        async move {
+            let instance: String = mctx
+                .step_with(
+                    "launch",
+                    "ec2.ensure-instance",
+                    &(&id, spec),
+                    create_opts(region, Kind::Instance, &id),
+                    || async {
+                        let aws = pool.region(region).await;
+                        Ok(compute::ensure_instance(&aws, &id, spec, &token).await?)
+                    },
+                )
+                .await?;
+            mctx.step_with("running", "ec2.wait-instance-running", &instance, read_opts(), || async {
+                let aws = pool.region(region).await;
+                Ok(compute::wait_instance_running(&aws, &instance).await?)
+            })
+            .await?;
+            Ok::<_, StepError>(())
+        }
+    });
+    join_branches(launches).await?;
+    let terminations = surplus.iter().map(|m| {
+        let region = &region;
+        async move {
+            ctx.step_with(
+                &format!("member/{}/terminate", m.index),
+                "ec2.terminate-instance",
+                &m.instance_id,
+                read_opts(),
+                || async {
+                    let aws = pool.region(region).await;
+                    Ok(compute::terminate_instance(&aws, &m.instance_id).await?)
+                },
+            )
+            .await
+        }
+    });
+    join_branches(terminations).await?;
+    for vpce in &s.vpc_endpoint_ids {
+        let region = &region;
+        ctx.step_with(
+            &format!("endpoint/{vpce}/subnet"),
+            "ec2.add-endpoint-subnet",
+            &(vpce, &s.subnet_id),
+            read_opts(),
+            || async {
+                let aws = pool.region(region).await;
+                Ok(compute::add_subnet_to_endpoint(&aws, vpce, &s.subnet_id).await?)
+            },
+        )
+        .await
+        .map(|_: bool| ())?;
+    }
+    let now: Vec<Member> = observe("observe-final").await?;
+    Ok(ScaleOutput {
+        node_pool: s.node_pool.clone(),
+        replicas: s.replicas,
+        instance_ids: now.into_iter().map(|m| m.instance_id).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(index: u32, launched: i64) -> Member {
+        Member { instance_id: format!("i-{index}"), index, state: "running".into(), launched }
+    }
+
+    #[test]
+    fn scaling_up_fills_the_lowest_free_indices() {
+        let (launch, kill) = plan(&[m(0, 1), m(2, 2)], 4);
+        assert_eq!(launch, [1, 3]);
+        assert!(kill.is_empty());
+    }
+
+    #[test]
+    fn scaling_down_terminates_the_newest_first() {
+        let (launch, kill) = plan(&[m(0, 5), m(1, 9), m(2, 7)], 1);
+        assert!(launch.is_empty());
+        assert_eq!(kill.iter().map(|m| m.index).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(plan(&[m(0, 5)], 0).1.len(), 1);
+    }
+}
