@@ -194,3 +194,73 @@ pub async fn delete_zone(aws: &Aws, zone_id: &str) -> AwsResult<bool> {
         aws.r53.delete_hosted_zone().id(zone_id).send().await.map(|_| ()).map_err(|e| classify("DeleteHostedZone", e)),
     )
 }
+
+/// The private zone named `name`, if exactly one exists.
+pub async fn find_private_zone(aws: &Aws, name: &str) -> AwsResult<Option<String>> {
+    let zones: Vec<ZoneSummary> = zones_named(aws, name).await?.into_iter().filter(|z| z.private).collect();
+    Ok(if zones.len() == 1 { zones.into_iter().next().map(|z| z.id) } else { None })
+}
+
+/// Creates or updates CNAME records (`name` -> `value`) in one change.
+pub async fn upsert_cnames(aws: &Aws, zone_id: &str, records: &[(String, String)]) -> AwsResult<()> {
+    use aws_sdk_route53::types::{ResourceRecord, RrType};
+    let changes: Vec<Change> = records
+        .iter()
+        .filter_map(|(name, value)| {
+            let set = ResourceRecordSet::builder()
+                .name(name)
+                .r#type(RrType::Cname)
+                .ttl(300)
+                .resource_records(ResourceRecord::builder().value(value).build().ok()?)
+                .build()
+                .ok()?;
+            Change::builder().action(ChangeAction::Upsert).resource_record_set(set).build().ok()
+        })
+        .collect();
+    let batch = ChangeBatch::builder()
+        .set_changes(Some(changes))
+        .build()
+        .map_err(|e| crate::error::AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
+    aws.r53
+        .change_resource_record_sets()
+        .hosted_zone_id(zone_id)
+        .change_batch(batch)
+        .send()
+        .await
+        .map_err(|e| classify("ChangeResourceRecordSets", e))?;
+    Ok(())
+}
+
+/// Deletes the records with these names (any type but the apex SOA/NS); absent ones are fine.
+pub async fn delete_records_named(aws: &Aws, zone_id: &str, names: &[String]) -> AwsResult<usize> {
+    let want: Vec<String> = names.iter().map(|n| fqdn(n).replace('*', "\\052")).collect();
+    let records = match records_of(aws, zone_id).await {
+        Ok(r) => r,
+        Err(e) if e.is_not_found() => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let doomed: Vec<Change> = records
+        .into_iter()
+        .filter(|r| {
+            want.iter()
+                .any(|w| w.eq_ignore_ascii_case(r.name()) || w.replace("\\052", "*").eq_ignore_ascii_case(r.name()))
+        })
+        .filter_map(|r| Change::builder().action(ChangeAction::Delete).resource_record_set(r).build().ok())
+        .collect();
+    if doomed.is_empty() {
+        return Ok(0);
+    }
+    let n = doomed.len();
+    let batch = ChangeBatch::builder()
+        .set_changes(Some(doomed))
+        .build()
+        .map_err(|e| crate::error::AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
+    aws.r53
+        .change_resource_record_sets()
+        .hosted_zone_id(zone_id)
+        .change_batch(batch)
+        .send()
+        .await
+        .map_err(|e| classify("ChangeResourceRecordSets", e))?;
+    Ok(n)
+}

@@ -5,10 +5,12 @@
 mod client;
 pub mod compute;
 pub mod dns;
+pub mod elb;
 pub mod endpoints;
 mod error;
 pub mod nat;
 pub mod network;
+pub mod privatelink;
 pub mod resources;
 pub mod routing;
 pub mod security;

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::client::Aws;
 use crate::error::AwsResult;
 use crate::tags::{IDENTITY_TAG, TagQuery, owned};
-use crate::{compute, dns, endpoints, nat, network, routing, security};
+use crate::{compute, dns, elb, endpoints, nat, network, privatelink, routing, security};
 
 /// Resource kinds, in teardown order: dependents before what they depend on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -14,6 +14,9 @@ use crate::{compute, dns, endpoints, nat, network, routing, security};
 pub enum Kind {
     Instance,
     VpcEndpoint,
+    EndpointService,
+    LoadBalancer,
+    TargetGroup,
     NatGateway,
     HostedZone,
     ElasticIp,
@@ -26,9 +29,12 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const TEARDOWN_ORDER: [Kind; 11] = [
+    pub const TEARDOWN_ORDER: [Kind; 14] = [
         Kind::Instance,
         Kind::VpcEndpoint,
+        Kind::EndpointService,
+        Kind::LoadBalancer,
+        Kind::TargetGroup,
         Kind::NatGateway,
         Kind::HostedZone,
         Kind::ElasticIp,
@@ -44,6 +50,9 @@ impl Kind {
         match self {
             Kind::Instance => "instance",
             Kind::VpcEndpoint => "vpc-endpoint",
+            Kind::EndpointService => "endpoint-service",
+            Kind::LoadBalancer => "load-balancer",
+            Kind::TargetGroup => "target-group",
             Kind::NatGateway => "nat-gateway",
             Kind::HostedZone => "hosted-zone",
             Kind::ElasticIp => "elastic-ip",
@@ -81,6 +90,11 @@ pub async fn find(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>
     let mut ids = match kind {
         Kind::Instance => compute::find_instances(aws, f).await?.into_iter().map(|m| m.instance_id).collect(),
         Kind::VpcEndpoint => endpoints::find_vpc_endpoints(aws, f).await?.into_iter().map(|(id, _)| id).collect(),
+        Kind::EndpointService => {
+            privatelink::find_endpoint_services(aws, f).await?.into_iter().map(|s| s.service_id).collect()
+        }
+        Kind::LoadBalancer => elb::find_load_balancers(aws, f).await?,
+        Kind::TargetGroup => elb::find_target_groups(aws, f).await?,
         Kind::NatGateway => nat::find_nat_gateways(aws, f).await?.into_iter().map(|(id, _)| id).collect(),
         Kind::ElasticIp => nat::find_addresses(aws, f).await?,
         Kind::RouteTable => routing::find_route_tables(aws, f).await?,
@@ -118,6 +132,9 @@ pub async fn delete(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> {
     match kind {
         Kind::Instance => compute::terminate_instance(aws, id).await,
         Kind::VpcEndpoint => endpoints::delete_vpc_endpoint(aws, id).await,
+        Kind::EndpointService => privatelink::delete_endpoint_service(aws, id).await,
+        Kind::LoadBalancer => elb::delete_load_balancer(aws, id).await,
+        Kind::TargetGroup => elb::delete_target_group(aws, id).await,
         Kind::NatGateway => nat::delete_nat_gateway(aws, id).await,
         Kind::HostedZone => dns::delete_zone(aws, id).await,
         Kind::ElasticIp => nat::release_eip(aws, id).await,

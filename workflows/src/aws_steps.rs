@@ -74,7 +74,29 @@ pub fn undo(region: &str, kind: Kind, id: &Identity) -> Undo {
     Undo { activity: DELETE_BY_IDENTITY.to_string(), input: serde_json::to_value(input).unwrap_or(Value::Null) }
 }
 
+/// The compensation of CNAME records written into a zone infraflow may not own.
+pub const DELETE_RECORDS: &str = "route53.delete-records";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteRecords {
+    pub region: String,
+    pub zone_id: String,
+    pub names: Vec<String>,
+}
+
 pub fn register(r: &mut Registry, pool: AwsPool) {
+    let records_pool = pool.clone();
+    r.add_undo(DELETE_RECORDS, move |input: Value| {
+        let pool = records_pool.clone();
+        async move {
+            let d: DeleteRecords =
+                serde_json::from_value(input).map_err(|e| ActivityError::terminal(format!("bad undo input: {e}")))?;
+            let aws = pool.region(&d.region).await;
+            let n = infraflow_activities::dns::delete_records_named(&aws, &d.zone_id, &d.names).await?;
+            Ok(serde_json::json!({ "deleted": n }))
+        }
+    });
     r.add_undo(DELETE_BY_IDENTITY, move |input: Value| {
         let pool = pool.clone();
         async move {

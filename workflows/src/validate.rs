@@ -71,6 +71,18 @@ pub fn region(field: &str, v: &str) -> Result<(), InputError> {
     Ok(())
 }
 
+/// Any IPv4 CIDR block (`10.0.0.0/16`).
+pub fn cidr(field: &str, v: &str) -> Result<(), InputError> {
+    let bad = || InputError::field(field, format!("{v:?} is not a CIDR block like 10.0.0.0/16"));
+    let (addr, prefix) = v.split_once('/').ok_or_else(bad)?;
+    addr.parse::<Ipv4Addr>().map_err(|_| bad())?;
+    let prefix: u8 = prefix.parse().map_err(|_| bad())?;
+    if prefix > 32 {
+        return Err(bad());
+    }
+    Ok(())
+}
+
 /// A /16 IPv4 network with no host bits: returns its first two octets.
 pub fn cidr16(field: &str, v: &str) -> Result<(u8, u8), InputError> {
     let (addr, prefix) = v

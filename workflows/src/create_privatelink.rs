@@ -1,0 +1,395 @@
+//! `create-privatelink`: the PrivateLink path of a private hosted cluster — internal NLBs with
+//! endpoint services on the management side, a security group, an interface endpoint and CNAME
+//! records on the guest side (seeds/003).
+
+use infraflow_activities::elb::{self, short_name};
+use infraflow_activities::network::{self, SubnetInfo};
+use infraflow_activities::privatelink::{self, EndpointService};
+use infraflow_activities::security::{self, Rule};
+use infraflow_activities::{AwsPool, Identity, Kind, dns};
+use infraflow_journal::Undo;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::aws_steps::{DELETE_RECORDS, DeleteRecords, aws_retry, create_opts, read_opts};
+use crate::context::{StepOptions, WfCtx, join_branches};
+use crate::error::{ActivityError, InputError, StepError};
+use crate::registry::{BoxFuture, Validated, WorkflowDef};
+use crate::validate;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagementSide {
+    #[serde(rename = "vpcID")]
+    pub vpc_id: String,
+    #[serde(rename = "subnetIDs")]
+    pub subnet_ids: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GuestSide {
+    #[serde(rename = "vpcID")]
+    pub vpc_id: String,
+    #[serde(rename = "subnetIDs")]
+    pub subnet_ids: Vec<String>,
+    #[serde(rename = "machineCIDR")]
+    pub machine_cidr: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PrivateLinkInput {
+    pub name: String,
+    #[serde(rename = "infraID")]
+    pub infra_id: String,
+    pub region: String,
+    pub management: ManagementSide,
+    pub guest: GuestSide,
+    #[serde(default)]
+    pub allowed_principals: Vec<String>,
+    #[serde(rename = "exposeAPIServer", default)]
+    pub expose_api_server: bool,
+    #[serde(rename = "localZoneID", default, skip_serializing_if = "Option::is_none")]
+    pub local_zone_id: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkOutput {
+    pub load_balancer_arn: String,
+    pub target_group_arn: String,
+    pub endpoint_service_id: String,
+    pub endpoint_service_name: String,
+    #[serde(rename = "vpcEndpointID")]
+    pub vpc_endpoint_id: String,
+    pub dns_name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrivateLinkOutput {
+    pub router: LinkOutput,
+    #[serde(rename = "apiServer", default, skip_serializing_if = "Option::is_none")]
+    pub api_server: Option<LinkOutput>,
+    #[serde(rename = "securityGroupID")]
+    pub security_group_id: String,
+    #[serde(rename = "zoneID")]
+    pub zone_id: String,
+    pub records: Vec<String>,
+}
+
+fn ids(field: &str, list: &[String], prefix: &str) -> Result<(), InputError> {
+    if list.is_empty() {
+        return Err(InputError::field(field, "must name at least one"));
+    }
+    for (i, v) in list.iter().enumerate() {
+        if !v.starts_with(prefix) || v.len() <= prefix.len() {
+            return Err(InputError::field(
+                &format!("{field}[{i}]"),
+                format!("{v:?} is not an id like {prefix}0123abcd"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl PrivateLinkInput {
+    pub fn check(&self) -> Result<(), InputError> {
+        validate::dns_label("name", &self.name, 40)?;
+        validate::dns_label("infraID", &self.infra_id, 60)?;
+        validate::region("region", &self.region)?;
+        ids("management.vpcID", std::slice::from_ref(&self.management.vpc_id), "vpc-")?;
+        ids("management.subnetIDs", &self.management.subnet_ids, "subnet-")?;
+        ids("guest.vpcID", std::slice::from_ref(&self.guest.vpc_id), "vpc-")?;
+        ids("guest.subnetIDs", &self.guest.subnet_ids, "subnet-")?;
+        validate::cidr("guest.machineCIDR", &self.guest.machine_cidr)?;
+        for (i, p) in self.allowed_principals.iter().enumerate() {
+            if !p.starts_with("arn:") && p != "*" {
+                return Err(InputError::field(&format!("allowedPrincipals[{i}]"), format!("{p:?} is not an ARN")));
+            }
+        }
+        Ok(())
+    }
+}
+
+pub struct CreatePrivateLink {
+    pub pool: AwsPool,
+}
+
+impl WorkflowDef for CreatePrivateLink {
+    fn name(&self) -> &'static str {
+        "create-privatelink"
+    }
+
+    fn summary(&self) -> &'static str {
+        "NLBs, endpoint services, an interface endpoint and DNS records for a private cluster"
+    }
+
+    fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
+        let p: PrivateLinkInput = validate::decode(input)?;
+        p.check()?;
+        Ok(Validated { input: serde_json::to_value(&p).map_err(|e| InputError(e.to_string()))?, cluster: p.infra_id })
+    }
+
+    fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
+        let pool = self.pool.clone();
+        Box::pin(async move {
+            let p: PrivateLinkInput = serde_json::from_value(input)
+                .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
+            let out = create_privatelink(&ctx, &pool, &p).await?;
+            serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
+        })
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Preflight {
+    zone_id: String,
+    /// At most one guest subnet per availability zone.
+    endpoint_subnets: Vec<SubnetInfo>,
+}
+
+struct ServiceSide {
+    lb: String,
+    tg: String,
+    service: EndpointService,
+}
+
+/// One internal NLB with target group, listener and endpoint service.
+async fn service_side(
+    ctx: &WfCtx,
+    pool: &AwsPool,
+    p: &PrivateLinkInput,
+    role: &str,
+    port: i32,
+) -> Result<ServiceSide, StepError> {
+    let region = &p.region;
+    let sctx = ctx.scoped(role);
+    let name = short_name(&format!("{}-{role}", p.infra_id));
+    let ident = |r: &str| Identity::new(&p.infra_id, r, None, name.clone()).with_tags(&[], ctx.workflow_id());
+    let tg_id = ident(&format!("{role}-tg"));
+    let tg: String = sctx
+        .step_with(
+            "target-group",
+            "elbv2.ensure-target-group",
+            &(&tg_id, port),
+            create_opts(region, Kind::TargetGroup, &tg_id),
+            || async {
+                let aws = pool.region(region).await;
+                Ok(elb::ensure_target_group(&aws, &tg_id, &name, &p.management.vpc_id, port).await?)
+            },
+        )
+        .await?;
+    let lb_id = ident(&format!("{role}-nlb"));
+    let lb: String = sctx
+        .step_with(
+            "load-balancer",
+            "elbv2.ensure-load-balancer",
+            &(&lb_id, &p.management.subnet_ids),
+            create_opts(region, Kind::LoadBalancer, &lb_id),
+            || async {
+                let aws = pool.region(region).await;
+                Ok(elb::ensure_load_balancer(&aws, &lb_id, &name, &p.management.subnet_ids).await?)
+            },
+        )
+        .await?;
+    sctx.step_with("load-balancer-active", "elbv2.wait-active", &lb, read_opts(), || async {
+        let aws = pool.region(region).await;
+        Ok(elb::wait_load_balancer_active(&aws, &lb).await?)
+    })
+    .await?;
+    sctx.step_with("listener", "elbv2.ensure-listener", &(&lb, port, &tg), read_opts(), || async {
+        let aws = pool.region(region).await;
+        Ok(elb::ensure_listener(&aws, &lb, port, &tg).await?)
+    })
+    .await
+    .map(|_: String| ())?;
+    let svc_id = ident(&format!("{role}-endpoint-service"));
+    let service: EndpointService = sctx
+        .step_with(
+            "endpoint-service",
+            "ec2.ensure-endpoint-service",
+            &(&svc_id, &lb, &p.allowed_principals),
+            create_opts(region, Kind::EndpointService, &svc_id),
+            || async {
+                let aws = pool.region(region).await;
+                Ok(privatelink::ensure_endpoint_service(&aws, &svc_id, &lb, &p.allowed_principals).await?)
+            },
+        )
+        .await?;
+    Ok(ServiceSide { lb, tg, service })
+}
+
+/// The create-privatelink body, callable from create-cluster.
+pub async fn create_privatelink(
+    ctx: &WfCtx,
+    pool: &AwsPool,
+    p: &PrivateLinkInput,
+) -> Result<PrivateLinkOutput, StepError> {
+    let region = &p.region;
+    let local_name = format!("{}.hypershift.local", p.name);
+    let pre: Preflight = ctx
+        .step_with("preflight", "privatelink.preflight", &(&local_name, &p.guest.subnet_ids, &p.local_zone_id), read_opts(), || async {
+            let aws = pool.region(region).await;
+            let zone_id = match &p.local_zone_id {
+                Some(z) => z.clone(),
+                None => dns::find_private_zone(&aws, &local_name).await?.ok_or_else(|| {
+                    ActivityError::terminal(format!("localZoneID: no single private zone named {local_name}; run provision-infra first or pass localZoneID"))
+                })?,
+            };
+            let subnets = network::describe_subnets(&aws, &p.guest.subnet_ids).await?;
+            let mut per_zone: Vec<SubnetInfo> = Vec::new();
+            for id in &p.guest.subnet_ids {
+                let s = subnets.iter().find(|s| &s.subnet_id == id).ok_or_else(|| ActivityError::terminal(format!("guest.subnetIDs: {id} does not exist")))?;
+                if !per_zone.iter().any(|o| o.zone_id == s.zone_id) {
+                    per_zone.push(s.clone());
+                }
+            }
+            Ok(Preflight { zone_id, endpoint_subnets: per_zone })
+        })
+        .await?;
+
+    let router = service_side(ctx, pool, p, "private-router", 443);
+    let api = async {
+        if p.expose_api_server {
+            service_side(ctx, pool, p, "kube-apiserver-private", 6443).await.map(Some)
+        } else {
+            Ok(None)
+        }
+    };
+    let (router, api) = futures::join!(router, api);
+    let (router, api) = (router?, api?);
+
+    let mut rules = vec![Rule::new("tcp", 443, 443, &p.guest.machine_cidr)];
+    if p.expose_api_server {
+        rules.push(Rule::new("tcp", 6443, 6443, &p.guest.machine_cidr));
+    }
+    let sg_ident = Identity::new(&p.infra_id, "vpce-sg", None, format!("{}-vpce-private-router", p.infra_id))
+        .with_tags(&[], ctx.workflow_id());
+    let sg_name = format!("{}-vpce-private-router", p.infra_id);
+    let sg: String = ctx
+        .step_with(
+            "security-group",
+            "ec2.ensure-security-group",
+            &(&sg_ident, &rules),
+            create_opts(region, Kind::SecurityGroup, &sg_ident),
+            || async {
+                let aws = pool.region(region).await;
+                Ok(security::ensure_security_group(
+                    &aws,
+                    &sg_ident,
+                    &p.guest.vpc_id,
+                    &sg_name,
+                    "PrivateLink endpoint",
+                    &rules,
+                )
+                .await?)
+            },
+        )
+        .await?;
+
+    // Zone names are per-account aliases: compare zone IDs (seeds/000).
+    let services: Vec<&EndpointService> =
+        std::iter::once(&router.service).chain(api.as_ref().map(|a| &a.service)).collect();
+    let offered: Vec<String> = services.iter().flat_map(|s| s.zones.clone()).collect();
+    let offered_ids: Vec<(String, String)> = ctx
+        .step_with("zone-check", "ec2.zone-ids", &offered, read_opts(), || async {
+            let aws = pool.region(region).await;
+            Ok(privatelink::zone_ids(&aws, &offered).await?)
+        })
+        .await?;
+    for s in &services {
+        for sub in &pre.endpoint_subnets {
+            let ok = s.zones.is_empty() || offered_ids.iter().any(|(n, id)| s.zones.contains(n) && *id == sub.zone_id);
+            if !ok {
+                return Err(StepError::Failed {
+                    step: ctx.key("zone-check"),
+                    error: ActivityError::terminal(format!(
+                        "guest subnet {} is in zone {} ({}), which endpoint service {} does not offer ({}); give the management side a subnet in that zone",
+                        sub.subnet_id,
+                        sub.zone,
+                        sub.zone_id,
+                        s.service_id,
+                        s.zones.join(", ")
+                    )),
+                });
+            }
+        }
+    }
+
+    let subnets: Vec<String> = pre.endpoint_subnets.iter().map(|s| s.subnet_id.clone()).collect();
+    let endpoint = |role: &'static str, service: EndpointService| {
+        let id = Identity::new(&p.infra_id, &format!("{role}-vpce"), None, format!("{}-{role}", p.infra_id))
+            .with_tags(&[], ctx.workflow_id());
+        let (subnets, sg) = (subnets.clone(), sg.clone());
+        async move {
+            let ectx = ctx.scoped(role);
+            let vpce: String = ectx
+                .step_with(
+                    "endpoint",
+                    "ec2.ensure-interface-endpoint",
+                    &(&id, &service.service_name, &subnets),
+                    create_opts(region, Kind::VpcEndpoint, &id),
+                    || async {
+                        let aws = pool.region(region).await;
+                        Ok(privatelink::ensure_interface_endpoint(
+                            &aws,
+                            &id,
+                            &p.guest.vpc_id,
+                            &service.service_name,
+                            &subnets,
+                            std::slice::from_ref(&sg),
+                        )
+                        .await?)
+                    },
+                )
+                .await?;
+            let dns_name: String = ectx
+                .step_with("endpoint-available", "ec2.wait-endpoint-available", &vpce, read_opts(), || async {
+                    let aws = pool.region(region).await;
+                    Ok(privatelink::wait_endpoint_available(&aws, &vpce).await?)
+                })
+                .await?;
+            Ok::<_, StepError>((vpce, dns_name))
+        }
+    };
+    let mut wanted = vec![endpoint("private-router", router.service.clone())];
+    if let Some(a) = &api {
+        wanted.push(endpoint("kube-apiserver-private", a.service.clone()));
+    }
+    let eps = join_branches(wanted).await?;
+    let (router_vpce, router_dns) = eps[0].clone();
+    let api_ep = eps.get(1).cloned();
+
+    let api_target = api_ep.as_ref().map(|(_, d)| d.clone()).unwrap_or_else(|| router_dns.clone());
+    let records = vec![(format!("api.{local_name}"), api_target), (format!("*.apps.{local_name}"), router_dns.clone())];
+    let names: Vec<String> = records.iter().map(|(n, _)| n.clone()).collect();
+    let undo = DeleteRecords { region: region.clone(), zone_id: pre.zone_id.clone(), names: names.clone() };
+    let options = StepOptions {
+        retry: Some(aws_retry()),
+        undo: Some(Undo { activity: DELETE_RECORDS.into(), input: serde_json::to_value(&undo).unwrap_or(Value::Null) }),
+    };
+    ctx.step_with("records", "route53.upsert-cnames", &(&pre.zone_id, &records), options, || async {
+        let aws = pool.region(region).await;
+        Ok(dns::upsert_cnames(&aws, &pre.zone_id, &records).await?)
+    })
+    .await?;
+
+    let link = |side: &ServiceSide, (vpce, dns_name): (String, String)| LinkOutput {
+        load_balancer_arn: side.lb.clone(),
+        target_group_arn: side.tg.clone(),
+        endpoint_service_id: side.service.service_id.clone(),
+        endpoint_service_name: side.service.service_name.clone(),
+        vpc_endpoint_id: vpce,
+        dns_name,
+    };
+    Ok(PrivateLinkOutput {
+        router: link(&router, (router_vpce, router_dns)),
+        api_server: api.as_ref().zip(api_ep).map(|(a, e)| link(a, e)),
+        security_group_id: sg,
+        zone_id: pre.zone_id,
+        records: names,
+    })
+}
