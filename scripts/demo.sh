@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the embedded default, no AWS account needed: starts moto (the AWS emulator)
-# on a free loopback port, creates the demo's public zone, provisions a 3-zone cluster with a
-# fresh SQLite journal, shows its status, and tears it down again.
+# on a free loopback port, creates the demo's public zone, creates a 3-zone cluster with a
+# fresh SQLite journal (VPC, subnets, NAT gateways, DNS zones, PrivateLink, a node pool per
+# zone), shows its status, and tears it all down again.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -29,12 +30,12 @@ r53.create_hosted_zone(Name="example.com", CallerReference="infraflow-demo")
 print("public zone example.com created (the account owner's job)")
 PY
 
-echo; echo "== infraflow run provision-infra --input scripts/demo/cluster.json"
-"$infraflow" run provision-infra --input scripts/demo/cluster.json --id demo-provision | tee "$root/.demo/infra.json"
+echo; echo "== infraflow run create-cluster --input scripts/demo/cluster.json"
+"$infraflow" run create-cluster --input scripts/demo/cluster.json --id demo-cluster | tee "$root/.demo/cluster.json"
 echo; echo "== infraflow status"
 "$infraflow" status
 echo; echo "== infraflow run teardown --input scripts/demo/teardown.json"
 "$infraflow" run teardown --input scripts/demo/teardown.json --id demo-teardown
 echo; echo "== infraflow status"
 "$infraflow" status
-echo; echo "journal kept at $INFRAFLOW_DB (try: INFRAFLOW_DB=$INFRAFLOW_DB $infraflow history demo-provision)"
+echo; echo "journal kept at $INFRAFLOW_DB (try: INFRAFLOW_DB=$INFRAFLOW_DB $infraflow history demo-cluster)"

@@ -15,6 +15,7 @@ mod runner;
 mod validate;
 
 pub mod canary;
+pub mod create_cluster;
 pub mod create_privatelink;
 pub mod provision_infra;
 pub mod scale_nodepool;
@@ -45,6 +46,7 @@ pub fn full_registry(pool: infraflow_activities::AwsPool) -> Registry {
     r.add_workflow(provision_infra::ProvisionInfra { pool: pool.clone() });
     r.add_workflow(scale_nodepool::ScaleNodePool { pool: pool.clone() });
     r.add_workflow(create_privatelink::CreatePrivateLink { pool: pool.clone() });
+    r.add_workflow(create_cluster::CreateCluster { pool: pool.clone() });
     r.add_workflow(teardown::Teardown { pool });
     r
 }

@@ -1,0 +1,148 @@
+//! `create-cluster`: provision-infra, then (for PublicAndPrivate or Private) create-privatelink,
+//! then one scale-nodepool per zone — as child steps of one journaled workflow, so a crash
+//! anywhere resumes the whole, and a terminal failure anywhere compensates all of it.
+
+use infraflow_activities::AwsPool;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::context::{join_branches, WfCtx};
+use crate::create_privatelink::{self, GuestSide, ManagementSide, PrivateLinkInput, PrivateLinkOutput};
+use crate::error::{InputError, StepError};
+use crate::provision_infra::{self, EndpointAccess, ProvisionInput, ProvisionOutput};
+use crate::registry::{BoxFuture, Validated, WorkflowDef};
+use crate::scale_nodepool::{self, ScaleInput, ScaleOutput};
+use crate::validate;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodePoolSpec {
+    /// Instances per zone.
+    pub replicas: i64,
+    pub instance_type: String,
+    #[serde(rename = "imageID")]
+    pub image_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_profile: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PrivateLinkSpec {
+    /// Where the load balancers live; default: the cluster's own VPC and public subnets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub management: Option<ManagementSide>,
+    #[serde(default)]
+    pub allowed_principals: Vec<String>,
+    #[serde(rename = "exposeAPIServer", default)]
+    pub expose_api_server: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateClusterInput {
+    pub infra: ProvisionInput,
+    pub node_pool: NodePoolSpec,
+    #[serde(default)]
+    pub private_link: PrivateLinkSpec,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateClusterOutput {
+    pub infra: ProvisionOutput,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_link: Option<PrivateLinkOutput>,
+    pub node_pools: Vec<ScaleOutput>,
+}
+
+fn scale_input(c: &CreateClusterInput, infra: &ProvisionOutput, zone: &str, subnet: &str, endpoints: Vec<String>) -> ScaleInput {
+    ScaleInput {
+        infra_id: infra.infra_id.clone(),
+        node_pool: format!("{}-{zone}", c.infra.name),
+        replicas: c.node_pool.replicas,
+        subnet_id: subnet.to_string(),
+        instance_type: c.node_pool.instance_type.clone(),
+        image_id: c.node_pool.image_id.clone(),
+        security_group_ids: vec![infra.security_group_id.clone()],
+        instance_profile: c.node_pool.instance_profile.clone(),
+        vpc_endpoint_ids: endpoints,
+        region: Some(infra.region.clone()),
+    }
+}
+
+pub struct CreateCluster {
+    pub pool: AwsPool,
+}
+
+impl WorkflowDef for CreateCluster {
+    fn name(&self) -> &'static str {
+        "create-cluster"
+    }
+
+    fn summary(&self) -> &'static str {
+        "provision-infra, create-privatelink (private clusters) and a node pool per zone, as one workflow"
+    }
+
+    fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError> {
+        let mut c: CreateClusterInput = validate::decode(input)?;
+        c.infra = c.infra.validate(id).map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: infra.", 1)))?;
+        let probe = ScaleInput {
+            infra_id: c.infra.infra_id().to_string(),
+            node_pool: format!("{}-zone", c.infra.name),
+            replicas: c.node_pool.replicas,
+            subnet_id: "subnet-0".into(),
+            instance_type: c.node_pool.instance_type.clone(),
+            image_id: c.node_pool.image_id.clone(),
+            security_group_ids: vec!["sg-0".into()],
+            instance_profile: None,
+            vpc_endpoint_ids: Vec::new(),
+            region: Some(c.infra.region.clone()),
+        };
+        probe.check().map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: nodePool.", 1)))?;
+        let cluster = c.infra.infra_id().to_string();
+        Ok(Validated { input: serde_json::to_value(&c).map_err(|e| InputError(e.to_string()))?, cluster })
+    }
+
+    fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
+        let pool = self.pool.clone();
+        Box::pin(async move {
+            let c: CreateClusterInput = serde_json::from_value(input)
+                .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
+            let infra = provision_infra::provision(&ctx.scoped("infra"), &pool, &c.infra).await?;
+            let private_link = if c.infra.endpoint_access == EndpointAccess::Public {
+                None
+            } else {
+                let management = c.private_link.management.clone().unwrap_or_else(|| ManagementSide {
+                    vpc_id: infra.vpc_id.clone(),
+                    subnet_ids: infra.public_subnet_ids.clone(),
+                });
+                let input = PrivateLinkInput {
+                    name: c.infra.name.clone(),
+                    infra_id: infra.infra_id.clone(),
+                    region: infra.region.clone(),
+                    management,
+                    guest: GuestSide {
+                        vpc_id: infra.vpc_id.clone(),
+                        subnet_ids: infra.zones.iter().map(|z| z.subnet_id.clone()).collect(),
+                        machine_cidr: infra.machine_cidr.clone(),
+                    },
+                    allowed_principals: c.private_link.allowed_principals.clone(),
+                    expose_api_server: c.private_link.expose_api_server,
+                    local_zone_id: Some(infra.local_zone_id.clone()),
+                };
+                Some(create_privatelink::create_privatelink(&ctx.scoped("privatelink"), &pool, &input).await?)
+            };
+            let endpoints: Vec<String> = private_link.iter().map(|p| p.router.vpc_endpoint_id.clone()).collect();
+            let pools = infra.zones.iter().map(|z| {
+                let input = scale_input(&c, &infra, &z.name, &z.subnet_id, endpoints.clone());
+                let zctx = ctx.scoped(&format!("nodepool/{}", z.name));
+                let pool = &pool;
+                async move { scale_nodepool::scale(&zctx, pool, &input).await }
+            });
+            let node_pools = join_branches(pools).await?;
+            let out = CreateClusterOutput { infra, private_link, node_pools };
+            serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
+        })
+    }
+}
