@@ -156,6 +156,33 @@ impl Inventory {
         s
     }
 
+    /// `assert_provisioned` for a cluster that also has PrivateLink: one more security group (the
+    /// endpoint's) and one more VPC endpoint (the interface one).
+    pub fn assert_provisioned_with_extras(&self, c: &Clients, zones: usize, nats: usize, name: &str, base: &str) {
+        let counts = self.counts();
+        assert_eq!(counts["security-group"], 2, "worker and endpoint security groups");
+        assert_eq!(counts["vpc-endpoint"], 2, "S3 gateway and PrivateLink interface endpoints");
+        let mut core = Inventory { ..self.clone_core() };
+        core.security_groups.retain(|g| g.group_name().is_some_and(|n| n.ends_with("-worker-sg")));
+        core.endpoints.retain(|e| e.vpc_endpoint_type().map(|t| t.as_str()) == Some("Gateway"));
+        core.assert_provisioned(c, zones, nats, name, base);
+    }
+
+    fn clone_core(&self) -> Inventory {
+        Inventory {
+            vpcs: self.vpcs.clone(),
+            dhcp: self.dhcp.clone(),
+            igws: self.igws.clone(),
+            subnets: self.subnets.clone(),
+            eips: self.eips.clone(),
+            nats: self.nats.clone(),
+            route_tables: self.route_tables.clone(),
+            security_groups: self.security_groups.clone(),
+            endpoints: self.endpoints.clone(),
+            zones: self.zones.clone(),
+        }
+    }
+
     /// Asserts exactly what provision-infra makes for `zones` zones with `nats` NAT gateways
     /// (region us-east-1, 10.0.0.0/16, cluster name `name`, base domain `base`).
     pub fn assert_provisioned(&self, c: &Clients, zones: usize, nats: usize, name: &str, base: &str) {

@@ -6,7 +6,7 @@ use infraflow_activities::AwsPool;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::context::{join_branches, WfCtx};
+use crate::context::{WfCtx, join_branches};
 use crate::create_privatelink::{self, GuestSide, ManagementSide, PrivateLinkInput, PrivateLinkOutput};
 use crate::error::{InputError, StepError};
 use crate::provision_infra::{self, EndpointAccess, ProvisionInput, ProvisionOutput};
@@ -56,7 +56,13 @@ pub struct CreateClusterOutput {
     pub node_pools: Vec<ScaleOutput>,
 }
 
-fn scale_input(c: &CreateClusterInput, infra: &ProvisionOutput, zone: &str, subnet: &str, endpoints: Vec<String>) -> ScaleInput {
+fn scale_input(
+    c: &CreateClusterInput,
+    infra: &ProvisionOutput,
+    zone: &str,
+    subnet: &str,
+    endpoints: Vec<String>,
+) -> ScaleInput {
     ScaleInput {
         infra_id: infra.infra_id.clone(),
         node_pool: format!("{}-{zone}", c.infra.name),
@@ -86,7 +92,10 @@ impl WorkflowDef for CreateCluster {
 
     fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError> {
         let mut c: CreateClusterInput = validate::decode(input)?;
-        c.infra = c.infra.validate(id).map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: infra.", 1)))?;
+        c.infra = c
+            .infra
+            .validate(id)
+            .map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: infra.", 1)))?;
         let probe = ScaleInput {
             infra_id: c.infra.infra_id().to_string(),
             node_pool: format!("{}-zone", c.infra.name),
