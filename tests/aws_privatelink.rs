@@ -285,3 +285,74 @@ fn bad_privatelink_and_cluster_inputs_exit_2_naming_the_field() {
     }
     assert!(!s.db().exists());
 }
+
+#[test]
+fn teardown_removes_privatelink_records_from_a_zone_it_does_not_own_and_keeps_the_zone() {
+    let e = Env::new();
+    let out = e.provision("rec-abcde");
+    let vpc = out["vpcID"].as_str().unwrap().to_string();
+    let foreign =
+        e.c.block_on(
+            e.c.r53
+                .create_hosted_zone()
+                .name("other.hypershift.local")
+                .caller_reference("someone-else")
+                .vpc(
+                    aws_sdk_route53::types::Vpc::builder()
+                        .vpc_id(&vpc)
+                        .vpc_region(aws_sdk_route53::types::VpcRegion::UsEast1)
+                        .build(),
+                )
+                .hosted_zone_config(aws_sdk_route53::types::HostedZoneConfig::builder().private_zone(true).build())
+                .send(),
+        )
+        .unwrap()
+        .hosted_zone()
+        .unwrap()
+        .id()
+        .trim_start_matches("/hostedzone/")
+        .to_string();
+    let mut v = link_input("rec-abcde", &out, false, out["publicSubnetIDs"].clone());
+    v["name"] = json!("other");
+    v["localZoneID"] = json!(foreign);
+    let input = e.input("l.json", v);
+    ok(&e.cli(&["run", "create-privatelink", "--input", &input]));
+    assert_eq!(e.cnames(&foreign).len(), 2, "records written into the given zone");
+
+    let t = e.input("t.json", json!({"infraID": "rec-abcde", "region": "us-east-1"}));
+    ok(&e.cli(&["run", "teardown", "--input", &t]));
+    assert!(e.cnames(&foreign).is_empty(), "records pointing at the deleted endpoint are gone");
+    let zone = e.c.block_on(e.c.r53.get_hosted_zone().id(&foreign).send());
+    assert!(zone.is_ok(), "a zone infraflow does not own stays");
+}
+
+#[test]
+fn create_privatelink_killed_at_random_moments_makes_no_duplicates() {
+    let e = Env::new();
+    let out = e.provision("kpl-abcde");
+    let proxy = Proxy::start(e.moto.port);
+    proxy.set_latency(Duration::from_millis(50));
+    let input = e.input("l.json", link_input("kpl-abcde", &out, true, out["publicSubnetIDs"].clone()));
+    assert!(e.cli(&["submit", "create-privatelink", "--input", &input, "--id", "kpl"]).status.success());
+    let env = aws_env(&proxy.endpoint());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut rng = Rng::from_env_or_time();
+    let mut starts = 0;
+    for _ in 0..8 {
+        let mut d = e.s.spawn_daemon(&[], &env);
+        starts += 1;
+        e.s.wait_for_daemon_start(starts);
+        std::thread::sleep(Duration::from_millis(50 + rng.below(300)));
+        kill9(&mut d);
+    }
+    let mut d = e.s.spawn_daemon(&[], &env);
+    e.s.wait_for_daemon_start(starts + 1);
+    let st = e.s.wait_for_state("kpl", &["completed", "paused", "compensated", "failed"], Duration::from_secs(180));
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+    assert_eq!(st["state"], "completed", "{st}");
+    assert_eq!(
+        e.link_inventory("kpl-abcde"),
+        BTreeMap::from([("load-balancer", 2), ("target-group", 2), ("endpoint-service", 2), ("interface-endpoint", 2)])
+    );
+    assert_eq!(e.cnames(out["localZoneID"].as_str().unwrap()).len(), 2);
+}

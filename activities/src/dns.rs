@@ -63,20 +63,11 @@ pub async fn find_public_zone(aws: &Aws, base_domain: &str) -> AwsResult<Option<
 /// A private zone `name` associated with the VPC, tagged as owned.
 pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &str) -> AwsResult<String> {
     let mark = marker(id);
-    if let Some(z) = zones_named(aws, name).await?.into_iter().find(|z| z.private && z.comment == mark) {
-        return Ok(z.id);
-    }
-    let out = aws
-        .r53
-        .create_hosted_zone()
-        .name(name)
-        .caller_reference(id.token())
-        .vpc(Vpc::builder().vpc_id(vpc_id).vpc_region(VpcRegion::from(aws.region.as_str())).build())
-        .hosted_zone_config(HostedZoneConfig::builder().comment(mark).private_zone(true).build())
-        .send()
-        .await
-        .map_err(|e| classify("CreateHostedZone", e))?;
-    let zone = bare(out.hosted_zone().map(|z| z.id()).ok_or_else(|| missing("CreateHostedZone", "zone id"))?);
+    let zone = match zones_named(aws, name).await?.into_iter().find(|z| z.private && z.comment == mark) {
+        Some(z) => z.id,
+        None => create_private_zone(aws, id, name, vpc_id, mark).await?,
+    };
+    // Tagged every time: a zone adopted after a lost reply (or a crash) may lack its tags.
     let tags: Vec<Tag> = id.tags().into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
     aws.r53
         .change_tags_for_resource()
@@ -87,6 +78,20 @@ pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &
         .await
         .map_err(|e| classify("ChangeTagsForResource", e))?;
     Ok(zone)
+}
+
+async fn create_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &str, mark: String) -> AwsResult<String> {
+    let out = aws
+        .r53
+        .create_hosted_zone()
+        .name(name)
+        .caller_reference(id.token())
+        .vpc(Vpc::builder().vpc_id(vpc_id).vpc_region(VpcRegion::from(aws.region.as_str())).build())
+        .hosted_zone_config(HostedZoneConfig::builder().comment(mark).private_zone(true).build())
+        .send()
+        .await
+        .map_err(|e| classify("CreateHostedZone", e))?;
+    Ok(bare(out.hosted_zone().map(|z| z.id()).ok_or_else(|| missing("CreateHostedZone", "zone id"))?))
 }
 
 /// Private zones of the cluster: marked at creation by infraflow for `infra_id`, or tagged owned.
@@ -263,4 +268,56 @@ pub async fn delete_records_named(aws: &Aws, zone_id: &str, names: &[String]) ->
         .await
         .map_err(|e| classify("ChangeResourceRecordSets", e))?;
     Ok(n)
+}
+
+/// Deletes CNAME records, in any private zone, whose value is one of `targets` (an endpoint's
+/// DNS names): records left pointing at a deleted endpoint would resolve to nothing.
+pub async fn delete_records_pointing_to(aws: &Aws, targets: &[String]) -> AwsResult<usize> {
+    if targets.is_empty() {
+        return Ok(0);
+    }
+    let norm = |s: &str| s.trim_end_matches('.').to_ascii_lowercase();
+    let targets: Vec<String> = targets.iter().map(|t| norm(t)).collect();
+    let mut deleted = 0;
+    let mut marker_token: Option<String> = None;
+    loop {
+        let out = aws
+            .r53
+            .list_hosted_zones()
+            .set_marker(marker_token.clone())
+            .send()
+            .await
+            .map_err(|e| classify("ListHostedZones", e))?;
+        for z in out.hosted_zones().iter().filter(|z| z.config().is_some_and(|c| c.private_zone())) {
+            let zone = bare(z.id());
+            let doomed: Vec<Change> = records_of(aws, &zone)
+                .await?
+                .into_iter()
+                .filter(|r| r.r#type().as_str() == "CNAME")
+                .filter(|r| r.resource_records().iter().any(|v| targets.contains(&norm(v.value()))))
+                .filter_map(|r| Change::builder().action(ChangeAction::Delete).resource_record_set(r).build().ok())
+                .collect();
+            if doomed.is_empty() {
+                continue;
+            }
+            deleted += doomed.len();
+            let batch = ChangeBatch::builder()
+                .set_changes(Some(doomed))
+                .build()
+                .map_err(|e| crate::error::AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
+            aws.r53
+                .change_resource_record_sets()
+                .hosted_zone_id(&zone)
+                .change_batch(batch)
+                .send()
+                .await
+                .map_err(|e| classify("ChangeResourceRecordSets", e))?;
+        }
+        if out.is_truncated() {
+            marker_token = out.next_marker().map(str::to_string);
+        } else {
+            break;
+        }
+    }
+    Ok(deleted)
 }

@@ -88,11 +88,28 @@ async fn endpoint_state(aws: &Aws, vpce: &str) -> AwsResult<Option<String>> {
     }
 }
 
+async fn endpoint_dns_names(aws: &Aws, vpce: &str) -> AwsResult<Vec<String>> {
+    let out = aws.ec2.describe_vpc_endpoints().vpc_endpoint_ids(vpce).send().await;
+    match out.map_err(|e| classify("DescribeVpcEndpoints", e)) {
+        Ok(o) => Ok(o
+            .vpc_endpoints()
+            .iter()
+            .flat_map(|e| e.dns_entries())
+            .filter_map(|d| d.dns_name().map(str::to_string))
+            .collect()),
+        Err(e) if e.is_not_found() => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Deletes a VPC endpoint (any type) and waits until it is gone.
 pub async fn delete_vpc_endpoint(aws: &Aws, vpce: &str) -> AwsResult<bool> {
     let live: Vec<(String, String)> =
         endpoint_state(aws, vpce).await?.map(|s| (vpce.to_string(), s)).into_iter().collect();
     let Some((_, state)) = live.first() else { return Ok(false) };
+    // Records pointing at the endpoint go first: after it, they would resolve to nothing.
+    let names = endpoint_dns_names(aws, vpce).await?;
+    crate::dns::delete_records_pointing_to(aws, &names).await?;
     if state != "deleting" {
         let out = aws
             .ec2
