@@ -237,7 +237,7 @@ fn a_daemon_killed_at_random_moments_provisions_and_tears_down_exactly() {
     let e = Env::new();
     // Latency stretches the run so that every kill lands mid-provision.
     let proxy = Proxy::start(e.moto.port);
-    proxy.set_latency(Duration::from_millis(60));
+    proxy.set_latency(Duration::from_millis(100));
     let input = e.input("p.json", provision_input("kill", "kill-abcde", &["us-east-1a", "us-east-1b", "us-east-1c"]));
     assert!(e.cli(&["submit", "provision-infra", "--input", &input, "--id", "prov"]).status.success());
     let mut rng = Rng::from_env_or_time();
