@@ -6,48 +6,33 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::moto::{Clients, Moto, aws_env};
+use support::aws::{AwsEnv, ok as ok_output};
 use support::proxy::Proxy;
 use support::*;
 
 struct Env {
-    moto: Moto,
-    s: Scratch,
-    c: Clients,
+    base: AwsEnv,
     infra: Value,
+}
+
+impl std::ops::Deref for Env {
+    type Target = AwsEnv;
+    fn deref(&self) -> &AwsEnv {
+        &self.base
+    }
 }
 
 impl Env {
     /// moto with a provisioned 2-zone cluster `np-abcde` to put node pools in.
     fn new() -> Env {
-        let moto = Moto::start();
-        let c = Clients::new(&moto.endpoint());
-        c.create_public_zone("example.com");
-        let s = Scratch::new();
-        let mut e = Env { moto, s, c, infra: Value::Null };
+        let mut e = Env { base: AwsEnv::new(), infra: Value::Null };
         let input = e.input(
             "p.json",
             json!({"name": "np", "infraID": "np-abcde", "region": "us-east-1", "zones": ["us-east-1a", "us-east-1b"],
                    "baseDomain": "example.com", "singleNATGateway": true}),
         );
-        let out = e.cli(&["run", "provision-infra", "--input", &input]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        e.infra = serde_json::from_slice(&out.stdout).unwrap();
+        e.infra = ok_output(&e.cli(&["run", "provision-infra", "--input", &input]));
         e
-    }
-
-    fn cli_at(&self, endpoint: &str, args: &[&str]) -> std::process::Output {
-        let env = aws_env(endpoint);
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        self.s.cli_env(args, &env)
-    }
-
-    fn cli(&self, args: &[&str]) -> std::process::Output {
-        self.cli_at(&self.moto.endpoint(), args)
-    }
-
-    fn input(&self, name: &str, v: Value) -> String {
-        self.s.write_json(name, &v).to_str().unwrap().to_string()
     }
 
     fn scale_input(&self, replicas: i64, zone: usize) -> Value {
@@ -97,11 +82,6 @@ impl Env {
     }
 }
 
-fn ok_output(o: &std::process::Output) -> Value {
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 #[test]
 fn scaling_zero_three_one_zero_keeps_exactly_the_asked_count_and_terminates_the_newest() {
     let e = Env::new();
@@ -128,21 +108,8 @@ fn a_daemon_killed_while_scaling_up_launches_no_duplicate() {
     proxy.set_latency(Duration::from_millis(60));
     let input = e.input("s.json", e.scale_input(5, 1));
     assert!(e.cli(&["submit", "scale-nodepool", "--input", &input, "--id", "up"]).status.success());
-    let env = aws_env(&proxy.endpoint());
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut rng = Rng::from_env_or_time();
-    let mut starts = 0;
-    for _ in 0..6 {
-        let mut d = e.s.spawn_daemon(&[], &env);
-        starts += 1;
-        e.s.wait_for_daemon_start(starts);
-        std::thread::sleep(Duration::from_millis(50 + rng.below(300)));
-        kill9(&mut d);
-    }
-    let mut d = e.s.spawn_daemon(&[], &env);
-    e.s.wait_for_daemon_start(starts + 1);
-    let st = e.s.wait_for_state("up", &["completed", "paused", "compensated", "failed"], Duration::from_secs(120));
-    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+    let (_, st) = e.kill_daemons_until_done(&proxy.endpoint(), "up", 6, &mut rng);
     assert_eq!(st["state"], "completed", "{st}");
     assert_eq!(e.instances().len(), 5, "exactly five, whatever the kills");
 }

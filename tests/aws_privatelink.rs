@@ -7,37 +7,25 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::aws::{AwsEnv, ok};
 use support::inventory::Inventory;
-use support::moto::{Clients, Moto, aws_env};
 use support::proxy::Proxy;
 use support::*;
 
 struct Env {
-    moto: Moto,
-    s: Scratch,
-    c: Clients,
+    base: AwsEnv,
+}
+
+impl std::ops::Deref for Env {
+    type Target = AwsEnv;
+    fn deref(&self) -> &AwsEnv {
+        &self.base
+    }
 }
 
 impl Env {
     fn new() -> Env {
-        let moto = Moto::start();
-        let c = Clients::new(&moto.endpoint());
-        c.create_public_zone("example.com");
-        Env { moto, s: Scratch::new(), c }
-    }
-
-    fn cli_at(&self, endpoint: &str, args: &[&str]) -> std::process::Output {
-        let env = aws_env(endpoint);
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        self.s.cli_env(args, &env)
-    }
-
-    fn cli(&self, args: &[&str]) -> std::process::Output {
-        self.cli_at(&self.moto.endpoint(), args)
-    }
-
-    fn input(&self, name: &str, v: Value) -> String {
-        self.s.write_json(name, &v).to_str().unwrap().to_string()
+        Env { base: AwsEnv::new() }
     }
 
     fn provision(&self, infra: &str) -> Value {
@@ -101,11 +89,6 @@ impl Env {
             .map(|r| (r.name().replace("\\052", "*"), r.resource_records()[0].value().to_string()))
             .collect()
     }
-}
-
-fn ok(o: &std::process::Output) -> Value {
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
-    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 fn link_input(infra: &str, out: &Value, expose: bool, management_subnets: Value) -> Value {
@@ -215,21 +198,8 @@ fn create_cluster_killed_at_random_moments_makes_no_duplicates_and_teardown_leav
     proxy.set_latency(Duration::from_millis(40));
     let input = e.input("c.json", cluster_input("cc-abcde"));
     assert!(e.cli(&["submit", "create-cluster", "--input", &input, "--id", "cc"]).status.success());
-    let env = aws_env(&proxy.endpoint());
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut rng = Rng::from_env_or_time();
-    let mut starts = 0;
-    for _ in 0..10 {
-        let mut d = e.s.spawn_daemon(&[], &env);
-        starts += 1;
-        e.s.wait_for_daemon_start(starts);
-        std::thread::sleep(Duration::from_millis(100 + rng.below(500)));
-        kill9(&mut d);
-    }
-    let mut d = e.s.spawn_daemon(&[], &env);
-    e.s.wait_for_daemon_start(starts + 1);
-    let st = e.s.wait_for_state("cc", &["completed", "paused", "compensated", "failed"], Duration::from_secs(240));
-    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+    let (_, st) = e.kill_daemons_until_done(&proxy.endpoint(), "cc", 10, &mut rng);
     assert_eq!(st["state"], "completed", "{st}");
     assert!(st["steps"].as_array().unwrap().iter().all(|s| s["completions"] == 1));
     Inventory::read(&e.c, "cc-abcde").assert_provisioned_with_extras(&e.c, 2, 2, "cc", "example.com");
@@ -334,21 +304,8 @@ fn create_privatelink_killed_at_random_moments_makes_no_duplicates() {
     proxy.set_latency(Duration::from_millis(50));
     let input = e.input("l.json", link_input("kpl-abcde", &out, true, out["publicSubnetIDs"].clone()));
     assert!(e.cli(&["submit", "create-privatelink", "--input", &input, "--id", "kpl"]).status.success());
-    let env = aws_env(&proxy.endpoint());
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut rng = Rng::from_env_or_time();
-    let mut starts = 0;
-    for _ in 0..8 {
-        let mut d = e.s.spawn_daemon(&[], &env);
-        starts += 1;
-        e.s.wait_for_daemon_start(starts);
-        std::thread::sleep(Duration::from_millis(50 + rng.below(300)));
-        kill9(&mut d);
-    }
-    let mut d = e.s.spawn_daemon(&[], &env);
-    e.s.wait_for_daemon_start(starts + 1);
-    let st = e.s.wait_for_state("kpl", &["completed", "paused", "compensated", "failed"], Duration::from_secs(180));
-    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+    let (_, st) = e.kill_daemons_until_done(&proxy.endpoint(), "kpl", 8, &mut rng);
     assert_eq!(st["state"], "completed", "{st}");
     assert_eq!(
         e.link_inventory("kpl-abcde"),

@@ -6,65 +6,20 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::aws::{AwsEnv as Env, ok};
 use support::inventory::Inventory;
-use support::moto::{Clients, Moto, aws_env};
 use support::proxy::Proxy;
 use support::*;
 
-struct Env {
-    moto: Moto,
-    s: Scratch,
-    c: Clients,
-}
-
-impl Env {
-    fn new() -> Env {
-        let moto = Moto::start();
-        let c = Clients::new(&moto.endpoint());
-        c.create_public_zone("example.com");
-        Env { moto, s: Scratch::new(), c }
-    }
-
-    fn env_for(endpoint: &str) -> Vec<(&'static str, String)> {
-        aws_env(endpoint)
-    }
-
-    /// `infraflow ARGS` against `endpoint` (moto, or a proxy in front of it).
-    fn cli_at(&self, endpoint: &str, args: &[&str]) -> std::process::Output {
-        let env = Env::env_for(endpoint);
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        self.s.cli_env(args, &env)
-    }
-
-    fn cli(&self, args: &[&str]) -> std::process::Output {
-        self.cli_at(&self.moto.endpoint(), args)
-    }
-
-    fn input(&self, name: &str, v: Value) -> String {
-        self.s.write_json(name, &v).to_str().unwrap().to_string()
-    }
-
-    fn daemon_at(&self, endpoint: &str) -> std::process::Child {
-        let env = Env::env_for(endpoint);
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        self.s.spawn_daemon(&[], &env)
-    }
-}
-
 fn provision_input(name: &str, infra: &str, zones: &[&str]) -> Value {
     json!({"name": name, "infraID": infra, "region": "us-east-1", "zones": zones, "baseDomain": "example.com"})
-}
-
-fn output(o: &std::process::Output) -> Value {
-    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(o));
-    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 #[test]
 fn provision_one_zone_creates_the_exact_inventory_and_hypershift_output() {
     let e = Env::new();
     let input = e.input("p.json", provision_input("one", "one-abcde", &["us-east-1a"]));
-    let out = output(&e.cli(&["run", "provision-infra", "--input", &input, "--id", "p1"]));
+    let out = ok(&e.cli(&["run", "provision-infra", "--input", &input, "--id", "p1"]));
     let inv = Inventory::read(&e.c, "one-abcde");
     inv.assert_provisioned(&e.c, 1, 1, "one", "example.com");
 
@@ -102,12 +57,12 @@ fn provision_three_zones_then_a_new_workflow_for_the_same_infra_id_creates_nothi
     let e = Env::new();
     let proxy = Proxy::start(e.moto.port);
     let input = e.input("p.json", provision_input("three", "three-abcde", &["us-east-1a", "us-east-1b", "us-east-1c"]));
-    let first = output(&e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "first"]));
+    let first = ok(&e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "first"]));
     let inv = Inventory::read(&e.c, "three-abcde");
     inv.assert_provisioned(&e.c, 3, 3, "three", "example.com");
 
     proxy.reset_counts();
-    let second = output(&e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "second"]));
+    let second = ok(&e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "second"]));
     let creates: Vec<_> = proxy
         .counts()
         .into_iter()
@@ -125,7 +80,7 @@ fn single_nat_gateway_serves_every_zone() {
     let mut v = provision_input("single", "single-abcde", &["us-east-1a", "us-east-1b"]);
     v["singleNATGateway"] = json!(true);
     let input = e.input("p.json", v);
-    output(&e.cli(&["run", "provision-infra", "--input", &input]));
+    ok(&e.cli(&["run", "provision-infra", "--input", &input]));
     Inventory::read(&e.c, "single-abcde").assert_provisioned(&e.c, 2, 1, "single", "example.com");
 }
 
@@ -134,8 +89,8 @@ fn teardown_removes_everything_owned_and_spares_other_clusters_and_untagged_vpcs
     let e = Env::new();
     let a = e.input("a.json", provision_input("alpha", "alpha-abcde", &["us-east-1a", "us-east-1b"]));
     let b = e.input("b.json", provision_input("beta", "beta-abcde", &["us-east-1a"]));
-    output(&e.cli(&["run", "provision-infra", "--input", &a]));
-    output(&e.cli(&["run", "provision-infra", "--input", &b]));
+    ok(&e.cli(&["run", "provision-infra", "--input", &a]));
+    ok(&e.cli(&["run", "provision-infra", "--input", &b]));
     let untagged =
         e.c.block_on(e.c.ec2.create_vpc().cidr_block("10.9.0.0/16").send())
             .unwrap()
@@ -147,7 +102,7 @@ fn teardown_removes_everything_owned_and_spares_other_clusters_and_untagged_vpcs
     let beta_before = Inventory::read(&e.c, "beta-abcde");
 
     let t = e.input("t.json", json!({"infraID": "alpha-abcde", "region": "us-east-1"}));
-    let out = output(&e.cli(&["run", "teardown", "--input", &t, "--id", "t1"]));
+    let out = ok(&e.cli(&["run", "teardown", "--input", &t, "--id", "t1"]));
     let left = Inventory::read(&e.c, "alpha-abcde");
     assert_eq!(left.total(), 0, "nothing owned is left: {:?} {:?}", left.counts(), left.endpoints);
     let deleted = out["deleted"].as_object().unwrap();
@@ -159,7 +114,7 @@ fn teardown_removes_everything_owned_and_spares_other_clusters_and_untagged_vpcs
     let still = e.c.block_on(e.c.ec2.describe_vpcs().vpc_ids(&untagged).send()).unwrap();
     assert_eq!(still.vpcs().len(), 1, "an untagged VPC is untouched");
 
-    let again = output(&e.cli(&["run", "teardown", "--input", &t, "--id", "t2"]));
+    let again = ok(&e.cli(&["run", "teardown", "--input", &t, "--id", "t2"]));
     assert_eq!(again["deleted"], json!({}), "running it twice succeeds and finds nothing");
 }
 
@@ -209,29 +164,6 @@ fn throttling_5xx_and_dropped_connections_on_a_quarter_of_requests_still_give_th
     Inventory::read(&e.c, "chaos-abcde").assert_provisioned(&e.c, 3, 3, "chaos", "example.com");
 }
 
-/// Kills daemons (SIGKILL) at random moments until `id` rests, then lets one finish; returns
-/// how many kills landed while the workflow was still running.
-fn kill_daemons_until_done(e: &Env, endpoint: &str, id: &str, kills: usize, rng: &mut Rng) -> (usize, Value) {
-    let mut landed = 0;
-    let mut starts = e.s.daemon_log().matches("daemon started").count();
-    for _ in 0..kills {
-        let mut d = e.daemon_at(endpoint);
-        starts += 1;
-        e.s.wait_for_daemon_start(starts);
-        std::thread::sleep(Duration::from_millis(50 + rng.below(350)));
-        kill9(&mut d);
-        if e.s.status(id)["state"] == "running" || e.s.status(id)["state"] == "pending" {
-            landed += 1;
-        }
-    }
-    let mut d = e.daemon_at(endpoint);
-    e.s.wait_for_daemon_start(starts + 1);
-    let st = e.s.wait_for_state(id, &["completed", "paused", "compensated", "failed"], Duration::from_secs(180));
-    let code = terminate(&mut d, Duration::from_secs(30));
-    assert_eq!(code.code(), Some(0), "{code:?}: {}", e.s.daemon_log());
-    (landed, st)
-}
-
 #[test]
 fn a_daemon_killed_at_random_moments_provisions_and_tears_down_exactly() {
     let e = Env::new();
@@ -241,7 +173,7 @@ fn a_daemon_killed_at_random_moments_provisions_and_tears_down_exactly() {
     let input = e.input("p.json", provision_input("kill", "kill-abcde", &["us-east-1a", "us-east-1b", "us-east-1c"]));
     assert!(e.cli(&["submit", "provision-infra", "--input", &input, "--id", "prov"]).status.success());
     let mut rng = Rng::from_env_or_time();
-    let (landed, st) = kill_daemons_until_done(&e, &proxy.endpoint(), "prov", 12, &mut rng);
+    let (landed, st) = e.kill_daemons_until_done(&proxy.endpoint(), "prov", 12, &mut rng);
     assert!(landed >= 10, "only {landed} kills landed mid-run");
     assert_eq!(st["state"], "completed", "{st}\n{}", e.s.daemon_log());
     assert!(st["steps"].as_array().unwrap().iter().all(|s| s["completions"] == 1));
@@ -249,7 +181,7 @@ fn a_daemon_killed_at_random_moments_provisions_and_tears_down_exactly() {
 
     let t = e.input("t.json", json!({"infraID": "kill-abcde", "region": "us-east-1"}));
     assert!(e.cli(&["submit", "teardown", "--input", &t, "--id", "down"]).status.success());
-    let (_, st) = kill_daemons_until_done(&e, &proxy.endpoint(), "down", 5, &mut rng);
+    let (_, st) = e.kill_daemons_until_done(&proxy.endpoint(), "down", 5, &mut rng);
     assert_eq!(st["state"], "completed", "{st}");
     let left = Inventory::read(&e.c, "kill-abcde");
     assert_eq!(left.total(), 0, "{:?}", left.counts());

@@ -156,6 +156,7 @@ pub fn lines_of(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
 }
 
+pub mod aws;
 pub mod inventory;
 pub mod moto;
 pub mod proxy;

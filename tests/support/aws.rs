@@ -1,0 +1,75 @@
+//! The environment of AWS black-box tests: moto with the public zone `example.com`, a scratch
+//! journal, SDK clients, and the binaries pointed at moto (or at a proxy in front of it).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::moto::{Clients, Moto, aws_env};
+use super::{Rng, Scratch, kill9, terminate};
+
+pub struct AwsEnv {
+    pub moto: Moto,
+    pub s: Scratch,
+    pub c: Clients,
+}
+
+impl AwsEnv {
+    pub fn new() -> AwsEnv {
+        let moto = Moto::start();
+        let c = Clients::new(&moto.endpoint());
+        c.create_public_zone("example.com");
+        AwsEnv { moto, s: Scratch::new(), c }
+    }
+
+    /// `infraflow ARGS` against `endpoint` (moto, or a proxy in front of it).
+    pub fn cli_at(&self, endpoint: &str, args: &[&str]) -> std::process::Output {
+        let env = aws_env(endpoint);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.s.cli_env(args, &env)
+    }
+
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        self.cli_at(&self.moto.endpoint(), args)
+    }
+
+    /// Writes `v` to a scratch file and returns its path.
+    pub fn input(&self, name: &str, v: Value) -> String {
+        self.s.write_json(name, &v).to_str().unwrap().to_string()
+    }
+
+    pub fn daemon_at(&self, endpoint: &str) -> std::process::Child {
+        let env = aws_env(endpoint);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.s.spawn_daemon(&[], &env)
+    }
+
+    /// Kills daemons (SIGKILL) at random moments while `id` runs, then lets one finish it.
+    /// Returns how many kills landed while the workflow was still running, and its status.
+    pub fn kill_daemons_until_done(&self, endpoint: &str, id: &str, kills: usize, rng: &mut Rng) -> (usize, Value) {
+        let mut landed = 0;
+        let mut starts = self.s.daemon_log().matches("daemon started").count();
+        for _ in 0..kills {
+            let mut d = self.daemon_at(endpoint);
+            starts += 1;
+            self.s.wait_for_daemon_start(starts);
+            std::thread::sleep(Duration::from_millis(50 + rng.below(350)));
+            kill9(&mut d);
+            if matches!(self.s.status(id)["state"].as_str(), Some("running") | Some("pending")) {
+                landed += 1;
+            }
+        }
+        let mut d = self.daemon_at(endpoint);
+        self.s.wait_for_daemon_start(starts + 1);
+        let st = self.s.wait_for_state(id, &["completed", "paused", "compensated", "failed"], Duration::from_secs(240));
+        let code = terminate(&mut d, Duration::from_secs(30));
+        assert_eq!(code.code(), Some(0), "{code:?}: {}", self.s.daemon_log());
+        (landed, st)
+    }
+}
+
+/// The output JSON of a command that must have succeeded.
+pub fn ok(o: &std::process::Output) -> Value {
+    assert_eq!(o.status.code(), Some(0), "{}", super::stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
