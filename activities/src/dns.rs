@@ -177,19 +177,7 @@ pub async fn delete_zone(aws: &Aws, zone_id: &str) -> AwsResult<bool> {
             .into_iter()
             .filter_map(|r| Change::builder().action(ChangeAction::Delete).resource_record_set(r).build().ok())
             .collect();
-        let batch = ChangeBatch::builder()
-            .set_changes(Some(changes))
-            .build()
-            .map_err(|e| crate::error::AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
-        match aws
-            .r53
-            .change_resource_record_sets()
-            .hosted_zone_id(zone_id)
-            .change_batch(batch)
-            .send()
-            .await
-            .map_err(|e| classify("ChangeResourceRecordSets", e))
-        {
+        match change_records(aws, zone_id, changes).await {
             Ok(_) => {}
             Err(e) if e.is_not_found() => return Ok(false),
             Err(e) => return Err(e),
@@ -198,6 +186,22 @@ pub async fn delete_zone(aws: &Aws, zone_id: &str) -> AwsResult<bool> {
     crate::network::gone_ok(
         aws.r53.delete_hosted_zone().id(zone_id).send().await.map(|_| ()).map_err(|e| classify("DeleteHostedZone", e)),
     )
+}
+
+/// Applies record changes to a zone in one batch.
+async fn change_records(aws: &Aws, zone_id: &str, changes: Vec<Change>) -> AwsResult<()> {
+    let batch = ChangeBatch::builder()
+        .set_changes(Some(changes))
+        .build()
+        .map_err(|e| crate::error::AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
+    aws.r53
+        .change_resource_record_sets()
+        .hosted_zone_id(zone_id)
+        .change_batch(batch)
+        .send()
+        .await
+        .map_err(|e| classify("ChangeResourceRecordSets", e))?;
+    Ok(())
 }
 
 /// The private zone named `name`, if exactly one exists.
@@ -222,17 +226,7 @@ pub async fn upsert_cnames(aws: &Aws, zone_id: &str, records: &[(String, String)
             Change::builder().action(ChangeAction::Upsert).resource_record_set(set).build().ok()
         })
         .collect();
-    let batch = ChangeBatch::builder()
-        .set_changes(Some(changes))
-        .build()
-        .map_err(|e| crate::error::AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
-    aws.r53
-        .change_resource_record_sets()
-        .hosted_zone_id(zone_id)
-        .change_batch(batch)
-        .send()
-        .await
-        .map_err(|e| classify("ChangeResourceRecordSets", e))?;
+    change_records(aws, zone_id, changes).await?;
     Ok(())
 }
 
@@ -256,17 +250,7 @@ pub async fn delete_records_named(aws: &Aws, zone_id: &str, names: &[String]) ->
         return Ok(0);
     }
     let n = doomed.len();
-    let batch = ChangeBatch::builder()
-        .set_changes(Some(doomed))
-        .build()
-        .map_err(|e| crate::error::AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
-    aws.r53
-        .change_resource_record_sets()
-        .hosted_zone_id(zone_id)
-        .change_batch(batch)
-        .send()
-        .await
-        .map_err(|e| classify("ChangeResourceRecordSets", e))?;
+    change_records(aws, zone_id, doomed).await?;
     Ok(n)
 }
 
@@ -301,17 +285,7 @@ pub async fn delete_records_pointing_to(aws: &Aws, targets: &[String]) -> AwsRes
                 continue;
             }
             deleted += doomed.len();
-            let batch = ChangeBatch::builder()
-                .set_changes(Some(doomed))
-                .build()
-                .map_err(|e| crate::error::AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
-            aws.r53
-                .change_resource_record_sets()
-                .hosted_zone_id(&zone)
-                .change_batch(batch)
-                .send()
-                .await
-                .map_err(|e| classify("ChangeResourceRecordSets", e))?;
+            change_records(aws, &zone, doomed).await?;
         }
         if out.is_truncated() {
             marker_token = out.next_marker().map(str::to_string);
