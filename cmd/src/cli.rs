@@ -57,6 +57,9 @@ pub enum Command {
         /// Steps of the sequential workflow.
         #[arg(long, default_value_t = 1000)]
         steps: u32,
+        /// Rounds; the medians are reported.
+        #[arg(long, default_value_t = 5)]
+        rounds: u32,
         #[arg(long)]
         json: bool,
     },

@@ -56,7 +56,7 @@ pub fn main_infraflow() -> ExitCode {
                     Command::Run(args) => execute::run(&db, &args).await,
                     Command::Cancel { id, detach } => execute::cancel(&db, &id, detach).await,
                     Command::Retry { id, detach } => execute::retry(&db, &id, detach).await,
-                    Command::Bench { dir, steps, json } => {
+                    Command::Bench { dir, steps, rounds, json } => {
                         let dir = match dir {
                             Some(d) => d,
                             None => {
@@ -64,7 +64,7 @@ pub fn main_infraflow() -> ExitCode {
                                 db.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| ".".into(), Into::into)
                             }
                         };
-                        bench::bench(&dir, steps, json).await
+                        bench::bench(&dir, steps, rounds, json).await
                     }
                     Command::Status(_) | Command::History { .. } => unreachable!("handled above"),
                 }
