@@ -137,10 +137,10 @@ pub async fn find_owned_zones(aws: &Aws, infra_id: &str) -> AwsResult<Vec<String
             .await
             .map_err(|e| classify("ListTagsForResources", e))?;
         for set in out.resource_tag_sets() {
-            if set.tags().iter().any(|t| t.key() == Some(key.as_str()) && t.value() == Some("owned")) {
-                if let Some(id) = set.resource_id() {
-                    owned.push(bare(id));
-                }
+            if set.tags().iter().any(|t| t.key() == Some(key.as_str()) && t.value() == Some("owned"))
+                && let Some(id) = set.resource_id()
+            {
+                owned.push(bare(id));
             }
         }
     }

@@ -111,10 +111,10 @@ pub async fn find(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>
                 let mut out = Vec::new();
                 for zone in dns::find_owned_zones(aws, infra).await? {
                     let z = aws.r53.get_hosted_zone().id(&zone).send().await;
-                    if let Ok(z) = z {
-                        if z.hosted_zone().and_then(|h| h.config()).and_then(|c| c.comment()) == Some(want.as_str()) {
-                            out.push(zone);
-                        }
+                    if let Ok(z) = z
+                        && z.hosted_zone().and_then(|h| h.config()).and_then(|c| c.comment()) == Some(want.as_str())
+                    {
+                        out.push(zone);
                     }
                 }
                 out

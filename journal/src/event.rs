@@ -45,6 +45,8 @@ pub enum Event {
     StepFailed {
         step: String,
         attempt: u32,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        activity: String,
         error: String,
         retryable: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -426,13 +426,13 @@ fn load_summary(c: &Connection, id: &str) -> Result<(Summary, (i64, Option<Strin
 /// Appends events and folds them into the summary row, in the caller's transaction.
 fn append_tx(c: &Connection, id: &str, fence: Option<&str>, events: &[Event], at: i64) -> Result<WorkflowState> {
     let (mut summary, (mut seq, owner)) = load_summary(c, id)?;
-    if let Some(me) = fence {
-        if owner.as_deref() != Some(me) {
-            return Err(JournalError::LeaseLost {
-                workflow: id.to_string(),
-                holder: owner.unwrap_or_else(|| "nobody".into()),
-            });
-        }
+    if let Some(me) = fence
+        && owner.as_deref() != Some(me)
+    {
+        return Err(JournalError::LeaseLost {
+            workflow: id.to_string(),
+            holder: owner.unwrap_or_else(|| "nobody".into()),
+        });
     }
     let output_before = summary.output.clone();
     let mut ins = c.prepare_cached(

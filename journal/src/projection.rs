@@ -323,9 +323,12 @@ impl WorkflowView {
                     s.completions += 1;
                     s.next_attempt_at = None;
                 }
-                Event::StepFailed { step, attempt, error, retryable, next_attempt_at } => {
+                Event::StepFailed { step, attempt, activity, error, retryable, next_attempt_at } => {
                     let s = entry(&mut view, &mut index, step, rec.seq);
                     bump(s, *attempt);
+                    if !activity.is_empty() {
+                        s.activity = activity.clone();
+                    }
                     s.round_failures += 1;
                     s.error = Some(error.clone());
                     s.next_attempt_at = *next_attempt_at;

@@ -269,20 +269,20 @@ impl WfCtx {
         let hash = input_hash(&input?);
         let run = &self.run;
         let prior = run.recorded.lock().unwrap().get(&key).cloned();
-        if let Some(rec) = &prior {
-            if rec.state == StepState::Completed {
-                if rec.activity != activity || rec.input_hash != hash {
-                    return Err(StepError::Nondeterminism {
-                        step: key,
-                        detail: format!(
-                            "recorded activity {} with input {}, now called as {} with input {}",
-                            rec.activity, rec.input_hash, activity, hash
-                        ),
-                    });
-                }
-                let out = rec.output.clone().unwrap_or(Value::Null);
-                return serde_json::from_value(out).map_err(|e| StepError::Decode { step: key, detail: e.to_string() });
+        if let Some(rec) = &prior
+            && rec.state == StepState::Completed
+        {
+            if rec.activity != activity || rec.input_hash != hash {
+                return Err(StepError::Nondeterminism {
+                    step: key,
+                    detail: format!(
+                        "recorded activity {} with input {}, now called as {} with input {}",
+                        rec.activity, rec.input_hash, activity, hash
+                    ),
+                });
             }
+            let out = rec.output.clone().unwrap_or(Value::Null);
+            return serde_json::from_value(out).map_err(|e| StepError::Decode { step: key, detail: e.to_string() });
         }
         self.check_boundary()?;
         let policy = options.retry.clone().unwrap_or_else(|| run.default_retry.clone());
@@ -387,6 +387,7 @@ impl WfCtx {
                         vec![Event::StepFailed {
                             step: key.clone(),
                             attempt: total,
+                            activity: activity.to_string(),
                             error: error.to_string(),
                             retryable: true,
                             next_attempt_at: Some(next),
@@ -414,6 +415,7 @@ impl WfCtx {
                             Event::StepFailed {
                                 step: key.clone(),
                                 attempt: total,
+                                activity: activity.to_string(),
                                 error: error.to_string(),
                                 retryable: true,
                                 next_attempt_at: None,
@@ -436,6 +438,7 @@ impl WfCtx {
                         vec![Event::StepFailed {
                             step: key.clone(),
                             attempt: total,
+                            activity: activity.to_string(),
                             error: error.to_string(),
                             retryable: false,
                             next_attempt_at: None,

@@ -82,12 +82,11 @@ async fn drive_and_crash_after(engine: Engine, id: &str, after: u32) -> bool {
     let observer = {
         let (done, gate) = (done.clone(), gate.clone());
         Arc::new(move |p: &Progress| {
-            if let Progress::StepCompleted { .. } = p {
-                if done.fetch_add(1, Ordering::SeqCst) + 1 == after {
-                    if let Some(h) = gate.get() {
-                        h.abort();
-                    }
-                }
+            if let Progress::StepCompleted { .. } = p
+                && done.fetch_add(1, Ordering::SeqCst) + 1 == after
+                && let Some(h) = gate.get()
+            {
+                h.abort();
             }
         })
     };
