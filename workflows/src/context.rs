@@ -340,6 +340,14 @@ impl WfCtx {
                     }
                 }
             };
+            let failed = |error: &ActivityError, retryable: bool, next_attempt_at: Option<i64>| Event::StepFailed {
+                step: key.clone(),
+                attempt: total,
+                activity: activity.to_string(),
+                error: error.to_string(),
+                retryable,
+                next_attempt_at,
+            };
             match result {
                 Ok(out) => {
                     let output = serde_json::to_value(&out)
@@ -383,18 +391,7 @@ impl WfCtx {
                 Err(error) if error.retryable && round < policy.max_attempts => {
                     let delay = policy.delay_after(round);
                     let next = run.clock.now_ms() + delay.as_millis() as i64;
-                    run.record(
-                        vec![Event::StepFailed {
-                            step: key.clone(),
-                            attempt: total,
-                            activity: activity.to_string(),
-                            error: error.to_string(),
-                            retryable: true,
-                            next_attempt_at: Some(next),
-                        }],
-                        Durability::Durable,
-                    )
-                    .await?;
+                    run.record(vec![failed(&error, true, Some(next))], Durability::Durable).await?;
                     run.report(Progress::StepRetrying {
                         workflow: run.id.clone(),
                         step: key.clone(),
@@ -412,14 +409,7 @@ impl WfCtx {
                     );
                     run.record(
                         vec![
-                            Event::StepFailed {
-                                step: key.clone(),
-                                attempt: total,
-                                activity: activity.to_string(),
-                                error: error.to_string(),
-                                retryable: true,
-                                next_attempt_at: None,
-                            },
+                            failed(&error, true, None),
                             Event::Paused { step: Some(key.clone()), reason: reason.clone() },
                         ],
                         Durability::Durable,
@@ -434,18 +424,7 @@ impl WfCtx {
                 }
                 Err(error) => {
                     run.failing.store(true, Ordering::SeqCst);
-                    run.record(
-                        vec![Event::StepFailed {
-                            step: key.clone(),
-                            attempt: total,
-                            activity: activity.to_string(),
-                            error: error.to_string(),
-                            retryable: false,
-                            next_attempt_at: None,
-                        }],
-                        Durability::Durable,
-                    )
-                    .await?;
+                    run.record(vec![failed(&error, false, None)], Durability::Durable).await?;
                     run.report(Progress::StepFailed {
                         workflow: run.id.clone(),
                         step: key.clone(),
