@@ -239,3 +239,37 @@ fn bad_provision_inputs_exit_2_with_one_line_naming_the_field_and_journal_nothin
     assert_eq!(out.status.code(), Some(2));
     assert!(!s.db().exists(), "nothing journaled");
 }
+
+#[test]
+fn teardown_pauses_naming_what_blocks_the_vpc_never_deletes_it_and_retry_finishes() {
+    let e = Env::new();
+    let input = e.input("p.json", provision_input("block", "block-abcde", &["us-east-1a"]));
+    let out = ok(&e.cli(&["run", "provision-infra", "--input", &input]));
+    let vpc = out["vpcID"].as_str().unwrap();
+    // Someone else's subnet inside the cluster's VPC: not tagged, so not teardown's to delete.
+    let foreign = e
+        .c
+        .block_on(e.c.ec2.create_subnet().vpc_id(vpc).cidr_block("10.0.64.0/20").availability_zone("us-east-1a").send())
+        .unwrap()
+        .subnet()
+        .unwrap()
+        .subnet_id()
+        .unwrap()
+        .to_string();
+
+    let t = e.input("t.json", json!({"infraID": "block-abcde", "region": "us-east-1", "maxDeleteAttempts": 2}));
+    let res = e.cli(&["run", "teardown", "--input", &t, "--id", "blocked"]);
+    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
+    let st = e.s.status("blocked");
+    assert_eq!(st["state"], "paused", "{st}");
+    let err = st["error"].as_str().unwrap();
+    assert!(err.contains(vpc) && err.contains(&format!("subnet {foreign}")), "names the VPC and its blocker: {err}");
+    let still = e.c.block_on(e.c.ec2.describe_subnets().subnet_ids(&foreign).send()).unwrap();
+    assert_eq!(still.subnets().len(), 1, "the foreign subnet is never deleted");
+
+    // The owner removes their subnet; retry finishes from the paused step.
+    e.c.block_on(e.c.ec2.delete_subnet().subnet_id(&foreign).send()).unwrap();
+    let res = e.cli(&["retry", "blocked"]);
+    assert_eq!(res.status.code(), Some(0), "{}", stderr(&res));
+    assert_eq!(Inventory::read(&e.c, "block-abcde").total(), 0);
+}

@@ -127,8 +127,67 @@ pub async fn find(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>
 }
 
 /// Deletes one resource, doing what its kind needs first (detach, disassociate) and waiting for
-/// asynchronous deletes. Returns false if it was already gone.
+/// asynchronous deletes. Returns false if it was already gone. A dependency error names what
+/// still uses the resource, so a paused teardown says what blocks it.
 pub async fn delete(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> {
+    match delete_unexplained(aws, kind, id).await {
+        Err(mut e) if e.is_dependency_violation() => {
+            if let Ok(blockers) = blockers_of(aws, kind, id).await {
+                if !blockers.is_empty() {
+                    e.message = format!("{}; still in use by {}", e.message, blockers.join(", "));
+                }
+            }
+            Err(e)
+        }
+        r => r,
+    }
+}
+
+/// Network interfaces that keep a subnet, security group or VPC from being deleted.
+async fn blockers_of(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Vec<String>> {
+    let field = match kind {
+        Kind::Subnet => "subnet-id",
+        Kind::SecurityGroup => "group-id",
+        Kind::Vpc => "vpc-id",
+        _ => return Ok(Vec::new()),
+    };
+    let mut blockers = Vec::new();
+    if kind == Kind::Vpc {
+        // Subnets left in the VPC (not ours: ours were deleted before it).
+        let subnets = aws
+            .ec2
+            .describe_subnets()
+            .filters(crate::tags::filter("vpc-id", &[id]))
+            .send()
+            .await
+            .map_err(|e| crate::error::classify("DescribeSubnets", e))?;
+        blockers.extend(
+            subnets
+                .subnets()
+                .iter()
+                .filter(|s| s.vpc_id() == Some(id))
+                .filter_map(|s| s.subnet_id().map(|i| format!("subnet {i}"))),
+        );
+    }
+    let out = aws
+        .ec2
+        .describe_network_interfaces()
+        .filters(crate::tags::filter(field, &[id]))
+        .send()
+        .await
+        .map_err(|e| crate::error::classify("DescribeNetworkInterfaces", e))?;
+    blockers.extend(out.network_interfaces().iter().map(|n| {
+        let eni = n.network_interface_id().unwrap_or("?");
+        match n.description().filter(|d| !d.is_empty()) {
+            Some(d) => format!("network interface {eni} ({d})"),
+            None => format!("network interface {eni}"),
+        }
+    }));
+    blockers.truncate(5);
+    Ok(blockers)
+}
+
+async fn delete_unexplained(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> {
     match kind {
         Kind::Instance => compute::terminate_instance(aws, id).await,
         Kind::VpcEndpoint => endpoints::delete_vpc_endpoint(aws, id).await,

@@ -28,6 +28,10 @@ pub struct TeardownInput {
     pub base_domain: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Attempts per delete before pausing on a dependency that does not go away (default 10,
+    /// about four minutes of waiting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_delete_attempts: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -46,12 +50,12 @@ pub struct Teardown {
 
 /// DependencyViolation is waited out for a few minutes, then the workflow pauses naming the
 /// resource that could not be deleted.
-fn delete_retry() -> RetryPolicy {
+fn delete_retry(max_attempts: u32) -> RetryPolicy {
     RetryPolicy {
         initial: Duration::from_secs(2),
         coefficient: 2.0,
         max_interval: Duration::from_secs(30),
-        max_attempts: 10,
+        max_attempts,
         jitter: 0.2,
     }
 }
@@ -75,6 +79,9 @@ impl WorkflowDef for Teardown {
         if let Some(n) = &t.name {
             validate::dns_label("name", n, 40)?;
         }
+        if t.max_delete_attempts.is_some_and(|n| !(1..=50).contains(&n)) {
+            return Err(InputError::field("maxDeleteAttempts", "must be between 1 and 50"));
+        }
         Ok(Validated { input: serde_json::to_value(&t).map_err(|e| InputError(e.to_string()))?, cluster: t.infra_id })
     }
 
@@ -83,14 +90,21 @@ impl WorkflowDef for Teardown {
         Box::pin(async move {
             let t: TeardownInput = serde_json::from_value(input)
                 .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
-            let out = teardown(&ctx, &pool, &t.infra_id, &t.region).await?;
+            let attempts = t.max_delete_attempts.unwrap_or(10);
+            let out = teardown(&ctx, &pool, &t.infra_id, &t.region, attempts).await?;
             serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
         })
     }
 }
 
 /// The teardown body, callable from other workflows.
-pub async fn teardown(ctx: &WfCtx, pool: &AwsPool, infra_id: &str, region: &str) -> Result<TeardownOutput, StepError> {
+pub async fn teardown(
+    ctx: &WfCtx,
+    pool: &AwsPool,
+    infra_id: &str,
+    region: &str,
+    max_delete_attempts: u32,
+) -> Result<TeardownOutput, StepError> {
     let mut out = TeardownOutput { infra_id: infra_id.to_string(), ..Default::default() };
     for round in 1..=ROUNDS {
         let rctx = ctx.scoped(&format!("round{round}"));
@@ -129,7 +143,7 @@ pub async fn teardown(ctx: &WfCtx, pool: &AwsPool, infra_id: &str, region: &str)
                 let key = format!("delete/{}/{id}", kind.as_str());
                 let rctx = &rctx;
                 async move {
-                    let options = StepOptions { retry: Some(delete_retry()), undo: None };
+                    let options = StepOptions { retry: Some(delete_retry(max_delete_attempts)), undo: None };
                     let gone: bool = rctx
                         .step_with(&key, DELETE, &input, options, || async {
                             let aws = pool.region(&input.region).await;
