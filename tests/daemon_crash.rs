@@ -142,3 +142,40 @@ fn cancel_reaches_a_workflow_running_in_a_daemon_and_compensates_it() {
     assert!(ticked.len() < 300);
     assert!(ticked.is_subset(&unticked), "every tick undone: {ticked:?} vs {unticked:?}");
 }
+
+#[test]
+fn ctrl_c_stops_a_run_at_a_step_boundary_and_the_same_command_resumes_it() {
+    let s = Scratch::new();
+    let input = s.write_json("in.json", &json!({"steps": 100, "stepMillis": 20}));
+    let db = s.db();
+    let args = ["--db", db.to_str().unwrap(), "run", "canary", "--input", input.to_str().unwrap(), "--id", "ctrlc"];
+    let child = std::process::Command::new(infraflow())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !s.db().exists() || completions_per_step(&s.status("ctrlc")).len() < 3 {
+        assert!(start.elapsed() < Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stopping the workflow at the next step boundary"));
+    let st = s.status("ctrlc");
+    assert_eq!(st["state"], "running");
+    assert_eq!(st["owner"], serde_json::Value::Null, "the lease was released");
+    let done = completions_per_step(&st).len();
+    assert!(done < 100, "it stopped early");
+
+    let again = std::process::Command::new(infraflow()).args(args).output().unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stderr));
+    let st = s.status("ctrlc");
+    assert_eq!(st["state"], "completed");
+    let per_step = completions_per_step(&st);
+    assert_eq!(per_step.len(), 100);
+    assert!(per_step.values().all(|n| *n == 1));
+}
