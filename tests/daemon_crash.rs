@@ -157,7 +157,15 @@ fn ctrl_c_stops_a_run_at_a_step_boundary_and_the_same_command_resumes_it() {
         .spawn()
         .unwrap();
     let start = std::time::Instant::now();
-    while !s.db().exists() || completions_per_step(&s.status("ctrlc")).len() < 3 {
+    // The journal may exist before the workflow is in it: poll until status answers.
+    let progress = || {
+        let out = s.cli(&["status", "ctrlc", "--json"]);
+        if !out.status.success() {
+            return 0;
+        }
+        completions_per_step(&serde_json::from_slice(&out.stdout).unwrap()).len()
+    };
+    while progress() < 3 {
         assert!(start.elapsed() < Duration::from_secs(30));
         std::thread::sleep(Duration::from_millis(10));
     }
