@@ -199,7 +199,9 @@ fn create_cluster_killed_at_random_moments_makes_no_duplicates_and_teardown_leav
     let input = e.input("c.json", cluster_input("cc-abcde"));
     assert!(e.cli(&["submit", "create-cluster", "--input", &input, "--id", "cc"]).status.success());
     let mut rng = Rng::from_env_or_time();
-    let (_, st) = e.kill_daemons_until_done(&proxy.endpoint(), "cc", 10, &mut rng);
+    let (landed, st) = e.kill_daemons_until_done(&proxy.endpoint(), "cc", 10, &mut rng);
+    eprintln!("kills that landed mid-run: {landed}");
+    assert!(landed >= 1, "no kill landed while the workflow ran");
     assert_eq!(st["state"], "completed", "{st}");
     assert!(st["steps"].as_array().unwrap().iter().all(|s| s["completions"] == 1));
     Inventory::read(&e.c, "cc-abcde").assert_provisioned_with_extras(&e.c, 2, 2, "cc", "example.com");
@@ -305,7 +307,9 @@ fn create_privatelink_killed_at_random_moments_makes_no_duplicates() {
     let input = e.input("l.json", link_input("kpl-abcde", &out, true, out["publicSubnetIDs"].clone()));
     assert!(e.cli(&["submit", "create-privatelink", "--input", &input, "--id", "kpl"]).status.success());
     let mut rng = Rng::from_env_or_time();
-    let (_, st) = e.kill_daemons_until_done(&proxy.endpoint(), "kpl", 8, &mut rng);
+    let (landed, st) = e.kill_daemons_until_done(&proxy.endpoint(), "kpl", 8, &mut rng);
+    eprintln!("kills that landed mid-run: {landed}");
+    assert!(landed >= 1, "no kill landed while the workflow ran");
     assert_eq!(st["state"], "completed", "{st}");
     assert_eq!(
         e.link_inventory("kpl-abcde"),

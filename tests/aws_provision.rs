@@ -181,7 +181,9 @@ fn a_daemon_killed_at_random_moments_provisions_and_tears_down_exactly() {
 
     let t = e.input("t.json", json!({"infraID": "kill-abcde", "region": "us-east-1"}));
     assert!(e.cli(&["submit", "teardown", "--input", &t, "--id", "down"]).status.success());
-    let (_, st) = e.kill_daemons_until_done(&proxy.endpoint(), "down", 5, &mut rng);
+    let (landed, st) = e.kill_daemons_until_done(&proxy.endpoint(), "down", 5, &mut rng);
+    eprintln!("kills that landed mid-run: {landed}");
+    assert!(landed >= 1, "no kill landed while the workflow ran");
     assert_eq!(st["state"], "completed", "{st}");
     let left = Inventory::read(&e.c, "kill-abcde");
     assert_eq!(left.total(), 0, "{:?}", left.counts());

@@ -94,11 +94,9 @@ async fn create_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &str,
     Ok(bare(out.hosted_zone().map(|z| z.id()).ok_or_else(|| missing("CreateHostedZone", "zone id"))?))
 }
 
-/// Private zones of the cluster: marked at creation by infraflow for `infra_id`, or tagged owned.
-pub async fn find_owned_zones(aws: &Aws, infra_id: &str) -> AwsResult<Vec<String>> {
-    let prefix = format!("infraflow:{infra_id}/");
-    let mut owned = Vec::new();
-    let mut candidates = Vec::new();
+/// Every private hosted zone of the account, following pagination.
+async fn private_zones(aws: &Aws) -> AwsResult<Vec<aws_sdk_route53::types::HostedZone>> {
+    let mut zones = Vec::new();
     let mut marker_token: Option<String> = None;
     loop {
         let out = aws
@@ -108,22 +106,25 @@ pub async fn find_owned_zones(aws: &Aws, infra_id: &str) -> AwsResult<Vec<String
             .send()
             .await
             .map_err(|e| classify("ListHostedZones", e))?;
-        for z in out.hosted_zones() {
-            let private = z.config().is_some_and(|c| c.private_zone());
-            let comment = z.config().and_then(|c| c.comment()).unwrap_or_default();
-            if !private {
-                continue;
-            }
-            if comment.starts_with(&prefix) {
-                owned.push(bare(z.id()));
-            } else {
-                candidates.push(bare(z.id()));
-            }
+        zones.extend(out.hosted_zones().iter().filter(|z| z.config().is_some_and(|c| c.private_zone())).cloned());
+        if !out.is_truncated() {
+            return Ok(zones);
         }
-        if out.is_truncated() {
-            marker_token = out.next_marker().map(str::to_string);
+        marker_token = out.next_marker().map(str::to_string);
+    }
+}
+
+/// Private zones of the cluster: marked at creation by infraflow for `infra_id`, or tagged owned.
+pub async fn find_owned_zones(aws: &Aws, infra_id: &str) -> AwsResult<Vec<String>> {
+    let prefix = format!("infraflow:{infra_id}/");
+    let mut owned = Vec::new();
+    let mut candidates = Vec::new();
+    for z in private_zones(aws).await? {
+        let comment = z.config().and_then(|c| c.comment()).unwrap_or_default();
+        if comment.starts_with(&prefix) {
+            owned.push(bare(z.id()));
         } else {
-            break;
+            candidates.push(bare(z.id()));
         }
     }
     let key = ownership_key(infra_id);
@@ -263,34 +264,18 @@ pub async fn delete_records_pointing_to(aws: &Aws, targets: &[String]) -> AwsRes
     let norm = |s: &str| s.trim_end_matches('.').to_ascii_lowercase();
     let targets: Vec<String> = targets.iter().map(|t| norm(t)).collect();
     let mut deleted = 0;
-    let mut marker_token: Option<String> = None;
-    loop {
-        let out = aws
-            .r53
-            .list_hosted_zones()
-            .set_marker(marker_token.clone())
-            .send()
-            .await
-            .map_err(|e| classify("ListHostedZones", e))?;
-        for z in out.hosted_zones().iter().filter(|z| z.config().is_some_and(|c| c.private_zone())) {
-            let zone = bare(z.id());
-            let doomed: Vec<Change> = records_of(aws, &zone)
-                .await?
-                .into_iter()
-                .filter(|r| r.r#type().as_str() == "CNAME")
-                .filter(|r| r.resource_records().iter().any(|v| targets.contains(&norm(v.value()))))
-                .filter_map(|r| Change::builder().action(ChangeAction::Delete).resource_record_set(r).build().ok())
-                .collect();
-            if doomed.is_empty() {
-                continue;
-            }
+    for z in private_zones(aws).await? {
+        let zone = bare(z.id());
+        let doomed: Vec<Change> = records_of(aws, &zone)
+            .await?
+            .into_iter()
+            .filter(|r| r.r#type().as_str() == "CNAME")
+            .filter(|r| r.resource_records().iter().any(|v| targets.contains(&norm(v.value()))))
+            .filter_map(|r| Change::builder().action(ChangeAction::Delete).resource_record_set(r).build().ok())
+            .collect();
+        if !doomed.is_empty() {
             deleted += doomed.len();
             change_records(aws, &zone, doomed).await?;
-        }
-        if out.is_truncated() {
-            marker_token = out.next_marker().map(str::to_string);
-        } else {
-            break;
         }
     }
     Ok(deleted)

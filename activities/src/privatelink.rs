@@ -225,3 +225,36 @@ pub async fn wait_endpoint_available(aws: &Aws, vpce: &str) -> AwsResult<String>
     })
     .await
 }
+
+/// Adds a node pool's subnet to an interface endpoint unless the endpoint already has a subnet
+/// in that availability zone (AWS refuses two per zone). Returns whether it added it.
+pub async fn add_subnet_to_endpoint(aws: &Aws, vpce: &str, subnet_id: &str) -> AwsResult<bool> {
+    let ep = aws
+        .ec2
+        .describe_vpc_endpoints()
+        .vpc_endpoint_ids(vpce)
+        .send()
+        .await
+        .map_err(|e| classify("DescribeVpcEndpoints", e))?;
+    let have: Vec<String> = ep.vpc_endpoints().iter().flat_map(|e| e.subnet_ids().iter().cloned()).collect();
+    if have.iter().any(|s| s == subnet_id) {
+        return Ok(false);
+    }
+    let mut all = have.clone();
+    all.push(subnet_id.to_string());
+    let subnets = crate::network::describe_subnets(aws, &all).await?;
+    let zone_of = |s: &str| subnets.iter().find(|i| i.subnet_id == s).map(|i| i.zone_id.clone()).unwrap_or_default();
+    let mine = zone_of(subnet_id);
+    if have.iter().any(|s| zone_of(s) == mine) {
+        // AWS refuses two subnets of one zone on an endpoint: that zone is already covered.
+        return Ok(false);
+    }
+    aws.ec2
+        .modify_vpc_endpoint()
+        .vpc_endpoint_id(vpce)
+        .add_subnet_ids(subnet_id)
+        .send()
+        .await
+        .map_err(|e| classify("ModifyVpcEndpoint", e))?;
+    Ok(true)
+}

@@ -2,6 +2,7 @@
 //! its subnet onto the cluster's PrivateLink endpoints.
 
 use infraflow_activities::compute::{self, LaunchSpec, MEMBER_TAG, Member};
+use infraflow_activities::privatelink;
 use infraflow_activities::tags::{TagQuery, ownership_key};
 use infraflow_activities::{AwsPool, Identity, Kind};
 use serde::{Deserialize, Serialize};
@@ -237,7 +238,7 @@ pub async fn scale(ctx: &WfCtx, pool: &AwsPool, s: &ScaleInput) -> Result<ScaleO
             read_opts(),
             || async {
                 let aws = pool.region(region).await;
-                Ok(compute::add_subnet_to_endpoint(&aws, vpce, &s.subnet_id).await?)
+                Ok(privatelink::add_subnet_to_endpoint(&aws, vpce, &s.subnet_id).await?)
             },
         )
         .await
