@@ -178,6 +178,26 @@ fn cluster_input(infra: &str) -> Value {
     })
 }
 
+#[test]
+fn create_cluster_over_an_existing_provision_failing_in_privatelink_leaves_the_provision_as_it_was() {
+    let e = Env::new();
+    let cluster = cluster_input("over-abcde");
+    let infra = e.input("p.json", cluster["infra"].clone());
+    ok(&e.cli(&["run", "provision-infra", "--input", &infra, "--id", "live"]));
+    let before = Inventory::read(&e.c, "over-abcde");
+
+    let proxy = Proxy::start(e.moto.port);
+    proxy.fail_action(Some("CreateVpcEndpoint"));
+    let input = e.input("c.json", cluster);
+    let res = e.cli_at(&proxy.endpoint(), &["run", "create-cluster", "--input", &input, "--id", "over"]);
+    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
+    assert_eq!(e.s.status("over")["state"], "compensated");
+    assert_eq!(Inventory::read(&e.c, "over-abcde").ids(), before.ids(), "the adopted provision is untouched");
+    let inv = e.link_inventory("over-abcde");
+    assert!(inv.values().all(|n| *n == 0), "what create-cluster made is gone: {inv:?}");
+    assert_eq!(instances(&e, "over-abcde"), 0);
+}
+
 fn instances(e: &Env, infra: &str) -> usize {
     let key = format!("kubernetes.io/cluster/{infra}");
     let out = e.c.block_on(e.c.ec2.describe_instances().send()).unwrap();

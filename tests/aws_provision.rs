@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::aws::{AwsEnv as Env, ok};
 use support::inventory::Inventory;
+use support::moto::{Clients, Moto};
 use support::proxy::Proxy;
 use support::*;
 
@@ -75,6 +76,73 @@ fn provision_three_zones_then_a_new_workflow_for_the_same_infra_id_creates_nothi
 }
 
 #[test]
+fn a_failed_second_workflow_on_a_live_cluster_leaves_the_cluster_exactly_as_it_was() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    let input = e.input("p.json", provision_input("live", "live-abcde", &["us-east-1a", "us-east-1b", "us-east-1c"]));
+    ok(&e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "live"]));
+    let before = Inventory::read(&e.c, "live-abcde");
+    before.assert_provisioned(&e.c, 3, 3, "live", "example.com");
+
+    // The same cluster with a fourth zone: it adopts the VPC, gateways, subnets, NAT gateways and
+    // zones of the live cluster, then AWS refuses a create (quota, permission). First the new
+    // zone's NAT gateway; then the very first thing the second workflow would make.
+    let grown = e.input(
+        "p4.json",
+        provision_input("live", "live-abcde", &["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d"]),
+    );
+    for (id, refused) in [("grow", "CreateNatGateway"), ("grow-again", "CreateSubnet")] {
+        proxy.fail_action(Some(refused));
+        let out = e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &grown, "--id", id]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let st = e.s.status(id);
+        assert_eq!(st["state"], "compensated", "{refused}: {st}");
+        let undone = st["steps"].as_array().unwrap().iter().filter(|s| s["key"].as_str().unwrap().starts_with("undo:"));
+        assert!(undone.count() >= 5, "{refused}: every adopted step had its undo run (as a no-op): {st}");
+        let after = Inventory::read(&e.c, "live-abcde");
+        assert_eq!(
+            after.ids(),
+            before.ids(),
+            "{refused}: every id of the live cluster is still there, and nothing else"
+        );
+    }
+    proxy.fail_action(None);
+    // And the live cluster is still whole enough to grow for real.
+    ok(&e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &grown, "--id", "grow-for-real"]));
+    Inventory::read(&e.c, "live-abcde").assert_provisioned(&e.c, 4, 4, "live", "example.com");
+}
+
+#[test]
+fn a_workflow_resumed_in_another_account_pauses_naming_both_and_changes_nothing_there() {
+    let e = Env::new();
+    let other = Moto::start_as("222222222222");
+    Clients::new(&other.endpoint()).create_public_zone("example.com");
+    let slow = Proxy::start(e.moto.port);
+    slow.set_latency(Duration::from_millis(150));
+    let input = e.input("p.json", provision_input("acct", "acct-abcde", &["us-east-1a"]));
+    let mut first = e.spawn_cli_at(&slow.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "acct"]);
+    e.wait_for_step("acct", "vpc", Duration::from_secs(60));
+    kill9(&mut first);
+
+    // The same command from a shell whose credentials point at another account.
+    let there = Proxy::start(other.port);
+    let out = e.cli_at(&there.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "acct"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let st = e.s.status("acct");
+    assert_eq!(st["state"], "paused", "{st}");
+    let err = st["error"].as_str().unwrap();
+    assert!(err.contains("account 123456789012") && err.contains("account 222222222222"), "{err}");
+    let writes: Vec<_> = there.counts().into_iter().filter(|(a, _)| !is_read(a)).collect();
+    assert!(writes.is_empty(), "no mutating call in the other account: {writes:?}");
+    assert_eq!(Inventory::read(&Clients::new(&other.endpoint()), "acct-abcde").total(), 0);
+
+    // With the right credentials, `retry` finishes it where it stopped.
+    let out = e.cli(&["retry", "acct"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    Inventory::read(&e.c, "acct-abcde").assert_provisioned(&e.c, 1, 1, "acct", "example.com");
+}
+
+#[test]
 fn single_nat_gateway_serves_every_zone() {
     let e = Env::new();
     let mut v = provision_input("single", "single-abcde", &["us-east-1a", "us-east-1b"]);
@@ -118,6 +186,14 @@ fn teardown_removes_everything_owned_and_spares_other_clusters_and_untagged_vpcs
     assert_eq!(again["deleted"], json!({}), "running it twice succeeds and finds nothing");
 }
 
+/// Calls that change nothing: EC2/ELB Describe*, STS GetCallerIdentity, Route53 GETs.
+fn is_read(action: &str) -> bool {
+    action.starts_with("Describe")
+        || action.starts_with("Get")
+        || action.starts_with("List")
+        || action.contains(" GET ")
+}
+
 #[test]
 fn a_missing_public_zone_fails_before_anything_is_created() {
     let e = Env::new();
@@ -128,8 +204,7 @@ fn a_missing_public_zone_fails_before_anything_is_created() {
     let out = e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "nz"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("no public hosted zone named absent.example.org"), "{}", stderr(&out));
-    let writes: Vec<_> =
-        proxy.counts().into_iter().filter(|(a, _)| !a.starts_with("Describe") && !a.contains(" GET ")).collect();
+    let writes: Vec<_> = proxy.counts().into_iter().filter(|(a, _)| !is_read(a)).collect();
     assert!(writes.is_empty(), "no AWS write: {writes:?}");
     assert_eq!(Inventory::read(&e.c, "nozone-abcde").total(), 0);
 }

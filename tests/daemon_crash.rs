@@ -187,3 +187,41 @@ fn ctrl_c_stops_a_run_at_a_step_boundary_and_the_same_command_resumes_it() {
     assert_eq!(per_step.len(), 100);
     assert!(per_step.values().all(|n| *n == 1));
 }
+
+#[test]
+fn retry_of_an_older_workflow_waits_while_a_newer_one_runs_on_its_cluster() {
+    let s = Scratch::new();
+    let missing = s.file("missing/effects.log");
+    // The older one's compensation cannot write its effects file: it ends compensation_failed.
+    let older = s.write_json("w1.json", &json!({"steps": 2, "failAt": 2, "cluster": "c", "effectsFile": missing}));
+    let out = s.cli(&["run", "canary", "--input", older.to_str().unwrap(), "--id", "w1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(s.status("w1")["state"], "compensation_failed");
+
+    let newer = s.write_json("w2.json", &json!({"steps": 40, "stepMillis": 50, "cluster": "c"}));
+    assert!(s.cli(&["submit", "canary", "--input", newer.to_str().unwrap(), "--id", "w2"]).status.success());
+    let mut d = s.spawn_daemon(&[], &[]);
+    while completions_per_step(&s.status("w2")).len() < 2 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The operator fixes the cause and retries the older one, as its error message says.
+    std::fs::create_dir(s.file("missing")).unwrap();
+    let out = s.cli(&["retry", "w1", "--detach"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let waiting = s.status("w1");
+    assert_eq!(waiting["waitingFor"]["id"], "w2", "status says what it waits for: {waiting}");
+    s.wait_for_state("w1", &["compensated", "compensation_failed", "paused"], Duration::from_secs(60));
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+    assert_eq!(s.status("w1")["state"], "compensated");
+    assert_eq!(s.status("w2")["state"], "completed");
+
+    // From the journal: nothing of w1 ran after the retry until w2 had finished.
+    let w2_done = s.history("w2").iter().find(|e| e["type"] == "completed").unwrap()["at"].as_i64().unwrap();
+    let w1 = s.history("w1");
+    let resumed = w1.iter().position(|e| e["type"] == "resume_requested").unwrap();
+    let acted: Vec<_> = w1[resumed + 1..].iter().filter(|e| e["type"] != "cancel_requested").collect();
+    assert!(!acted.is_empty());
+    for e in acted {
+        assert!(e["at"].as_i64().unwrap() >= w2_done, "w1 acted at {} while w2 ran (done at {w2_done}): {e}", e["at"]);
+    }
+}

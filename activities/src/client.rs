@@ -15,6 +15,7 @@ pub struct Aws {
     pub ec2: aws_sdk_ec2::Client,
     pub elb: aws_sdk_elasticloadbalancingv2::Client,
     pub r53: aws_sdk_route53::Client,
+    pub sts: aws_sdk_sts::Client,
 }
 
 impl Aws {
@@ -41,7 +42,35 @@ impl Aws {
             ec2: aws_sdk_ec2::Client::new(&conf),
             elb: aws_sdk_elasticloadbalancingv2::Client::new(&conf),
             r53: aws_sdk_route53::Client::new(&conf),
+            sts: aws_sdk_sts::Client::new(&conf),
         }
+    }
+}
+
+/// The AWS account and region a workflow acts in.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Environment {
+    pub account: String,
+    pub region: String,
+}
+
+impl Aws {
+    /// Who these clients act as (STS GetCallerIdentity, through the SDK's standard chain) and
+    /// where: what a workflow journals at its start and checks on every resume.
+    pub async fn environment(&self) -> crate::error::AwsResult<Environment> {
+        if self.region.is_empty() {
+            return Err(crate::error::AwsError::terminal(
+                "GetCallerIdentity",
+                "no AWS region: set region in the input, AWS_REGION, or the profile's region".to_string(),
+            ));
+        }
+        let out =
+            self.sts.get_caller_identity().send().await.map_err(|e| crate::error::classify("GetCallerIdentity", e))?;
+        let account = out.account().filter(|a| !a.is_empty()).ok_or_else(|| {
+            crate::error::AwsError::not_yet("GetCallerIdentity", "the response names no account".to_string())
+        })?;
+        Ok(Environment { account: account.to_string(), region: self.region.clone() })
     }
 }
 

@@ -10,10 +10,21 @@ use crate::error::{AwsResult, classify};
 use crate::network::missing;
 use crate::tags::{Identity, ownership_key};
 
-/// The comment written at creation. Tags on a hosted zone need a second call; the comment is
-/// set atomically, so a crash between the two calls cannot hide the zone.
+/// The comment written at creation: `infraflow:<identity>[ created-by:<workflow>]`. Tags on a
+/// hosted zone need a second call; the comment is set atomically with the zone, so a crash
+/// between the two calls can neither hide the zone nor lose who created it.
 fn marker(id: &Identity) -> String {
-    format!("infraflow:{}", id.key())
+    let base = format!("infraflow:{}", id.key());
+    if id.workflow.is_empty() { base } else { format!("{base} created-by:{}", id.workflow) }
+}
+
+/// The identity and creator a zone comment records, if infraflow wrote it.
+fn parse_marker(comment: &str) -> Option<(&str, Option<&str>)> {
+    let rest = comment.strip_prefix("infraflow:")?;
+    match rest.split_once(" created-by:") {
+        Some((key, by)) => Some((key, Some(by))),
+        None => Some((rest, None)),
+    }
 }
 
 fn bare(zone_id: &str) -> String {
@@ -62,13 +73,21 @@ pub async fn find_public_zone(aws: &Aws, base_domain: &str) -> AwsResult<Option<
 
 /// A private zone `name` associated with the VPC, tagged as owned.
 pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &str) -> AwsResult<String> {
-    let mark = marker(id);
-    let zone = match zones_named(aws, name).await?.into_iter().find(|z| z.private && z.comment == mark) {
-        Some(z) => z.id,
-        None => create_private_zone(aws, id, name, vpc_id, mark).await?,
+    let key = id.key();
+    let found = zones_named(aws, name)
+        .await?
+        .into_iter()
+        .find(|z| z.private && parse_marker(&z.comment).is_some_and(|(k, _)| k == key));
+    let (zone, tags) = match found {
+        // Made by whoever the comment names: tag it again without claiming it.
+        Some(z) => {
+            let made_by_us = parse_marker(&z.comment).and_then(|(_, by)| by) == Some(id.workflow.as_str());
+            (z.id, if made_by_us { id.tags() } else { id.adoption_tags() })
+        }
+        None => (create_private_zone(aws, id, name, vpc_id, marker(id)).await?, id.tags()),
     };
     // Tagged every time: a zone adopted after a lost reply (or a crash) may lack its tags.
-    let tags: Vec<Tag> = id.tags().into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
+    let tags: Vec<Tag> = tags.into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
     aws.r53
         .change_tags_for_resource()
         .resource_type(TagResourceType::Hostedzone)
@@ -112,6 +131,19 @@ async fn private_zones(aws: &Aws) -> AwsResult<Vec<aws_sdk_route53::types::Hoste
         }
         marker_token = out.next_marker().map(str::to_string);
     }
+}
+
+/// Private zones whose creation comment names identity `key` (and, if given, creator `created_by`).
+pub async fn find_zones_by_identity(aws: &Aws, key: &str, created_by: Option<&str>) -> AwsResult<Vec<String>> {
+    Ok(private_zones(aws)
+        .await?
+        .iter()
+        .filter(|z| {
+            let comment = z.config().and_then(|c| c.comment()).unwrap_or_default();
+            parse_marker(comment).is_some_and(|(k, by)| k == key && created_by.is_none_or(|w| by == Some(w)))
+        })
+        .map(|z| bare(z.id()))
+        .collect())
 }
 
 /// Private zones of the cluster: marked at creation by infraflow for `infra_id`, or tagged owned.
@@ -211,6 +243,68 @@ pub async fn find_private_zone(aws: &Aws, name: &str) -> AwsResult<Option<String
     Ok(if zones.len() == 1 { zones.into_iter().next().map(|z| z.id) } else { None })
 }
 
+/// The current CNAME value of each name in the zone (None where there is no such record).
+pub async fn cname_values(aws: &Aws, zone_id: &str, names: &[String]) -> AwsResult<Vec<(String, Option<String>)>> {
+    let records = records_of(aws, zone_id).await?;
+    Ok(names
+        .iter()
+        .map(|n| {
+            let value = records
+                .iter()
+                .find(|r| r.r#type().as_str() == "CNAME" && same_name(r.name(), n))
+                .and_then(|r| r.resource_records().first())
+                .map(|rr| rr.value().to_string());
+            (n.clone(), value)
+        })
+        .collect())
+}
+
+/// Route53 returns `*` as `\052` and names with a trailing dot.
+fn same_name(listed: &str, name: &str) -> bool {
+    let listed = listed.replace("\\052", "*");
+    listed.trim_end_matches('.').eq_ignore_ascii_case(name.trim_end_matches('.'))
+}
+
+/// A CNAME a workflow wrote, and what the name held before (None: nothing).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WrittenCname {
+    pub name: String,
+    pub wrote: String,
+    #[serde(default)]
+    pub previous: Option<String>,
+}
+
+/// Undoes CNAME writes: a name that still holds what was written gets its previous value back
+/// (or is deleted if it had none); a name someone has changed since is left alone.
+pub async fn restore_cnames(aws: &Aws, zone_id: &str, written: &[WrittenCname]) -> AwsResult<usize> {
+    let names: Vec<String> = written.iter().map(|w| w.name.clone()).collect();
+    let current = match cname_values(aws, zone_id, &names).await {
+        Ok(c) => c,
+        Err(e) if e.is_not_found() => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut upserts = Vec::new();
+    let mut deletes = Vec::new();
+    for (w, (_, now)) in written.iter().zip(&current) {
+        if now.as_deref() != Some(w.wrote.as_str()) {
+            continue;
+        }
+        match &w.previous {
+            Some(prev) => upserts.push((w.name.clone(), prev.clone())),
+            None => deletes.push(w.name.clone()),
+        }
+    }
+    let n = upserts.len() + deletes.len();
+    if !upserts.is_empty() {
+        upsert_cnames(aws, zone_id, &upserts).await?;
+    }
+    if !deletes.is_empty() {
+        delete_records_named(aws, zone_id, &deletes).await?;
+    }
+    Ok(n)
+}
+
 /// Creates or updates CNAME records (`name` -> `value`) in one change.
 pub async fn upsert_cnames(aws: &Aws, zone_id: &str, records: &[(String, String)]) -> AwsResult<()> {
     use aws_sdk_route53::types::{ResourceRecord, RrType};
@@ -279,4 +373,18 @@ pub async fn delete_records_pointing_to(aws: &Aws, targets: &[String]) -> AwsRes
         }
     }
     Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zone_markers_record_identity_and_creator() {
+        let id = Identity::new("i", "local-zone", None, "n".into()).with_tags(&[], "wf-7");
+        assert_eq!(marker(&id), "infraflow:i/local-zone created-by:wf-7");
+        assert_eq!(parse_marker(&marker(&id)), Some(("i/local-zone", Some("wf-7"))));
+        assert_eq!(parse_marker("infraflow:i/local-zone"), Some(("i/local-zone", None)), "zones of older versions");
+        assert_eq!(parse_marker("made by hand"), None);
+    }
 }

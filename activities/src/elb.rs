@@ -55,10 +55,7 @@ async fn tags_of(aws: &Aws, arns: &[String]) -> AwsResult<Vec<(String, Vec<(Stri
 
 async fn filter_by_tag(aws: &Aws, arns: Vec<String>, q: &TagQuery) -> AwsResult<Vec<String>> {
     let tagged = tags_of(aws, &arns).await?;
-    Ok(arns
-        .into_iter()
-        .filter(|a| tagged.iter().any(|(arn, tags)| arn == a && tags.iter().any(|(k, v)| *k == q.key && *v == q.value)))
-        .collect())
+    Ok(arns.into_iter().filter(|a| tagged.iter().any(|(arn, tags)| arn == a && q.matches_pairs(tags))).collect())
 }
 
 fn not_ours(what: &str, name: &str) -> AwsError {

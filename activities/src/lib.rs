@@ -17,7 +17,7 @@ pub mod security;
 pub mod tags;
 pub mod wait;
 
-pub use client::{Aws, AwsPool};
+pub use client::{Aws, AwsPool, Environment};
 pub use error::{AwsError, AwsResult, classify};
 pub use resources::{Kind, Scope};
 pub use tags::Identity;

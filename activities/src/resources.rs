@@ -72,13 +72,18 @@ impl Kind {
 pub enum Scope {
     /// The one resource with this identity tag value (`<infraID>/<role>[/<zone>]`).
     Identity(String),
+    /// The resource with this identity that workflow `created_by` made (never one it adopted).
+    CreatedBy { identity: String, created_by: String },
     /// Everything tagged `kubernetes.io/cluster/<infraID>=owned`.
     Owned(String),
 }
 
 fn query(scope: &Scope) -> TagQuery {
     match scope {
-        Scope::Identity(key) => TagQuery { key: IDENTITY_TAG.to_string(), value: key.clone() },
+        Scope::Identity(key) => TagQuery::new(IDENTITY_TAG, key.clone()),
+        Scope::CreatedBy { identity, created_by } => {
+            TagQuery { created_by: Some(created_by.clone()), ..TagQuery::new(IDENTITY_TAG, identity.clone()) }
+        }
         Scope::Owned(infra) => owned(infra),
     }
 }
@@ -105,19 +110,9 @@ pub async fn find(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>
         Kind::DhcpOptions => network::find_dhcp_options(aws, f).await?,
         Kind::HostedZone => match scope {
             Scope::Owned(infra) => dns::find_owned_zones(aws, infra).await?,
-            Scope::Identity(key) => {
-                let infra = key.split('/').next().unwrap_or_default();
-                let want = format!("infraflow:{key}");
-                let mut out = Vec::new();
-                for zone in dns::find_owned_zones(aws, infra).await? {
-                    let z = aws.r53.get_hosted_zone().id(&zone).send().await;
-                    if let Ok(z) = z
-                        && z.hosted_zone().and_then(|h| h.config()).and_then(|c| c.comment()) == Some(want.as_str())
-                    {
-                        out.push(zone);
-                    }
-                }
-                out
+            Scope::Identity(key) => dns::find_zones_by_identity(aws, key, None).await?,
+            Scope::CreatedBy { identity, created_by } => {
+                dns::find_zones_by_identity(aws, identity, Some(created_by)).await?
             }
         },
     };
@@ -206,10 +201,11 @@ async fn delete_unexplained(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> 
     }
 }
 
-/// Deletes whatever of `kind` has this identity: the compensation of a create step.
-pub async fn delete_by_identity(aws: &Aws, kind: Kind, identity: &str) -> AwsResult<Vec<String>> {
+/// Deletes whatever of `kind` is in `scope`: with `Scope::CreatedBy`, the compensation of a
+/// create step, which never removes a resource the workflow adopted.
+pub async fn delete_in_scope(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>> {
     let mut deleted = Vec::new();
-    for id in find(aws, kind, &Scope::Identity(identity.to_string())).await? {
+    for id in find(aws, kind, scope).await? {
         if delete(aws, kind, &id).await? {
             deleted.push(id);
         }

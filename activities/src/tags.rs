@@ -6,8 +6,10 @@ use serde::{Deserialize, Serialize};
 
 /// The tag whose value names a resource's identity within its cluster: `<infraID>/<role>[/<zone>]`.
 pub const IDENTITY_TAG: &str = "infraflow.io/identity";
-/// The workflow that created the resource (informational).
-pub const WORKFLOW_TAG: &str = "infraflow.io/workflow";
+/// The workflow that created the resource, set at creation and never changed: compensation
+/// deletes a resource only if this names the compensating workflow (an adopted resource belongs
+/// to whoever made it).
+pub const CREATED_BY_TAG: &str = "infraflow.io/created-by";
 
 pub fn ownership_key(infra_id: &str) -> String {
     format!("kubernetes.io/cluster/{infra_id}")
@@ -25,6 +27,7 @@ pub struct Identity {
     pub name: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_tags: Vec<(String, String)>,
+    /// The workflow creating it: written as the created-by tag when the resource is made.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub workflow: String,
 }
@@ -74,17 +77,25 @@ impl Identity {
         format!("{readable}-{h:016x}")
     }
 
+    /// The tags written at creation, the created-by tag included.
     pub fn tags(&self) -> Vec<(String, String)> {
+        let mut t = self.adoption_tags();
+        if !self.workflow.is_empty() {
+            t.insert(3, (CREATED_BY_TAG.to_string(), self.workflow.clone()));
+        }
+        t
+    }
+
+    /// The tags that may be (re)applied to a resource this workflow found rather than made:
+    /// everything but created-by, which must keep naming the creator.
+    pub fn adoption_tags(&self) -> Vec<(String, String)> {
         let mut t = vec![
             (ownership_key(&self.infra_id), "owned".to_string()),
             ("Name".to_string(), self.name.clone()),
             (IDENTITY_TAG.to_string(), self.key()),
         ];
-        if !self.workflow.is_empty() {
-            t.push((WORKFLOW_TAG.to_string(), self.workflow.clone()));
-        }
         for (k, v) in &self.extra_tags {
-            if !t.iter().any(|(tk, _)| tk == k) {
+            if !t.iter().any(|(tk, _)| tk == k) && k != CREATED_BY_TAG {
                 t.push((k.clone(), v.clone()));
             }
         }
@@ -99,35 +110,50 @@ impl Identity {
         TagSpecification::builder().resource_type(kind).set_tags(Some(self.ec2_tags())).build()
     }
 
-    /// The query that finds this very resource.
+    /// The query that finds this very resource, whoever made it (what a create adopts).
     pub fn query(&self) -> TagQuery {
-        TagQuery { key: IDENTITY_TAG.to_string(), value: self.key() }
+        TagQuery::new(IDENTITY_TAG, self.key())
     }
 }
 
-/// A tag that must be present with this value. Sent to AWS as a filter *and* checked on what
-/// comes back: some implementations ignore tag filters on some calls and return everything
-/// (measured: moto's DescribeNatGateways), and a lookup that adopts or deletes the wrong
-/// resource is the worst bug this tool can have.
+/// A tag that must be present with this value (and, for compensation, a creator). Sent to AWS as
+/// a filter *and* checked on what comes back: some implementations ignore tag filters on some
+/// calls and return everything (measured: moto's DescribeNatGateways), and a lookup that adopts
+/// or deletes the wrong resource is the worst bug this tool can have.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TagQuery {
     pub key: String,
     pub value: String,
+    /// When set, only resources whose created-by tag names this workflow match.
+    pub created_by: Option<String>,
 }
 
 impl TagQuery {
+    /// Resources carrying tag `key=value`, whoever made them.
+    pub fn new(key: impl Into<String>, value: impl Into<String>) -> TagQuery {
+        TagQuery { key: key.into(), value: value.into(), created_by: None }
+    }
+
+    /// The server-side filter: the main tag (the creator is checked client-side, on `matches`).
     pub fn filter(&self) -> Filter {
         Filter::builder().name(format!("tag:{}", self.key)).values(&self.value).build()
     }
 
     pub fn matches(&self, tags: &[Tag]) -> bool {
-        tags.iter().any(|t| t.key() == Some(self.key.as_str()) && t.value() == Some(self.value.as_str()))
+        let has = |k: &str, v: &str| tags.iter().any(|t| t.key() == Some(k) && t.value() == Some(v));
+        has(&self.key, &self.value) && self.created_by.as_deref().is_none_or(|w| has(CREATED_BY_TAG, w))
+    }
+
+    /// `matches` for tags read as pairs (ELBv2's DescribeTags).
+    pub fn matches_pairs(&self, tags: &[(String, String)]) -> bool {
+        let has = |k: &str, v: &str| tags.iter().any(|(tk, tv)| tk == k && tv == v);
+        has(&self.key, &self.value) && self.created_by.as_deref().is_none_or(|w| has(CREATED_BY_TAG, w))
     }
 }
 
 /// The query that finds everything a cluster owns.
 pub fn owned(infra_id: &str) -> TagQuery {
-    TagQuery { key: ownership_key(infra_id), value: "owned".to_string() }
+    TagQuery::new(ownership_key(infra_id), "owned")
 }
 
 pub fn filter(name: &str, values: &[&str]) -> Filter {
@@ -158,5 +184,27 @@ mod tests {
         assert!(tags.contains(&("Name".into(), "infra1-vpc".into())), "additional tags never replace Name");
         assert!(tags.contains(&(IDENTITY_TAG.into(), "infra1/vpc".into())));
         assert!(tags.contains(&("team".into(), "sre".into())));
+        assert!(tags.contains(&(CREATED_BY_TAG.into(), "wf-1".into())));
+        assert!(!id.adoption_tags().iter().any(|(k, _)| k == CREATED_BY_TAG), "adoption never rewrites the creator");
+    }
+
+    #[test]
+    fn additional_tags_cannot_forge_the_creator() {
+        let id = Identity::new("infra1", "vpc", None, "n".into())
+            .with_tags(&[(CREATED_BY_TAG.into(), "someone-else".into())], "wf-1");
+        let creators: Vec<_> = id.tags().into_iter().filter(|(k, _)| k == CREATED_BY_TAG).collect();
+        assert_eq!(creators, vec![(CREATED_BY_TAG.to_string(), "wf-1".to_string())]);
+    }
+
+    #[test]
+    fn a_creator_query_matches_only_what_that_workflow_made() {
+        let tag = |k: &str, v: &str| Tag::builder().key(k).value(v).build();
+        let mine = vec![tag(IDENTITY_TAG, "i/vpc"), tag(CREATED_BY_TAG, "wf-2")];
+        let theirs = vec![tag(IDENTITY_TAG, "i/vpc"), tag(CREATED_BY_TAG, "wf-1")];
+        let q = TagQuery { key: IDENTITY_TAG.into(), value: "i/vpc".into(), created_by: Some("wf-2".into()) };
+        assert!(q.matches(&mine));
+        assert!(!q.matches(&theirs));
+        let any = TagQuery { created_by: None, ..q };
+        assert!(any.matches(&theirs));
     }
 }

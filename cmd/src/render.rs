@@ -1,6 +1,6 @@
 //! How workflows look to people (tables) and to scripts (`--json`).
 
-use infraflow_journal::{EventRecord, WorkflowRow, WorkflowView};
+use infraflow_journal::{EventRecord, WorkflowRow, WorkflowState, WorkflowView};
 use serde_json::{Value, json};
 
 /// `status --json` without an id: one object per workflow.
@@ -41,9 +41,17 @@ pub fn list_table(rows: &[WorkflowRow], now_ms: i64) -> String {
     table(&lines)
 }
 
-/// `status ID --json`: the contract's fields, plus the lease and timestamps.
-pub fn view_json(row: &WorkflowRow, view: &WorkflowView) -> Value {
+/// The workflow a queued one waits for on its cluster: (id, workflow name, state).
+pub type WaitingFor = Option<(String, String, WorkflowState)>;
+
+fn waiting_text(w: &WaitingFor) -> Option<String> {
+    w.as_ref().map(|(id, workflow, state)| format!("{workflow} workflow {id} ({state}) on the same cluster"))
+}
+
+/// `status ID --json`: the contract's fields, plus the lease, timestamps and what it waits for.
+pub fn view_json(row: &WorkflowRow, view: &WorkflowView, waiting: &WaitingFor) -> Value {
     json!({
+        "waitingFor": waiting.as_ref().map(|(id, workflow, state)| json!({"id": id, "workflow": workflow, "state": state})),
         "id": view.id,
         "workflow": view.workflow,
         "state": row.state,
@@ -66,7 +74,7 @@ pub fn view_json(row: &WorkflowRow, view: &WorkflowView) -> Value {
     })
 }
 
-pub fn view_text(row: &WorkflowRow, view: &WorkflowView, now_ms: i64) -> String {
+pub fn view_text(row: &WorkflowRow, view: &WorkflowView, waiting: &WaitingFor, now_ms: i64) -> String {
     let mut out = String::new();
     out.push_str(&format!("id:        {}\n", view.id));
     out.push_str(&format!("workflow:  {}\n", view.workflow));
@@ -74,6 +82,9 @@ pub fn view_text(row: &WorkflowRow, view: &WorkflowView, now_ms: i64) -> String 
     out.push_str(&format!("created:   {} ({} ago)\n", iso_time(view.created_at), age(now_ms - view.created_at)));
     if let Some(owner) = &row.lease_owner {
         out.push_str(&format!("owner:     {owner}\n"));
+    }
+    if let Some(w) = waiting_text(waiting) {
+        out.push_str(&format!("waits for: {w}\n"));
     }
     if let Some(e) = &view.summary.error {
         out.push_str(&format!("error:     {e}\n"));

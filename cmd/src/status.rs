@@ -27,10 +27,14 @@ pub fn status(db: &Path, args: &StatusArgs) -> CmdResult {
             let not_found = || Failure::usage(format!("no workflow with id {id} in {}", db.display()));
             let row = journal.row(id)?.ok_or_else(not_found)?;
             let view = journal.load(id)?.ok_or_else(not_found)?;
+            let waiting = journal.waiting_for(id, now_ms())?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&render::view_json(&row, &view)).unwrap_or_default());
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&render::view_json(&row, &view, &waiting)).unwrap_or_default()
+                );
             } else {
-                print!("{}", render::view_text(&row, &view, now_ms()));
+                print!("{}", render::view_text(&row, &view, &waiting, now_ms()));
             }
         }
     }

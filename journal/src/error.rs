@@ -23,7 +23,7 @@ pub enum JournalError {
     LeaseLost { workflow: String, holder: String },
     #[error("no workflow with id {0}")]
     UnknownWorkflow(String),
-    #[error("the journal commit failed: {0}; the records of this batch were not written")]
+    #[error("the journal commit failed: {0}")]
     CommitFailed(String),
     #[error("the journal writer has stopped")]
     WriterGone,
@@ -33,6 +33,10 @@ pub enum JournalError {
     Sqlite(#[from] rusqlite::Error),
     #[error("a journal record does not decode: {0}")]
     Decode(#[from] serde_json::Error),
+    #[error(
+        "event {seq} of workflow {workflow} does not decode ({detail}): it was written by a newer infraflow, or the journal was damaged or edited; run a version that reads it, or restore the journal from a backup"
+    )]
+    BadRecord { workflow: String, seq: i64, detail: String },
 }
 
 impl JournalError {

@@ -245,12 +245,17 @@ impl Journal {
     pub async fn request_cancel(&self, id: &str, at: i64) -> Result<RequestOutcome> {
         let id = id.to_string();
         self.write(Durability::Durable, move |c| {
-            let (summary, _) = load_summary(c, &id)?;
+            let (summary, (_, owner)) = load_summary(c, &id)?;
             if summary.state.is_finished() {
                 return Ok(RequestOutcome::NotApplicable(summary.state));
             }
             if summary.cancel_requested {
                 return Ok(RequestOutcome::AlreadyRequested(summary.state));
+            }
+            // Never started: nothing to compensate, so it ends now instead of waiting its turn.
+            if summary.state == WorkflowState::Pending && owner.is_none() && !has_steps(c, &id)? {
+                let s = append_tx(c, &id, None, &[Event::CancelRequested, Event::Compensated], at)?;
+                return Ok(RequestOutcome::Done(s));
             }
             let s = append_tx(c, &id, None, &[Event::CancelRequested], at)?;
             Ok(RequestOutcome::Done(s))
@@ -264,8 +269,18 @@ impl Journal {
         self.write(Durability::Durable, move |c| {
             let (summary, _) = load_summary(c, &id)?;
             match summary.state {
-                WorkflowState::Paused | WorkflowState::Failed | WorkflowState::CompensationFailed => {
+                WorkflowState::Paused => {
                     let s = append_tx(c, &id, None, &[Event::ResumeRequested], at)?;
+                    Ok(RequestOutcome::Done(s))
+                }
+                // A finished workflow gave its cluster up: it queues again behind whatever has
+                // been submitted since (the serialization rule in ARCHITECTURE.md).
+                WorkflowState::Failed | WorkflowState::CompensationFailed => {
+                    let s = append_tx(c, &id, None, &[Event::ResumeRequested], at)?;
+                    c.prepare_cached(
+                        "UPDATE workflows SET ticket = (SELECT MAX(ticket) + 1 FROM workflows) WHERE id = ?1",
+                    )?
+                    .execute([&id])?;
                     Ok(RequestOutcome::Done(s))
                 }
                 s if s.is_runnable() => Ok(RequestOutcome::AlreadyRequested(s)),
@@ -339,6 +354,22 @@ impl Journal {
         })
     }
 
+    /// The workflow `id` waits for on its cluster (id, workflow name, state), if it waits.
+    pub fn waiting_for(&self, id: &str, now: i64) -> Result<Option<(String, String, WorkflowState)>> {
+        self.read(|c| {
+            let row: Option<(String, String, Option<String>)> = c
+                .prepare_cached("SELECT cluster, state, lease_owner FROM workflows WHERE id = ?1")?
+                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()?;
+            match row {
+                Some((cluster, state, None)) if WorkflowState::parse(&state).is_some_and(|s| s.is_runnable()) => {
+                    cluster_blocker(c, id, &cluster, now)
+                }
+                _ => Ok(None),
+            }
+        })
+    }
+
     /// The complete event log of one workflow.
     pub fn events(&self, id: &str) -> Result<Vec<EventRecord>> {
         self.read(|c| read_events(c, id))
@@ -386,7 +417,12 @@ fn read_events(c: &Connection, id: &str) -> Result<Vec<EventRecord>> {
     let mut out = Vec::new();
     for row in rows {
         let (seq, at, data) = row?;
-        out.push(EventRecord { seq, at, event: serde_json::from_str(&data)? });
+        let event = serde_json::from_str(&data).map_err(|e| JournalError::BadRecord {
+            workflow: id.to_string(),
+            seq,
+            detail: e.to_string(),
+        })?;
+        out.push(EventRecord { seq, at, event });
     }
     Ok(out)
 }
@@ -394,7 +430,7 @@ fn read_events(c: &Connection, id: &str) -> Result<Vec<EventRecord>> {
 /// The summary row of a workflow plus its last sequence number and lease owner.
 fn load_summary(c: &Connection, id: &str) -> Result<(Summary, (i64, Option<String>))> {
     let mut st = c.prepare_cached(
-        "SELECT state, seq, current_step, attempts, error, output, cancel_requested, lease_owner FROM workflows WHERE id = ?1",
+        "SELECT state, seq, current_step, attempts, error, output, cancel_requested, lease_owner, compensating FROM workflows WHERE id = ?1",
     )?;
     let row = st
         .query_row([id], |r| {
@@ -407,11 +443,12 @@ fn load_summary(c: &Connection, id: &str) -> Result<(Summary, (i64, Option<Strin
                 r.get::<_, Option<String>>(5)?,
                 r.get::<_, i64>(6)?,
                 r.get::<_, Option<String>>(7)?,
+                r.get::<_, i64>(8)?,
             ))
         })
         .optional()?
         .ok_or_else(|| JournalError::UnknownWorkflow(id.to_string()))?;
-    let (state, seq, current_step, attempts, error, output, cancel, owner) = row;
+    let (state, seq, current_step, attempts, error, output, cancel, owner, compensating) = row;
     let summary = Summary {
         state: WorkflowState::parse(&state).unwrap_or(WorkflowState::Failed),
         current_step,
@@ -419,6 +456,7 @@ fn load_summary(c: &Connection, id: &str) -> Result<(Summary, (i64, Option<Strin
         error,
         output: output.map(|o| serde_json::from_str(&o)).transpose()?,
         cancel_requested: cancel != 0,
+        compensating: compensating != 0,
     };
     Ok((summary, (seq, owner)))
 }
@@ -453,7 +491,8 @@ fn append_tx(c: &Connection, id: &str, fence: Option<&str>, events: &[Event], at
         "UPDATE workflows SET state = ?2, seq = ?3, current_step = ?4, attempts = ?5, error = ?6,
             output = COALESCE(?7, output), cancel_requested = ?8, updated_at = ?9,
             lease_owner = CASE WHEN ?10 THEN NULL ELSE lease_owner END,
-            lease_expires_at = CASE WHEN ?10 THEN NULL ELSE lease_expires_at END
+            lease_expires_at = CASE WHEN ?10 THEN NULL ELSE lease_expires_at END,
+            compensating = ?11
          WHERE id = ?1",
     )?;
     up.execute(params![
@@ -466,7 +505,8 @@ fn append_tx(c: &Connection, id: &str, fence: Option<&str>, events: &[Event], at
         output,
         summary.cancel_requested as i64,
         at,
-        summary.state.is_finished()
+        summary.state.is_finished(),
+        summary.compensating as i64
     ])?;
     Ok(summary.state)
 }
@@ -485,8 +525,8 @@ fn submit_tx(c: &Connection, new: &NewWorkflow) -> Result<SubmitOutcome> {
         });
     }
     c.prepare_cached(
-        "INSERT INTO workflows (id, workflow, input, cluster, no_rollback, created_at, updated_at, seq, state, attempts, cancel_requested)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 0, 'pending', 0, 0)",
+        "INSERT INTO workflows (id, workflow, input, cluster, no_rollback, created_at, updated_at, seq, state, attempts, cancel_requested, ticket)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 0, 'pending', 0, 0, (SELECT COALESCE(MAX(ticket), 0) + 1 FROM workflows))",
     )?
     .execute(params![new.id, new.workflow, serde_json::to_string(&new.input)?, new.cluster, new.no_rollback as i64, new.at])?;
     append_tx(
@@ -497,6 +537,42 @@ fn submit_tx(c: &Connection, new: &NewWorkflow) -> Result<SubmitOutcome> {
         new.at,
     )?;
     Ok(SubmitOutcome::Created)
+}
+
+/// Whether any step of the workflow was ever journaled.
+fn has_steps(c: &Connection, id: &str) -> Result<bool> {
+    Ok(c.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM events WHERE workflow_id = ?1
+           AND kind IN ('step_started', 'step_completed', 'step_failed', 'lease_taken'))",
+    )?
+    .query_row([id], |r| r.get(0))?)
+}
+
+/// The workflow that `id` must wait for on its cluster, if any. The rule: workflows of one
+/// cluster run one at a time in ticket order (a ticket is taken at submit, and again when a
+/// finished workflow is retried), an unfinished one (paused included) keeps the cluster, and
+/// nothing starts while another workflow of the cluster holds a live lease.
+fn cluster_blocker(
+    c: &Connection,
+    id: &str,
+    cluster: &str,
+    now: i64,
+) -> Result<Option<(String, String, WorkflowState)>> {
+    if cluster.is_empty() {
+        return Ok(None);
+    }
+    let row: Option<(String, String, String)> = c
+        .prepare_cached(
+            "SELECT o.id, o.workflow, o.state FROM workflows o, workflows w
+             WHERE w.id = ?1 AND o.cluster = ?2 AND o.id <> w.id
+               AND ((o.ticket < w.ticket AND o.state NOT IN ('completed','failed','compensated','compensation_failed'))
+                    OR (o.lease_owner IS NOT NULL AND o.lease_expires_at >= ?3))
+             ORDER BY o.ticket LIMIT 1",
+        )?
+        .query_row(params![id, cluster, now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    Ok(row
+        .map(|(bid, workflow, state)| (bid, workflow, WorkflowState::parse(&state).unwrap_or(WorkflowState::Running))))
 }
 
 fn acquire_tx(c: &Connection, id: &str, me: &str, now: i64, ttl_ms: i64) -> Result<AcquireOutcome> {
@@ -517,23 +593,8 @@ fn acquire_tx(c: &Connection, id: &str, me: &str, now: i64, ttl_ms: i64) -> Resu
             return Ok(AcquireOutcome::HeldBy(o.clone()));
         }
     }
-    if !cluster.is_empty() {
-        let blocker: Option<(String, String, String)> = c
-            .prepare_cached(
-                "SELECT o.id, o.workflow, o.state FROM workflows o, workflows w
-                 WHERE w.id = ?1 AND o.cluster = w.cluster AND o.rowid < w.rowid
-                   AND o.state NOT IN ('completed','failed','compensated','compensation_failed')
-                 ORDER BY o.rowid LIMIT 1",
-            )?
-            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .optional()?;
-        if let Some((bid, workflow, bstate)) = blocker {
-            return Ok(AcquireOutcome::WaitingFor {
-                id: bid,
-                workflow,
-                state: WorkflowState::parse(&bstate).unwrap_or(WorkflowState::Running),
-            });
-        }
+    if let Some((bid, workflow, bstate)) = cluster_blocker(c, id, &cluster, now)? {
+        return Ok(AcquireOutcome::WaitingFor { id: bid, workflow, state: bstate });
     }
     c.prepare_cached("UPDATE workflows SET lease_owner = ?2, lease_expires_at = ?3 WHERE id = ?1")?
         .execute(params![id, me, now + ttl_ms])?;

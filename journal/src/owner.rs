@@ -3,7 +3,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The identity of one running process, as written into leases: `host:pid:start:nonce`.
+/// The identity of one running process, as written into leases:
+/// `host~boot~pidns:pid:start:nonce`. The boot id and the pid-namespace inode say where the pid
+/// means something: two containers on one kernel can share a hostname but not a pid namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Owner {
     pub id: String,
@@ -20,8 +22,26 @@ impl Owner {
         let nonce = NONCE.fetch_add(1, Ordering::Relaxed);
         let t =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        Owner { id: format!("{}:{pid}:{start}:{t:x}{nonce}", host_name()) }
+        Owner { id: format!("{}:{pid}:{start}:{t:x}{nonce}", machine()) }
     }
+}
+
+/// `host~boot~pidns` of this process: where its pids can be looked up.
+fn machine() -> String {
+    static MACHINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    MACHINE
+        .get_or_init(|| {
+            let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .map(|b| b.trim().replace('-', ""))
+                .unwrap_or_default();
+            // "pid:[4026531836]": the inode tells pid namespaces apart.
+            let pidns = std::fs::read_link("/proc/self/ns/pid")
+                .ok()
+                .and_then(|l| l.to_str().and_then(|s| s.strip_prefix("pid:[")?.strip_suffix(']').map(str::to_string)))
+                .unwrap_or_default();
+            format!("{}~{boot}~{pidns}", host_name())
+        })
+        .clone()
 }
 
 /// Whether the owner named by `owner_id` is a process on this host that no longer runs.
@@ -32,10 +52,11 @@ pub fn owner_is_gone(owner_id: &str) -> bool {
     let (Some(_nonce), Some(start), Some(rest)) = (parts.next(), parts.next(), parts.next()) else {
         return false;
     };
-    let Some((host, pid)) = rest.rsplit_once(':') else {
+    let Some((place, pid)) = rest.rsplit_once(':') else {
         return false;
     };
-    if host != host_name() {
+    // Another host, boot or pid namespace — or one we cannot name: presumed alive.
+    if place != machine() || place.split('~').any(str::is_empty) {
         return false;
     }
     let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
@@ -57,7 +78,7 @@ fn host_name() -> String {
     HOST.get_or_init(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname")
             .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-            .map(|s| s.trim().replace(':', "_"))
+            .map(|s| s.trim().replace([':', '~'], "_"))
             .ok()
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "localhost".to_string())
@@ -96,8 +117,20 @@ mod tests {
         let pid = child.id();
         let start = process_start_ticks(pid).unwrap_or(1);
         child.wait().unwrap();
-        let id = format!("{}:{pid}:{start}:0", host_name());
+        let id = format!("{}:{pid}:{start}:0", machine());
         assert!(owner_is_gone(&id));
+    }
+
+    #[test]
+    fn a_dead_pid_of_another_pid_namespace_or_boot_is_presumed_alive() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let (host, rest) = machine().split_once('~').map(|(h, r)| (h.to_string(), r.to_string())).unwrap();
+        let (boot, pidns) = rest.split_once('~').unwrap();
+        assert!(!owner_is_gone(&format!("{host}~{boot}~1:{pid}:1:0")), "another pid namespace");
+        assert!(!owner_is_gone(&format!("{host}~0000~{pidns}:{pid}:1:0")), "another boot");
+        assert!(!owner_is_gone(&format!("{host}:{pid}:1:0")), "an owner id without them (older versions)");
     }
 
     #[test]

@@ -88,6 +88,8 @@ pub struct Summary {
     pub error: Option<String>,
     pub output: Option<Value>,
     pub cancel_requested: bool,
+    /// The saga phase: once compensation has started, nothing resumes the workflow forward.
+    pub compensating: bool,
 }
 
 impl Summary {
@@ -99,6 +101,7 @@ impl Summary {
             error: None,
             output: None,
             cancel_requested: false,
+            compensating: false,
         }
     }
 
@@ -137,13 +140,15 @@ impl Summary {
             }
             Event::CancelRequested => {
                 self.cancel_requested = true;
-                if matches!(self.state, S::Pending | S::Running | S::Paused) {
+                if matches!(self.state, S::Pending | S::Running | S::Paused) && !self.compensating {
                     self.state = S::Cancelling;
                 }
             }
             Event::ResumeRequested => {
                 self.state = match self.state {
                     S::CompensationFailed => S::Compensating,
+                    // A pause keeps its phase: one taken while compensating resumes compensating.
+                    S::Paused if self.compensating => S::Compensating,
                     S::Paused if self.cancel_requested => S::Cancelling,
                     S::Paused | S::Failed => S::Pending,
                     other => other,
@@ -152,6 +157,7 @@ impl Summary {
             }
             Event::CompensationStarted { reason } => {
                 self.state = S::Compensating;
+                self.compensating = true;
                 if self.error.is_none() {
                     self.error = Some(reason.clone());
                 }
@@ -221,6 +227,9 @@ pub struct StepView {
     pub order: i64,
     /// How many times the completion was recorded: 1 for every completed step, by construction.
     pub completions: u32,
+    /// The last attempt failed for good, and no `retry` has been asked for since.
+    #[serde(skip)]
+    pub terminal: bool,
 }
 
 /// A workflow as the engine and `status ID` see it: the summary plus every step.
@@ -278,6 +287,7 @@ impl WorkflowView {
                     undo: None,
                     order: seq,
                     completions: 0,
+                    terminal: false,
                 });
                 view.steps.len() - 1
             });
@@ -307,6 +317,7 @@ impl WorkflowView {
                         s.state = StepState::Running;
                     }
                     s.next_attempt_at = None;
+                    s.terminal = false;
                     if undo.is_some() {
                         s.undo = undo.clone();
                     }
@@ -334,9 +345,11 @@ impl WorkflowView {
                     s.next_attempt_at = *next_attempt_at;
                     s.state =
                         if *retryable && next_attempt_at.is_some() { StepState::Retrying } else { StepState::Failed };
+                    s.terminal = !*retryable;
                 }
                 Event::ResumeRequested => {
                     for s in view.steps.iter_mut().filter(|s| s.state != StepState::Completed) {
+                        s.terminal = false;
                         s.round_attempts = 0;
                         s.round_failures = 0;
                         s.next_attempt_at = None;

@@ -48,6 +48,16 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events
         BEGIN SELECT RAISE(ABORT, 'journal events are append-only'); END;
     "#,
+    // 2: the cluster queue's ticket (taken at submit, taken again when a finished workflow is
+    // retried) and the saga phase, which a pause must not forget.
+    r#"
+    ALTER TABLE workflows ADD COLUMN ticket INTEGER NOT NULL DEFAULT 0;
+    UPDATE workflows SET ticket = rowid;
+    ALTER TABLE workflows ADD COLUMN compensating INTEGER NOT NULL DEFAULT 0;
+    UPDATE workflows SET compensating = EXISTS (
+        SELECT 1 FROM events e WHERE e.workflow_id = workflows.id AND e.kind = 'compensation_started');
+    CREATE INDEX workflows_by_cluster_ticket ON workflows(cluster, ticket);
+    "#,
 ];
 
 pub fn latest_version() -> i64 {

@@ -126,21 +126,64 @@ fn drain(rx: &mpsc::Receiver<Box<dyn Job>>, batch: &mut Vec<Box<dyn Job>>) {
     }
 }
 
-fn commit_batch(conn: &mut Connection, mut batch: Vec<Box<dyn Job>>) {
-    if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
-        let msg = e.to_string();
-        for job in batch {
-            job.finish(Err(&msg));
+/// How long the writer keeps trying to take SQLite's write lock from another process (each try
+/// also waits up to the connection's busy timeout) before failing the batch. Callers wait
+/// meanwhile: a lock held for seconds by a backup or a second daemon is not an error.
+const BUSY_BUDGET: Duration = Duration::from_secs(120);
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+}
+
+/// Runs a transaction-control statement, retrying while another process holds the lock.
+fn exec_waiting(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(20);
+    loop {
+        match exec(conn, sql) {
+            Err(e) if is_busy(&e) && start.elapsed() < BUSY_BUDGET => {
+                tracing::warn!(
+                    statement = sql,
+                    waited_ms = start.elapsed().as_millis() as u64,
+                    "the journal is locked by another process; waiting"
+                );
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            r => return r,
         }
+    }
+}
+
+fn fail_all(batch: Vec<Box<dyn Job>>, msg: &str) {
+    for job in batch {
+        job.finish(Err(msg));
+    }
+}
+
+/// After an I/O or out-of-memory error SQLite may roll the whole transaction back and return to
+/// autocommit: the rest of the batch must then fail, not run as separate durable statements.
+const ROLLED_BACK: &str = "SQLite rolled the batch's transaction back after an error; none of its records were written";
+
+fn commit_batch(conn: &mut Connection, mut batch: Vec<Box<dyn Job>>) {
+    if let Err(e) = exec_waiting(conn, "BEGIN IMMEDIATE") {
+        fail_all(batch, &e.to_string());
         return;
     }
     if batch.len() == 1 {
         // Alone in its transaction, an operation needs no savepoint: a refusal rolls it all back.
         if !batch[0].apply(conn) {
-            let _ = exec(conn, "ROLLBACK");
+            if !conn.is_autocommit() {
+                let _ = exec(conn, "ROLLBACK");
+            }
             for job in batch {
                 job.finish(Ok(()));
             }
+            return;
+        }
+        if conn.is_autocommit() {
+            fail_all(batch, ROLLED_BACK);
             return;
         }
     } else {
@@ -154,9 +197,13 @@ fn commit_batch(conn: &mut Connection, mut batch: Vec<Box<dyn Job>>) {
                 let _ = exec(conn, "ROLLBACK TO op");
                 let _ = exec(conn, "RELEASE op");
             }
+            if conn.is_autocommit() {
+                fail_all(batch, ROLLED_BACK);
+                return;
+            }
         }
     }
-    match exec(conn, "COMMIT") {
+    match exec_waiting(conn, "COMMIT") {
         Ok(()) => {
             for job in batch {
                 job.finish(Ok(()));
@@ -165,10 +212,7 @@ fn commit_batch(conn: &mut Connection, mut batch: Vec<Box<dyn Job>>) {
         Err(e) => {
             tracing::error!(error = %e, "journal commit failed");
             let _ = exec(conn, "ROLLBACK");
-            let msg = e.to_string();
-            for job in batch {
-                job.finish(Err(&msg));
-            }
+            fail_all(batch, &e.to_string());
         }
     }
 }

@@ -38,6 +38,36 @@ impl AwsEnv {
         self.s.write_json(name, &v).to_str().unwrap().to_string()
     }
 
+    /// `infraflow ARGS` against `endpoint`, in the background.
+    pub fn spawn_cli_at(&self, endpoint: &str, args: &[&str]) -> std::process::Child {
+        let mut c = std::process::Command::new(super::infraflow());
+        c.arg("--db").arg(self.s.db()).args(args).stdin(std::process::Stdio::null());
+        c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+        for (k, v) in aws_env(endpoint) {
+            c.env(k, v);
+        }
+        c.spawn().unwrap()
+    }
+
+    /// Polls until step `key` of workflow `id` has completed.
+    pub fn wait_for_step(&self, id: &str, key: &str, limit: Duration) {
+        let start = std::time::Instant::now();
+        loop {
+            let out = self.s.cli(&["status", id, "--json"]);
+            if out.status.success() {
+                let st: Value = serde_json::from_slice(&out.stdout).unwrap();
+                let done = st["steps"]
+                    .as_array()
+                    .is_some_and(|steps| steps.iter().any(|s| s["key"] == key && s["state"] == "completed"));
+                if done {
+                    return;
+                }
+            }
+            assert!(start.elapsed() < limit, "step {key} of {id} not completed after {limit:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn daemon_at(&self, endpoint: &str) -> std::process::Child {
         let env = aws_env(endpoint);
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();

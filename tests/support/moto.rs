@@ -27,8 +27,14 @@ pub fn free_port() -> u16 {
 
 impl Moto {
     pub fn start() -> Moto {
+        Moto::start_as("123456789012")
+    }
+
+    /// A moto server whose account is `account` (moto reads MOTO_ACCOUNT_ID): another AWS account.
+    pub fn start_as(account: &str) -> Moto {
         let port = free_port();
         let child = Command::new(moto_server())
+            .env("MOTO_ACCOUNT_ID", account)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -2,16 +2,18 @@
 //! AWS activities every workflow shares (delete by identity for compensation, delete by id for
 //! teardown).
 
-use infraflow_activities::{AwsError, AwsPool, Identity, Kind, resources};
+use infraflow_activities::dns::WrittenCname;
+use infraflow_activities::resources::Scope;
+use infraflow_activities::{AwsError, AwsPool, Environment, Identity, Kind, resources};
 use infraflow_journal::Undo;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use std::time::Duration;
 
-use crate::context::StepOptions;
+use crate::context::{StepOptions, WfCtx};
 use crate::error::ActivityError;
-use crate::registry::Registry;
+use crate::registry::{BoxFuture, Registry};
 use crate::retry::RetryPolicy;
 
 impl From<AwsError> for ActivityError {
@@ -36,6 +38,27 @@ pub fn aws_retry() -> RetryPolicy {
     }
 }
 
+/// The environment probe of every AWS workflow: account (STS) and the region resolved by the
+/// SDK's chain when the input names none.
+pub fn probe_environment(pool: &AwsPool, region: &str) -> BoxFuture<Result<Value, ActivityError>> {
+    let (pool, region) = (pool.clone(), region.to_string());
+    Box::pin(async move {
+        let aws = pool.region(&region).await;
+        let env = aws.environment().await?;
+        serde_json::to_value(env).map_err(|e| ActivityError::terminal(e.to_string()))
+    })
+}
+
+/// The region a workflow acts in: the one journaled with its environment (resolved once, so
+/// that every undo names it explicitly), else `given`.
+pub fn acting_region(ctx: &WfCtx, given: &str) -> String {
+    ctx.environment()
+        .and_then(|e| serde_json::from_value::<Environment>(e).ok())
+        .map(|e| e.region)
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| given.to_string())
+}
+
 /// Options of a create step: AWS retries and the write-ahead undo.
 pub fn create_opts(region: &str, kind: Kind, id: &Identity) -> StepOptions {
     StepOptions { retry: Some(aws_retry()), undo: Some(undo(region, kind, id)) }
@@ -57,6 +80,19 @@ pub struct DeleteByIdentity {
     pub region: String,
     pub kind: Kind,
     pub identity: String,
+    /// Only a resource this workflow created is deleted; absent only in undos journaled by
+    /// versions before the created-by rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
+}
+
+impl DeleteByIdentity {
+    fn scope(&self) -> Scope {
+        match &self.created_by {
+            Some(w) => Scope::CreatedBy { identity: self.identity.clone(), created_by: w.clone() },
+            None => Scope::Identity(self.identity.clone()),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -68,30 +104,58 @@ pub struct DeleteOne {
 }
 
 /// The undo of a step that creates `kind` with identity `id`: known before the step runs, so it
-/// is journaled write-ahead.
+/// is journaled write-ahead. It deletes the resource only if this workflow created it (the
+/// created-by tag is set at creation, so a crash between create and journal is still undone).
 pub fn undo(region: &str, kind: Kind, id: &Identity) -> Undo {
-    let input = DeleteByIdentity { region: region.to_string(), kind, identity: id.key() };
+    debug_assert!(!id.workflow.is_empty(), "a create step's identity names its workflow");
+    let created_by = Some(id.workflow.clone()).filter(|w| !w.is_empty());
+    let input = DeleteByIdentity { region: region.to_string(), kind, identity: id.key(), created_by };
     Undo { activity: DELETE_BY_IDENTITY.to_string(), input: serde_json::to_value(input).unwrap_or(Value::Null) }
 }
 
-/// The compensation of CNAME records written into a zone infraflow may not own.
-pub const DELETE_RECORDS: &str = "route53.delete-records";
+/// The compensation of CNAME records written into a zone infraflow may not own: each name gets
+/// back what it held before the write, if it still holds what was written.
+pub const RESTORE_RECORDS: &str = "route53.restore-records";
+/// The records undo of versions before RESTORE_RECORDS (deletes by name): kept so that their
+/// journals still compensate.
+const DELETE_RECORDS: &str = "route53.delete-records";
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DeleteRecords {
+pub struct RestoreRecords {
     pub region: String,
     pub zone_id: String,
-    pub names: Vec<String>,
+    pub written: Vec<WrittenCname>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DeleteRecords {
+    region: String,
+    zone_id: String,
+    names: Vec<String>,
+}
+
+fn decode<T: serde::de::DeserializeOwned>(input: Value) -> Result<T, ActivityError> {
+    serde_json::from_value(input).map_err(|e| ActivityError::terminal(format!("bad undo input: {e}")))
 }
 
 pub fn register(r: &mut Registry, pool: AwsPool) {
-    let records_pool = pool.clone();
-    r.add_undo(DELETE_RECORDS, move |input: Value| {
-        let pool = records_pool.clone();
+    let p = pool.clone();
+    r.add_undo(RESTORE_RECORDS, move |input: Value| {
+        let pool = p.clone();
         async move {
-            let d: DeleteRecords =
-                serde_json::from_value(input).map_err(|e| ActivityError::terminal(format!("bad undo input: {e}")))?;
+            let d: RestoreRecords = decode(input)?;
+            let aws = pool.region(&d.region).await;
+            let n = infraflow_activities::dns::restore_cnames(&aws, &d.zone_id, &d.written).await?;
+            Ok(serde_json::json!({ "restored": n }))
+        }
+    });
+    let p = pool.clone();
+    r.add_undo(DELETE_RECORDS, move |input: Value| {
+        let pool = p.clone();
+        async move {
+            let d: DeleteRecords = decode(input)?;
             let aws = pool.region(&d.region).await;
             let n = infraflow_activities::dns::delete_records_named(&aws, &d.zone_id, &d.names).await?;
             Ok(serde_json::json!({ "deleted": n }))
@@ -100,10 +164,9 @@ pub fn register(r: &mut Registry, pool: AwsPool) {
     r.add_undo(DELETE_BY_IDENTITY, move |input: Value| {
         let pool = pool.clone();
         async move {
-            let d: DeleteByIdentity =
-                serde_json::from_value(input).map_err(|e| ActivityError::terminal(format!("bad undo input: {e}")))?;
+            let d: DeleteByIdentity = decode(input)?;
             let aws = pool.region(&d.region).await;
-            let deleted = resources::delete_by_identity(&aws, d.kind, &d.identity).await?;
+            let deleted = resources::delete_in_scope(&aws, d.kind, &d.scope()).await?;
             Ok(serde_json::json!({ "deleted": deleted }))
         }
     });

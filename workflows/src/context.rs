@@ -81,8 +81,16 @@ impl Signals {
         self.stop.load(Ordering::SeqCst)
     }
 
-    pub(crate) async fn changed(&self) {
-        self.notify.notified().await
+    /// Resolves once stop (or, unless `compensating`, cancel) is signalled. The waiter is
+    /// registered before the flags are read, so a signal in between is never lost.
+    pub(crate) async fn interrupted(&self, compensating: bool) {
+        loop {
+            let notified = self.notify.notified();
+            if self.stop_requested() || (self.cancel_requested() && !compensating) {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Resolves once stop or lost is signalled.
@@ -126,6 +134,8 @@ pub(crate) struct Run {
     /// compensation instead of pausing.
     pub compensating: AtomicBool,
     pub recorded: Mutex<HashMap<String, StepView>>,
+    /// Where the workflow acts, as journaled at its start (see `WorkflowDef::environment`).
+    pub environment: Mutex<Option<Value>>,
 }
 
 impl Run {
@@ -158,12 +168,9 @@ impl Run {
     /// Sleeps until `at`, waking early for cancel or stop.
     pub(crate) async fn sleep_until(&self, at: i64) {
         let compensating = self.compensating.load(Ordering::SeqCst);
-        if self.signals.stop_requested() || (self.signals.cancel_requested() && !compensating) {
-            return;
-        }
         tokio::select! {
             _ = self.clock.sleep_until(at) => {}
-            _ = self.signals.changed() => {}
+            _ = self.signals.interrupted(compensating) => {}
         }
     }
 }
@@ -210,6 +217,12 @@ impl WfCtx {
     /// The current time of the engine's clock.
     pub fn now_ms(&self) -> i64 {
         self.run.clock.now_ms()
+    }
+
+    /// Where the workflow acts, as journaled at its first execution and checked since; None for
+    /// workflows without an environment.
+    pub fn environment(&self) -> Option<Value> {
+        self.run.environment.lock().unwrap().clone()
     }
 
     /// Runs `activity` once durably: a step already completed in the journal returns its recorded
@@ -284,12 +297,23 @@ impl WfCtx {
             let out = rec.output.clone().unwrap_or(Value::Null);
             return serde_json::from_value(out).map_err(|e| StepError::Decode { step: key, detail: e.to_string() });
         }
+        if let Some(rec) = &prior
+            && rec.terminal
+        {
+            // A recorded terminal failure is a fact of the past: replayed, never re-executed (if
+            // it succeeded now, a workflow on its way to compensation would carry on forward).
+            run.failing.store(true, Ordering::SeqCst);
+            let error = ActivityError::terminal(rec.error.clone().unwrap_or_else(|| "failed".into()));
+            return Err(StepError::Failed { step: key, error });
+        }
         self.check_boundary()?;
         let policy = options.retry.clone().unwrap_or_else(|| run.default_retry.clone());
         let (mut total, mut round) = prior.as_ref().map_or((0, 0), |r| (r.attempts, r.round_attempts));
         if let Some(at) = prior.as_ref().and_then(|r| r.next_attempt_at) {
-            // A backoff journaled before a restart still applies.
-            run.sleep_until(at).await;
+            // A backoff journaled before a restart still applies, but never longer than the
+            // policy allows: a stepped-back clock or another host's clock must not hang the step.
+            let cap = run.clock.now_ms() + policy.max_interval.as_millis() as i64;
+            run.sleep_until(at.min(cap)).await;
             self.check_boundary()?;
         }
         loop {
@@ -379,6 +403,7 @@ impl WfCtx {
                             undo: options.undo.clone(),
                             order: 0,
                             completions: 1,
+                            terminal: false,
                         },
                     );
                     run.report(Progress::StepCompleted {

@@ -6,9 +6,10 @@ use infraflow_activities::AwsPool;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::aws_steps::probe_environment;
 use crate::context::{WfCtx, join_branches};
 use crate::create_privatelink::{self, GuestSide, ManagementSide, PrivateLinkInput, PrivateLinkOutput};
-use crate::error::{InputError, StepError};
+use crate::error::{ActivityError, InputError, StepError};
 use crate::provision_infra::{self, EndpointAccess, ProvisionInput, ProvisionOutput};
 use crate::registry::{BoxFuture, Validated, WorkflowDef};
 use crate::scale_nodepool::{self, ScaleInput, ScaleOutput};
@@ -153,5 +154,11 @@ impl WorkflowDef for CreateCluster {
             let out = CreateClusterOutput { infra, private_link, node_pools };
             serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
         })
+    }
+
+    fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
+        let region =
+            serde_json::from_value::<CreateClusterInput>(input.clone()).map(|c| c.infra.region).unwrap_or_default();
+        Some(probe_environment(&self.pool, &region))
     }
 }

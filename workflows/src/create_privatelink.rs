@@ -2,6 +2,7 @@
 //! endpoint services on the management side, a security group, an interface endpoint and CNAME
 //! records on the guest side (seeds/003).
 
+use infraflow_activities::dns::WrittenCname;
 use infraflow_activities::elb::{self, short_name};
 use infraflow_activities::network::{self, SubnetInfo};
 use infraflow_activities::privatelink::{self, EndpointService};
@@ -11,7 +12,7 @@ use infraflow_journal::Undo;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::aws_steps::{DELETE_RECORDS, DeleteRecords, aws_retry, create_opts, read_opts};
+use crate::aws_steps::{RESTORE_RECORDS, RestoreRecords, aws_retry, create_opts, probe_environment, read_opts};
 use crate::context::{StepOptions, WfCtx, join_branches};
 use crate::error::{ActivityError, InputError, StepError};
 use crate::registry::{BoxFuture, Validated, WorkflowDef};
@@ -140,6 +141,11 @@ impl WorkflowDef for CreatePrivateLink {
             let out = create_privatelink(&ctx, &pool, &p).await?;
             serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
         })
+    }
+
+    fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
+        let region = serde_json::from_value::<PrivateLinkInput>(input.clone()).map(|p| p.region).unwrap_or_default();
+        Some(probe_environment(&self.pool, &region))
     }
 }
 
@@ -366,16 +372,40 @@ pub async fn create_privatelink(
     let api_target = api_ep.as_ref().map(|(_, d)| d.clone()).unwrap_or_else(|| router_dns.clone());
     let records = vec![(format!("api.{local_name}"), api_target), (format!("*.apps.{local_name}"), router_dns.clone())];
     let names: Vec<String> = records.iter().map(|(n, _)| n.clone()).collect();
-    let undo = DeleteRecords { region: region.clone(), zone_id: pre.zone_id.clone(), names: names.clone() };
-    let options = StepOptions {
-        retry: Some(aws_retry()),
-        undo: Some(Undo { activity: DELETE_RECORDS.into(), input: serde_json::to_value(&undo).unwrap_or(Value::Null) }),
-    };
-    ctx.step_with("records", "route53.upsert-cnames", &(&pre.zone_id, &records), options, || async {
-        let aws = pool.region(region).await;
-        Ok(dns::upsert_cnames(&aws, &pre.zone_id, &records).await?)
-    })
-    .await?;
+    // What the names hold now is journaled before anything is written, so the undo restores
+    // exactly that: a record this workflow found in place (a live cluster's) is never removed.
+    let before: Vec<(String, Option<String>)> = ctx
+        .step_with("records-before", "route53.read-cnames", &(&pre.zone_id, &names), read_opts(), || async {
+            let aws = pool.region(region).await;
+            Ok(dns::cname_values(&aws, &pre.zone_id, &names).await?)
+        })
+        .await?;
+    let written: Vec<WrittenCname> = records
+        .iter()
+        .zip(&before)
+        .filter(|((_, value), (_, prev))| prev.as_deref() != Some(value.as_str()))
+        .map(|((name, value), (_, prev))| WrittenCname {
+            name: name.clone(),
+            wrote: value.clone(),
+            previous: prev.clone(),
+        })
+        .collect();
+    if !written.is_empty() {
+        let undo = RestoreRecords { region: region.clone(), zone_id: pre.zone_id.clone(), written: written.clone() };
+        let options = StepOptions {
+            retry: Some(aws_retry()),
+            undo: Some(Undo {
+                activity: RESTORE_RECORDS.into(),
+                input: serde_json::to_value(&undo).unwrap_or(Value::Null),
+            }),
+        };
+        let changes: Vec<(String, String)> = written.iter().map(|w| (w.name.clone(), w.wrote.clone())).collect();
+        ctx.step_with("records", "route53.upsert-cnames", &(&pre.zone_id, &changes), options, || async {
+            let aws = pool.region(region).await;
+            Ok(dns::upsert_cnames(&aws, &pre.zone_id, &changes).await?)
+        })
+        .await?;
+    }
 
     let link = |side: &ServiceSide, (vpce, dns_name): (String, String)| LinkOutput {
         load_balancer_arn: side.lb.clone(),

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use infraflow_journal::{
-    Durability, Event, Journal, NewWorkflow, Owner, StepState, SubmitOutcome, WorkflowState, WorkflowView,
+    Durability, Event, Journal, JournalError, NewWorkflow, Owner, StepState, SubmitOutcome, WorkflowState, WorkflowView,
 };
 use serde_json::Value;
 
@@ -16,7 +16,7 @@ use crate::context::{LeaseCell, Run, Signals, StepOptions, WfCtx};
 use crate::error::{ActivityError, EngineError, InputError, StepError};
 use crate::ids;
 use crate::progress::{Observer, Progress, silent};
-use crate::registry::Registry;
+use crate::registry::{Registry, WorkflowDef};
 use crate::retry::RetryPolicy;
 
 /// Engine settings; the defaults suit a production daemon.
@@ -183,7 +183,18 @@ impl Engine {
         lease: Arc<LeaseCell>,
         signals: Arc<Signals>,
     ) -> Result<WorkflowState, EngineError> {
-        let view = self.journal.load(id)?.ok_or_else(|| EngineError::NotFound(id.to_string()))?;
+        let view = match self.journal.load(id) {
+            Ok(v) => v.ok_or_else(|| EngineError::NotFound(id.to_string()))?,
+            // Deterministic: trying again gives the same error. Pause once (the append folds
+            // into the summary row, not the log) rather than claim, fail and release forever.
+            Err(e @ JournalError::BadRecord { .. }) => {
+                tracing::error!(workflow = %id, error = %e, "pausing a workflow whose journal does not decode");
+                let paused = vec![Event::Paused { step: None, reason: e.to_string() }];
+                self.journal.append(id, &self.owner.id, paused, self.clock.now_ms(), Durability::Durable).await?;
+                return Ok(WorkflowState::Paused);
+            }
+            Err(e) => return Err(e.into()),
+        };
         if view.summary.cancel_requested {
             signals.cancel();
         }
@@ -200,12 +211,21 @@ impl Engine {
             failing: AtomicBool::new(false),
             compensating: AtomicBool::new(false),
             recorded: std::sync::Mutex::new(recorded),
+            environment: std::sync::Mutex::new(None),
         });
         let Some(def) = self.registry.workflow(&view.workflow) else {
+            // The pause keeps the saga phase: a compensating workflow resumes compensating.
             let reason = format!("this infraflow does not know workflow {:?}; run a version that does", view.workflow);
             run.record(vec![Event::Paused { step: None, reason }], Durability::Durable).await?;
             return Ok(WorkflowState::Paused);
         };
+        // Before anything acts, forward or compensating: the same account and region as at start.
+        match self.check_environment(&run, def.as_ref(), &view).await {
+            Ok(()) => {}
+            Err(StepError::Paused { .. }) => return Ok(WorkflowState::Paused),
+            Err(StepError::Journal(e)) => return Err(e.into()),
+            Err(_) => return Ok(view.summary.state),
+        }
         let state = match view.summary.state {
             WorkflowState::Compensating => self.compensate(&run, &view).await?,
             WorkflowState::Cancelling => self.fail(&run, &view, "cancel requested".into()).await?,
@@ -243,6 +263,86 @@ impl Engine {
         };
         run.report(Progress::Finished { workflow: id.to_string(), state: state.to_string() });
         Ok(state)
+    }
+
+    /// Journals the workflow's environment at its first execution; on every later one, probes it
+    /// again and pauses (naming both) if it differs, so that no process continues or compensates
+    /// a workflow in another account or region than the one it started in.
+    async fn check_environment(
+        &self,
+        run: &Arc<Run>,
+        def: &dyn WorkflowDef,
+        view: &WorkflowView,
+    ) -> Result<(), StepError> {
+        let Some(first_probe) = def.environment(&view.input) else { return Ok(()) };
+        let recorded =
+            view.step(ENVIRONMENT_STEP).filter(|s| s.state == StepState::Completed).and_then(|s| s.output.clone());
+        let pause = |reason: String| async move {
+            run.record(
+                vec![Event::Paused { step: Some(ENVIRONMENT_STEP.into()), reason: reason.clone() }],
+                Durability::Durable,
+            )
+            .await?;
+            Err(StepError::Paused { step: ENVIRONMENT_STEP.into(), reason })
+        };
+        let Some(recorded) = recorded else {
+            let ctx = WfCtx::new(run.clone());
+            let mut probe = Some(first_probe);
+            let result: Result<Value, StepError> = ctx
+                .step_with(ENVIRONMENT_STEP, "environment.probe", &Value::Null, StepOptions::default(), || {
+                    probe.take().or_else(|| def.environment(&view.input)).expect("the definition has an environment")
+                })
+                .await;
+            return match result {
+                Ok(env) => {
+                    *run.environment.lock().unwrap() = Some(env);
+                    Ok(())
+                }
+                Err(StepError::Failed { error, .. }) => {
+                    pause(format!(
+                        "cannot tell which account and region this workflow acts in ({error}); fix it and run `infraflow retry {}`",
+                        run.id
+                    ))
+                    .await
+                }
+                Err(e) => Err(e),
+            };
+        };
+        let mut probe = first_probe;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match probe.await {
+                Ok(now) if now == recorded => {
+                    *run.environment.lock().unwrap() = Some(recorded);
+                    return Ok(());
+                }
+                Ok(now) => {
+                    return pause(format!(
+                        "the AWS environment differs from the one this workflow started in: it started in {}, this process is in {}; resume it with the credentials and region it started with",
+                        describe(&recorded),
+                        describe(&now)
+                    ))
+                    .await;
+                }
+                Err(e) if e.retryable && attempt < self.config.default_retry.max_attempts => {
+                    let next = run.clock.now_ms() + self.config.default_retry.delay_after(attempt).as_millis() as i64;
+                    run.sleep_until(next).await;
+                    if run.signals.stop_requested() {
+                        return Err(StepError::Stopped);
+                    }
+                }
+                Err(e) => {
+                    return pause(format!(
+                        "cannot check that this process acts in the account and region this workflow started in ({}): {e}; fix it and run `infraflow retry {}`",
+                        describe(&recorded),
+                        run.id
+                    ))
+                    .await;
+                }
+            }
+            probe = def.environment(&view.input).expect("the definition has an environment");
+        }
     }
 
     /// A terminal failure or a cancel: compensate, unless the user asked to keep what was made.
@@ -326,3 +426,18 @@ impl Engine {
 
 /// Undo steps are journaled under the key of the step they undo, with this prefix.
 pub const UNDO_PREFIX: &str = "undo:";
+
+/// The step that journals where a workflow acts.
+pub const ENVIRONMENT_STEP: &str = "environment";
+
+/// `{"account":"1","region":"r"}` as `account 1, region r`.
+fn describe(env: &Value) -> String {
+    match env.as_object() {
+        Some(m) => m
+            .iter()
+            .map(|(k, v)| format!("{k} {}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
+            .collect::<Vec<_>>()
+            .join(", "),
+        None => env.to_string(),
+    }
+}

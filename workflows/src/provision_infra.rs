@@ -10,7 +10,7 @@ use infraflow_activities::{AwsPool, Identity, Kind, dns, endpoints, nat, network
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::aws_steps::{create_opts, read_opts};
+use crate::aws_steps::{create_opts, probe_environment, read_opts};
 use crate::context::{WfCtx, join_branches};
 use crate::error::{ActivityError, InputError, StepError};
 use crate::registry::{BoxFuture, Validated, WorkflowDef};
@@ -235,6 +235,11 @@ impl WorkflowDef for ProvisionInfra {
             let out = provision(&ctx, &pool, &p).await?;
             serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
         })
+    }
+
+    fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
+        let region = serde_json::from_value::<ProvisionInput>(input.clone()).map(|p| p.region).unwrap_or_default();
+        Some(probe_environment(&self.pool, &region))
     }
 }
 

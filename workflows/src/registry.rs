@@ -32,6 +32,13 @@ pub trait WorkflowDef: Send + Sync + 'static {
     fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError>;
     /// The workflow body; must be deterministic given its input and the recorded step outputs.
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>>;
+    /// Where the workflow acts (for AWS: account and region), as a flat JSON object of strings.
+    /// The engine journals it at the first execution and, on every later one (resume, retry,
+    /// compensation, takeover), compares it before anything else runs: a mismatch pauses.
+    /// None for workflows that act nowhere but the journal.
+    fn environment(&self, _input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
+        None
+    }
 }
 
 pub type UndoFn = Arc<dyn Fn(Value) -> BoxFuture<Result<Value, ActivityError>> + Send + Sync>;

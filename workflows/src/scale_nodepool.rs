@@ -8,9 +8,9 @@ use infraflow_activities::{AwsPool, Identity, Kind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::aws_steps::{create_opts, read_opts};
+use crate::aws_steps::{acting_region, create_opts, probe_environment, read_opts};
 use crate::context::{WfCtx, join_branches};
-use crate::error::{InputError, StepError};
+use crate::error::{ActivityError, InputError, StepError};
 use crate::registry::{BoxFuture, Validated, WorkflowDef};
 use crate::validate;
 
@@ -91,7 +91,7 @@ impl ScaleInput {
     }
 
     fn pool_query(&self) -> TagQuery {
-        TagQuery { key: NODEPOOL_TAG.into(), value: format!("{}/{}", self.infra_id, self.node_pool) }
+        TagQuery::new(NODEPOOL_TAG, format!("{}/{}", self.infra_id, self.node_pool))
     }
 
     fn member(&self, index: u32, workflow: &str) -> Identity {
@@ -151,11 +151,19 @@ impl WorkflowDef for ScaleNodePool {
             serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
         })
     }
+
+    fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
+        let region = serde_json::from_value::<ScaleInput>(input.clone())
+            .map(|s| s.region.unwrap_or_default())
+            .unwrap_or_default();
+        Some(probe_environment(&self.pool, &region))
+    }
 }
 
 /// The scale-nodepool body, callable from create-cluster.
 pub async fn scale(ctx: &WfCtx, pool: &AwsPool, s: &ScaleInput) -> Result<ScaleOutput, StepError> {
-    let region = s.region.clone().unwrap_or_default();
+    // Resolved once at the workflow's start, so every undo names its region explicitly.
+    let region = acting_region(ctx, s.region.as_deref().unwrap_or_default());
     let q = s.pool_query();
     let owner = ownership_key(&s.infra_id);
     let observe = |key: &'static str| {
@@ -167,7 +175,7 @@ pub async fn scale(ctx: &WfCtx, pool: &AwsPool, s: &ScaleInput) -> Result<ScaleO
                 let aws = pool.region(&region).await;
                 let members = compute::find_instances(&aws, &q).await?;
                 // Only members this cluster owns count (and are ever terminated).
-                let owned = TagQuery { key: owner, value: "owned".into() };
+                let owned = TagQuery::new(owner, "owned");
                 let owned_ids = compute::find_instances(&aws, &owned).await?;
                 Ok(members
                     .into_iter()

@@ -8,9 +8,9 @@ use infraflow_activities::{AwsPool, Kind, Scope, resources};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::aws_steps::{DELETE, DeleteOne, read_opts};
+use crate::aws_steps::{DELETE, DeleteOne, probe_environment, read_opts};
 use crate::context::{StepOptions, WfCtx, join_branches};
-use crate::error::{InputError, StepError};
+use crate::error::{ActivityError, InputError, StepError};
 use crate::registry::{BoxFuture, Validated, WorkflowDef};
 use crate::retry::RetryPolicy;
 use crate::validate;
@@ -94,6 +94,11 @@ impl WorkflowDef for Teardown {
             let out = teardown(&ctx, &pool, &t.infra_id, &t.region, attempts).await?;
             serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
         })
+    }
+
+    fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
+        let region = serde_json::from_value::<TeardownInput>(input.clone()).map(|t| t.region).unwrap_or_default();
+        Some(probe_environment(&self.pool, &region))
     }
 }
 

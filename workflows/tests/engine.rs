@@ -2,105 +2,18 @@
 //! compensation order and resumption, pause and retry, cancel, nondeterminism.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod common;
+
+use common::{World, completions, config, drive_and_crash_after, submit};
 use infraflow_journal::{Event, Journal, StepState, WorkflowState};
 use infraflow_workflows::{
-    ActivityError, BoxFuture, Engine, EngineConfig, InputError, Progress, Registry, RetryPolicy, Signals, StepError,
-    Submission, SystemClock, TestClock, Validated, WfCtx, WorkflowDef, base_registry,
+    ActivityError, BoxFuture, Engine, InputError, Progress, Registry, Signals, StepError, Submission, SystemClock,
+    Validated, WfCtx, WorkflowDef, base_registry,
 };
 use serde_json::{Value, json};
-
-fn config() -> EngineConfig {
-    EngineConfig {
-        lease_ttl: Duration::from_secs(15),
-        heartbeat: Duration::from_millis(10),
-        poll: Duration::from_millis(200),
-        shutdown_grace: Duration::from_secs(5),
-        default_retry: RetryPolicy {
-            initial: Duration::from_secs(1),
-            coefficient: 2.0,
-            max_interval: Duration::from_secs(10),
-            max_attempts: 3,
-            jitter: 0.0,
-        },
-        undo_retry: RetryPolicy { max_attempts: 3, jitter: 0.0, ..RetryPolicy::default() },
-    }
-}
-
-struct World {
-    dir: tempfile::TempDir,
-    clock: Arc<TestClock>,
-}
-
-impl World {
-    fn new() -> World {
-        World { dir: tempfile::tempdir().unwrap(), clock: Arc::new(TestClock::new(1_800_000_000_000)) }
-    }
-
-    fn path(&self) -> std::path::PathBuf {
-        self.dir.path().join("journal.sqlite3")
-    }
-
-    fn engine(&self, registry: Registry) -> Engine {
-        Engine::new(Journal::open(&self.path()).unwrap(), registry, self.clock.clone(), config())
-    }
-
-    fn effects(&self) -> String {
-        self.dir.path().join("effects.log").display().to_string()
-    }
-
-    fn effect_lines(&self) -> Vec<String> {
-        std::fs::read_to_string(self.effects())
-            .unwrap_or_default()
-            .lines()
-            .map(|l| l.rsplit_once(' ').unwrap().0.to_string())
-            .collect()
-    }
-}
-
-async fn submit(engine: &Engine, workflow: &str, input: Value) -> String {
-    engine.submit(Submission { workflow: workflow.into(), input, id: None, no_rollback: false }).await.unwrap().id
-}
-
-fn completions(journal: &Journal, id: &str) -> std::collections::BTreeMap<String, u32> {
-    let mut m = std::collections::BTreeMap::new();
-    for e in journal.events(id).unwrap() {
-        if let Event::StepCompleted { step, .. } = e.event {
-            *m.entry(step).or_insert(0) += 1;
-        }
-    }
-    m
-}
-
-/// Runs `drive` and aborts it (a crash, as far as the journal can tell) once `after` steps have
-/// completed. Returns whether the abort happened.
-async fn drive_and_crash_after(engine: Engine, id: &str, after: u32) -> bool {
-    let done = Arc::new(AtomicU32::new(0));
-    let gate: Arc<OnceLock<tokio::task::AbortHandle>> = Arc::new(OnceLock::new());
-    let observer = {
-        let (done, gate) = (done.clone(), gate.clone());
-        Arc::new(move |p: &Progress| {
-            if let Progress::StepCompleted { .. } = p
-                && done.fetch_add(1, Ordering::SeqCst) + 1 == after
-                && let Some(h) = gate.get()
-            {
-                h.abort();
-            }
-        })
-    };
-    let engine = engine.with_observer(observer);
-    let id = id.to_string();
-    let task = tokio::spawn(async move {
-        if after == 0 {
-            return;
-        }
-        engine.drive(&id, Arc::new(Signals::default())).await.unwrap();
-    });
-    let _ = gate.set(task.abort_handle());
-    task.await.is_err()
-}
 
 #[tokio::test]
 async fn resume_after_a_crash_at_each_step_boundary_completes_each_step_once() {

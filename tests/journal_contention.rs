@@ -1,0 +1,142 @@
+//! The journal against what shares it in production: another process holding SQLite's write
+//! lock, a record this binary cannot read, and daemons in containers with one hostname.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::*;
+
+/// Runs a Python sqlite3 snippet on the journal (`db` is bound to its path): another process,
+/// with SQLite's own locking, as a backup tool or a second program would be.
+fn sqlite(s: &Scratch, code: &str) -> std::process::Child {
+    Command::new("python3")
+        .arg("-c")
+        .arg(format!("import sqlite3, sys, time\ndb = sys.argv[1]\n{code}"))
+        .arg(s.db())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs")
+}
+
+fn sqlite_out(s: &Scratch, code: &str) -> String {
+    let out = sqlite(s, code).wait_with_output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Completed steps of `id`; 0 while the workflow is not journaled yet.
+fn completed(s: &Scratch, id: &str) -> usize {
+    let out = s.cli(&["status", id, "--json"]);
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    st["steps"].as_array().map_or(0, |a| a.iter().filter(|s| s["state"] == "completed").count())
+}
+
+#[test]
+fn a_run_waits_out_another_process_holding_the_write_lock_for_seven_seconds() {
+    let s = Scratch::new();
+    let input = s.write_json("in.json", &json!({"steps": 200, "stepMillis": 10}));
+    let mut run = Command::new(infraflow())
+        .arg("--db")
+        .arg(s.db())
+        .args(["run", "canary", "--input", input.to_str().unwrap(), "--id", "locked"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    while completed(&s, "locked") < 3 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut holder = sqlite(
+        &s,
+        "c = sqlite3.connect(db, isolation_level=None)\nc.execute('BEGIN IMMEDIATE')\nprint('held', flush=True)\ntime.sleep(7)\nc.execute('COMMIT')",
+    );
+    let started = Instant::now();
+    let status = run.wait().unwrap();
+    assert!(holder.wait().unwrap().success());
+    assert!(started.elapsed() >= Duration::from_secs(6), "the lock was held while the run went on");
+    let mut err = String::new();
+    std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    let st = s.status("locked");
+    assert_eq!(st["state"], "completed");
+    let steps = st["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 200);
+    assert!(steps.iter().all(|s| s["completions"] == 1), "every step once");
+}
+
+#[test]
+fn an_undecodable_event_pauses_its_workflow_once_instead_of_looping() {
+    let s = Scratch::new();
+    let input = s.write_json("in.json", &json!({"steps": 3}));
+    assert!(s.cli(&["submit", "canary", "--input", input.to_str().unwrap(), "--id", "w"]).status.success());
+    // An event kind from a newer infraflow, appended as that version would.
+    sqlite_out(
+        &s,
+        "c = sqlite3.connect(db, isolation_level=None)\nc.execute('BEGIN IMMEDIATE')\n\
+         c.execute(\"INSERT INTO events VALUES('w', (SELECT seq + 1 FROM workflows WHERE id = 'w'), 0, 'future', NULL, '{\\\"type\\\":\\\"future\\\"}')\")\n\
+         c.execute(\"UPDATE workflows SET seq = seq + 1 WHERE id = 'w'\")\nc.execute('COMMIT')",
+    );
+    let mut d = s.spawn_daemon(&[], &[]);
+    s.wait_for_daemon_start(1);
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+    let row = sqlite_out(
+        &s,
+        "c = sqlite3.connect(db)\nprint(c.execute(\"SELECT count(*) FROM events WHERE workflow_id = 'w' AND kind = 'lease_taken'\").fetchone()[0])\n\
+         print(c.execute(\"SELECT state || '|' || error FROM workflows WHERE id = 'w'\").fetchone()[0])",
+    );
+    let (takes, state) = row.split_once('\n').unwrap();
+    assert!(takes.parse::<u32>().unwrap() <= 2, "{takes} lease_taken events in 5 s");
+    assert!(state.starts_with("paused|"), "{state}");
+    assert!(state.contains("event 2 of workflow w does not decode"), "the reason names the record: {state}");
+}
+
+#[test]
+fn two_daemons_in_separate_pid_namespaces_with_one_hostname_never_steal_each_others_leases() {
+    let probe = Command::new("unshare").args(["--pid", "--fork", "--mount-proc", "true"]).status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: unshare --pid needs root or user namespaces, which this machine does not allow");
+        return;
+    }
+    let s = Scratch::new();
+    let effects = s.file("effects.log");
+    let input = s.write_json("in.json", &json!({"steps": 10, "stepMillis": 150, "effectsFile": effects}));
+    let ids: Vec<String> = (0..4).map(|i| format!("c{i}")).collect();
+    for id in &ids {
+        assert!(s.cli(&["submit", "canary", "--input", input.to_str().unwrap(), "--id", id]).status.success());
+    }
+    // Daemon a is pid 2 of its namespace and daemon b pid 3 of its own: each pid, looked up in
+    // the other's /proc, is missing (or another process), as it would be across containers.
+    let daemons: Vec<_> = ["", "true & "]
+        .iter()
+        .map(|pad| {
+            let cmd = format!("{pad}{} --db {} daemon --workers 2 & wait", infraflow().display(), s.db().display());
+            Command::new("unshare")
+                .args(["--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c", &cmd])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for id in &ids {
+        s.wait_for_state(id, &["completed", "paused", "failed"], Duration::from_secs(60));
+    }
+    // --kill-child: the namespace (and its daemon) goes with unshare.
+    for mut d in daemons {
+        kill9(&mut d);
+    }
+    for id in &ids {
+        let st = s.status(id);
+        assert_eq!(st["state"], "completed", "{st}");
+        let takes = s.history(id).iter().filter(|e| e["type"] == "lease_taken").count();
+        assert_eq!(takes, 1, "{id} changed hands {takes} times");
+    }
+    let ticks = lines_of(&effects);
+    assert_eq!(ticks.len(), 40, "each step's effect exactly once: {ticks:?}");
+}
