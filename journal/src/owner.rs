@@ -1,8 +1,6 @@
 //! Who holds a lease: an owner id that says which host and process it is, so a restarted daemon
 //! can tell a dead predecessor (take over at once) from a live one (respect the lease).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 /// The identity of one running process, as written into leases:
 /// `host~boot~pidns:pid:start:nonce`. The boot id and the pid-namespace inode say where the pid
 /// means something: two containers on one kernel can share a hostname but not a pid namespace.
@@ -11,18 +9,14 @@ pub struct Owner {
     pub id: String,
 }
 
-static NONCE: AtomicU64 = AtomicU64::new(0);
-
 impl Owner {
     /// An owner id for this process. Each call gives a new id (a nonce tells apart two engines
     /// in one process, as tests have).
     pub fn for_this_process() -> Owner {
         let pid = std::process::id();
         let start = process_start_ticks(pid).unwrap_or(0);
-        let nonce = NONCE.fetch_add(1, Ordering::Relaxed);
-        let t =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        Owner { id: format!("{}:{pid}:{start}:{t:x}{nonce}", machine()) }
+        let nonce = uuid::Uuid::now_v7().simple();
+        Owner { id: format!("{}:{pid}:{start}:{nonce}", machine()) }
     }
 }
 

@@ -1,4 +1,5 @@
-//! Workflow ids: short, unique enough, sortable by time, and safe in shell and file names.
+//! Workflow ids: unique, sortable by time (UUIDv7, from the engine's clock), and safe in shell
+//! and file names.
 
 /// Checks a user-chosen id.
 pub fn check_id(id: &str) -> Result<(), String> {
@@ -11,23 +12,11 @@ pub fn check_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A fresh id: `<workflow>-<base36 millis>-<4 random base36 digits>`.
+/// A fresh id: `<workflow>-<UUIDv7>`, time-ordered by `now_ms`.
 pub fn new_id(workflow: &str, now_ms: i64) -> String {
-    format!("{workflow}-{}-{}", base36(now_ms.max(0) as u64), base36(fastrand::u64(36u64.pow(3)..36u64.pow(4))))
-}
-
-fn base36(mut n: u64) -> String {
-    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let mut out = Vec::new();
-    loop {
-        out.push(DIGITS[(n % 36) as usize]);
-        n /= 36;
-        if n == 0 {
-            break;
-        }
-    }
-    out.reverse();
-    String::from_utf8(out).unwrap_or_default()
+    let ms = now_ms.max(0) as u64;
+    let ts = uuid::Timestamp::from_unix(uuid::NoContext, ms / 1000, ((ms % 1000) * 1_000_000) as u32);
+    format!("{workflow}-{}", uuid::Uuid::new_v7(ts))
 }
 
 #[cfg(test)]
@@ -40,5 +29,13 @@ mod tests {
         assert!(check_id(&id).is_ok(), "{id}");
         assert!(check_id("has space").is_err());
         assert!(check_id("").is_err());
+    }
+
+    #[test]
+    fn new_ids_sort_by_time_and_never_repeat() {
+        let a = new_id("canary", 1_790_000_000_000);
+        let b = new_id("canary", 1_790_000_000_001);
+        let c = new_id("canary", 1_790_000_000_001);
+        assert!(a < b && b != c, "{a} {b} {c}");
     }
 }
