@@ -120,7 +120,8 @@ pub async fn daemon(db: &Path, workers: u16) -> CmdResult {
     let shutdown = Arc::new(Signals::default());
     forward_interrupts(shutdown.clone(), "the daemon");
     let engine = Arc::new(open_engine(db, full_registry(), tracing_observer())?);
-    tracing::info!(journal = %db.display(), "journal opened");
+    engine.journal().verify()?;
+    tracing::info!(journal = %db.display(), "journal opened and verified");
     engine.daemon(usize::from(workers), shutdown).await?;
     Ok(OK)
 }

@@ -49,10 +49,10 @@ impl From<EngineError> for Failure {
 impl From<JournalError> for Failure {
     fn from(e: JournalError) -> Failure {
         match e {
-            e
-            @ (JournalError::Missing { .. } | JournalError::UnknownWorkflow(_) | JournalError::NotAJournal { .. }) => {
-                Failure::usage(e.to_string())
-            }
+            e @ (JournalError::Missing { .. }
+            | JournalError::UnknownWorkflow(_)
+            | JournalError::NotAJournal { .. }
+            | JournalError::TooNew { .. }) => Failure::usage(e.to_string()),
             e => Failure::other(e.to_string()),
         }
     }

@@ -117,9 +117,9 @@ impl Drop for Inner {
 
 impl Journal {
     /// Opens (creating with mode 0600 and migrating if needed) a journal for reading and writing.
+    /// Cheap whatever the journal's size: reading every page is `verify`'s job.
     pub fn open(path: &Path) -> Result<Journal> {
         let conn = schema::open_writer(path)?;
-        schema::quick_check(&conn, path)?;
         let reader = Connection::open(path)?;
         reader.busy_timeout(std::time::Duration::from_secs(5))?;
         reader.execute_batch("PRAGMA query_only=ON")?;
@@ -153,6 +153,12 @@ impl Journal {
 
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// Reads every page once (`PRAGMA quick_check`): a damaged file is found at daemon start,
+    /// not half-way through a run. Its cost grows with the journal, so it is not done per open.
+    pub fn verify(&self) -> Result<()> {
+        self.read(|c| schema::quick_check(c, &self.inner.path))
     }
 
     async fn write<R, F>(&self, durability: Durability, f: F) -> Result<R>
@@ -325,12 +331,22 @@ impl Journal {
         })
     }
 
-    /// Runnable workflows whose lease another process could take now, oldest first.
+    /// Runnable workflows whose lease another process could take now, oldest ticket first.
+    /// Only the head of each cluster's queue is a candidate, so `limit` is never used up by
+    /// workflows that would only wait: one runnable workflow behind thousands of blocked ones on
+    /// other clusters is still found.
     pub fn claimable(&self, now: i64, me: &str, limit: usize) -> Result<Vec<String>> {
         self.read(|c| {
             let mut st = c.prepare_cached(
-                "SELECT id, lease_owner, lease_expires_at FROM workflows
-                 WHERE state IN ('pending','running','cancelling','compensating') ORDER BY rowid",
+                "WITH heads AS (
+                     SELECT cluster, MIN(ticket) AS ticket FROM workflows
+                     WHERE cluster <> '' AND state NOT IN ('completed','failed','compensated','compensation_failed')
+                     GROUP BY cluster)
+                 SELECT w.id, w.lease_owner, w.lease_expires_at FROM workflows w
+                 LEFT JOIN heads h ON h.cluster = w.cluster
+                 WHERE w.state IN ('pending','running','cancelling','compensating')
+                   AND (w.cluster = '' OR w.ticket = h.ticket)
+                 ORDER BY w.ticket",
             )?;
             let mut out = Vec::new();
             let rows = st.query_map([], |r| {

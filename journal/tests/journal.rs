@@ -191,7 +191,7 @@ async fn a_corrupt_or_foreign_file_is_refused_with_an_error_naming_it() {
         *b = 0xA5;
     }
     std::fs::write(&broken, bytes).unwrap();
-    let err = Journal::open(&broken).err().unwrap();
+    let err = Journal::open(&broken).and_then(|j| j.verify()).err().unwrap();
     assert!(matches!(err, JournalError::Corrupt { .. } | JournalError::NotAJournal { .. }), "{err}");
     assert!(err.to_string().contains("broken.sqlite3"), "{err}");
 

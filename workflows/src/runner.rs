@@ -190,6 +190,9 @@ impl Engine {
                         continue;
                     }
                     let ttl = self.config.lease_ttl.as_millis() as i64;
+                    // The time of this acquisition, not of the listing: on a slow disk a lease
+                    // written late must not be born nearly expired.
+                    let now = self.clock.now_ms();
                     match self.journal.acquire(&id, &self.owner.id, now, ttl).await {
                         Ok(AcquireOutcome::Acquired { previous }) => {
                             tracing::info!(workflow = %id, previous = ?previous, "claimed");

@@ -280,3 +280,27 @@ async fn a_live_lease_is_respected_and_a_second_engine_waits() {
     assert!(waited.lock().unwrap().iter().any(|r| r.contains("held by")));
     assert!(completions(a.journal(), &id).values().all(|n| *n == 1));
 }
+
+#[tokio::test]
+async fn a_workflow_behind_a_thousand_blocked_ones_on_another_cluster_still_runs() {
+    let w = World::new();
+    let engine = Arc::new(w.engine(base_registry()));
+    // The head of cluster c pauses (/dev/full fails every attempt); a thousand more queue behind it.
+    let head = submit(&engine, "canary", json!({"steps": 1, "cluster": "c", "effectsFile": "/dev/full"})).await;
+    assert_eq!(engine.drive(&head, Arc::new(Signals::default())).await.unwrap().state, WorkflowState::Paused);
+    let queued = (0..1000).map(|_| submit(&engine, "canary", json!({"steps": 1, "cluster": "c"})));
+    futures::future::join_all(queued).await;
+    let free = submit(&engine, "canary", json!({"steps": 2})).await;
+
+    let shutdown = Arc::new(Signals::default());
+    let daemon = tokio::spawn(engine.clone().daemon(4, shutdown.clone()));
+    let start = std::time::Instant::now();
+    while engine.journal().row(&free).unwrap().unwrap().state != WorkflowState::Completed {
+        assert!(start.elapsed() < Duration::from_secs(30), "the free workflow was never claimed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    shutdown.stop();
+    daemon.await.unwrap().unwrap();
+    let rows = engine.journal().list().unwrap();
+    assert_eq!(rows.iter().filter(|r| r.state == WorkflowState::Pending).count(), 1000, "the queue waits its turn");
+}
