@@ -187,3 +187,25 @@ fn retry_and_cancel_refuse_finished_workflows() {
     let out = s.cli(&["cancel", "done"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn prune_moves_finished_workflows_to_a_readable_archive_and_refuses_a_bad_duration() {
+    let s = Scratch::new();
+    let input = s.write_json("in.json", &json!({"steps": 2}));
+    assert!(s.cli(&["run", "canary", "--input", input.to_str().unwrap(), "--id", "old"]).status.success());
+    let bad = s.cli(&["prune", "--before", "ten days"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("--before"), "{}", stderr(&bad));
+
+    let out = s.cli(&["prune", "--before", "0s", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let pruned: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(pruned["workflows"], 1);
+    let listed = s.cli(&["status", "--json"]);
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&listed.stdout).unwrap(), json!([]));
+    let archive = pruned["archive"].as_str().unwrap();
+    let out = std::process::Command::new(workflow_status()).args(["--db", archive, "old", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(st["state"], "completed");
+}

@@ -49,6 +49,15 @@ pub enum Command {
         #[arg(long)]
         detach: bool,
     },
+    /// Move workflows that finished for good (completed, compensated) before a horizon to the
+    /// archive journal beside this one (`<name>.archive.sqlite3`, readable with `status --db`).
+    Prune {
+        /// How long ago they finished: a number and a unit, s, m, h or d (`30d`, `12h`, `0s`).
+        #[arg(long, value_name = "DURATION", value_parser = parse_age)]
+        before: std::time::Duration,
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure the engine on this disk: durable no-op steps per second against SQLite's ceiling.
     Bench {
         /// Where the scratch journals go [default: beside the journal].
@@ -95,4 +104,19 @@ pub struct StatusCli {
     pub db: Option<PathBuf>,
     #[command(flatten)]
     pub args: StatusArgs,
+}
+
+/// `30d`, `12h`, `90m`, `45s`: an age for `prune --before`.
+fn parse_age(s: &str) -> Result<std::time::Duration, String> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n.parse().map_err(|_| format!("{s:?} is not a duration: write a number and a unit, e.g. 30d"))?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err(format!("{s:?} has no known unit: use s, m, h or d (e.g. 30d)")),
+    };
+    Ok(std::time::Duration::from_secs(n.saturating_mul(secs)))
 }

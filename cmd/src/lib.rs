@@ -49,6 +49,7 @@ pub fn main_infraflow() -> ExitCode {
         match cli.command {
             Command::Status(args) => status::status(&db, &args),
             Command::History { id, json } => status::history(&db, &id, json),
+            Command::Prune { before, json } => status::prune(&db, before, json),
             command => runtime()?.block_on(async {
                 match command {
                     Command::Daemon { workers } => execute::daemon(&db, workers).await,
@@ -66,7 +67,9 @@ pub fn main_infraflow() -> ExitCode {
                         };
                         bench::bench(&dir, steps, rounds, json).await
                     }
-                    Command::Status(_) | Command::History { .. } => unreachable!("handled above"),
+                    Command::Status(_) | Command::History { .. } | Command::Prune { .. } => {
+                        unreachable!("handled above")
+                    }
                 }
             }),
         }

@@ -1,4 +1,5 @@
-//! `status`, `workflow-status` and `history`: read-only views of the journal.
+//! `status`, `workflow-status` and `history`: read-only views of the journal; and `prune`, which
+//! moves what those views no longer need to the archive.
 
 use std::path::Path;
 
@@ -51,6 +52,27 @@ pub fn history(db: &Path, id: &str, json: bool) -> CmdResult {
         println!("{}", serde_json::to_string_pretty(&render::history_json(&events)).unwrap_or_default());
     } else {
         print!("{}", render::history_text(&events));
+    }
+    Ok(OK)
+}
+
+pub fn prune(db: &Path, before: std::time::Duration, json: bool) -> CmdResult {
+    if !db.exists() {
+        return Err(Failure::usage(format!("{}: no journal there; pass the right --db", db.display())));
+    }
+    let journal = Journal::open(db)?;
+    let horizon = now_ms() - before.as_millis() as i64;
+    let pruned = journal.prune(horizon)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&pruned).unwrap_or_default());
+    } else {
+        println!(
+            "archived {} workflows ({} events) that finished before {} to {}",
+            pruned.workflows,
+            pruned.events,
+            render::iso_time(horizon),
+            pruned.archive.display()
+        );
     }
     Ok(OK)
 }

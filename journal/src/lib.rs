@@ -8,6 +8,7 @@ mod event;
 mod journal;
 mod owner;
 mod projection;
+mod prune;
 mod schema;
 mod writer;
 
@@ -19,3 +20,4 @@ pub use journal::{
 };
 pub use owner::{Owner, owner_is_gone};
 pub use projection::{StepState, StepView, Summary, WorkflowState, WorkflowView};
+pub use prune::{Pruned, archive_path};

@@ -58,6 +58,17 @@ const MIGRATIONS: &[&str] = &[
         SELECT 1 FROM events e WHERE e.workflow_id = workflows.id AND e.kind = 'compensation_started');
     CREATE INDEX workflows_by_cluster_ticket ON workflows(cluster, ticket);
     "#,
+    // 3: pruning. Events stay append-only, except those of a workflow that finished for good
+    // and whose copy is in the archive (`archived`, set in prune's deleting transaction).
+    r#"
+    ALTER TABLE workflows ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;
+    DROP TRIGGER events_are_append_only_delete;
+    CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events
+        WHEN NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = OLD.workflow_id AND w.archived = 1
+                           AND w.state IN ('completed', 'compensated'))
+        BEGIN SELECT RAISE(ABORT, 'journal events are append-only'); END;
+    CREATE INDEX workflows_by_updated ON workflows(state, updated_at);
+    "#,
 ];
 
 pub fn latest_version() -> i64 {

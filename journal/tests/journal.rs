@@ -243,3 +243,45 @@ async fn cancel_and_resume_requests_follow_the_state() {
     assert_eq!(j.request_cancel("w", 7).await.unwrap(), RequestOutcome::NotApplicable(WorkflowState::Compensated));
     assert_eq!(j.request_resume("w", 8).await.unwrap(), RequestOutcome::NotApplicable(WorkflowState::Compensated));
 }
+
+#[tokio::test]
+async fn ten_thousand_finished_workflows_are_pruned_to_the_archive_and_live_ones_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.sqlite3");
+    let j = Journal::open(&path).unwrap();
+    let finish = |i: usize| {
+        let j = j.clone();
+        async move {
+            let id = format!("done{i}");
+            j.submit(new_wf(&id, "")).await.unwrap();
+            j.acquire(&id, "me", 2_000, 10_000).await.unwrap();
+            let end = if i % 2 == 0 { Event::Completed { output: json!(i) } } else { Event::Compensated };
+            j.append(&id, "me", vec![completed("a", 1), end], 3_000, Durability::Durable).await.unwrap();
+        }
+    };
+    for chunk in (0..10_000).collect::<Vec<_>>().chunks(2_000) {
+        futures::future::join_all(chunk.iter().map(|&i| finish(i))).await;
+    }
+    j.submit(new_wf("live", "")).await.unwrap();
+    j.submit(new_wf("failed", "")).await.unwrap();
+    j.acquire("failed", "me", 2_000, 10_000).await.unwrap();
+    j.append("failed", "me", vec![Event::Failed { error: "kept".into() }], 3_000, Durability::Durable).await.unwrap();
+
+    let pruned = j.prune(5_000).unwrap();
+    assert_eq!((pruned.workflows, pruned.events), (10_000, 40_000), "submitted, lease, step, end each");
+    let left: Vec<String> = j.list().unwrap().into_iter().map(|r| r.id).collect();
+    assert_eq!(left, ["live", "failed"], "what may still change is never pruned");
+    assert_eq!(j.events("live").unwrap().len(), 1);
+    assert_eq!(j.prune(5_000).unwrap().workflows, 0, "a second prune finds nothing");
+
+    let archive = Journal::open_read_only(&pruned.archive).unwrap();
+    assert_eq!(archive.list().unwrap().len(), 10_000);
+    let view = archive.load("done7").unwrap().unwrap();
+    assert_eq!(view.summary.state, WorkflowState::Compensated);
+    assert_eq!(view.steps.len(), 1);
+
+    // The append-only rule still holds for everything not archived.
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let refused = c.execute("DELETE FROM events WHERE workflow_id = 'failed'", []).unwrap_err();
+    assert!(refused.to_string().contains("append-only"), "{refused}");
+}

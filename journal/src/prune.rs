@@ -1,0 +1,104 @@
+//! Pruning: workflows that finished for good (`completed`, `compensated`) before a horizon move
+//! to an archive journal beside the live one, so the live journal stays small over years of use.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, params};
+
+use crate::error::{JournalError, Result};
+use crate::journal::Journal;
+use crate::schema;
+
+/// What a prune moved.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Pruned {
+    pub workflows: u64,
+    pub events: u64,
+    pub archive: PathBuf,
+}
+
+/// `journal.sqlite3` -> `journal.archive.sqlite3`: itself a journal, readable by `status --db`.
+pub fn archive_path(journal: &Path) -> PathBuf {
+    let stem = journal.file_stem().and_then(|s| s.to_str()).unwrap_or("journal");
+    let ext = journal.extension().and_then(|s| s.to_str()).unwrap_or("sqlite3");
+    journal.with_file_name(format!("{stem}.archive.{ext}"))
+}
+
+/// Finished-for-good states: `retry` refuses them, so nothing will append to them again.
+const PRUNABLE: &str = "('completed', 'compensated')";
+
+impl Journal {
+    /// Moves every workflow that finished for good before `before_ms` (its last record's time)
+    /// to the archive journal. Two transactions, copy then delete, each idempotent: a crash
+    /// between them leaves the copy, and the next prune completes the move.
+    pub fn prune(&self, before_ms: i64) -> Result<Pruned> {
+        let archive = archive_path(self.path());
+        // Created (0600) and migrated like any journal, then closed: it is attached below.
+        drop(schema::open_writer(&archive)?);
+        let conn = Connection::open(self.path())?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.execute_batch("PRAGMA foreign_keys=ON")?;
+        let archive_str = archive.to_str().ok_or_else(|| JournalError::Create {
+            path: archive.clone(),
+            source: std::io::Error::other("the archive path is not UTF-8"),
+        })?;
+        conn.execute("ATTACH DATABASE ?1 AS archive", [archive_str])?;
+        let doomed = format!("SELECT id FROM main.workflows WHERE state IN {PRUNABLE} AND updated_at < ?1");
+        let (workflows, events) = in_transaction(&conn, |c| {
+            let w = c.execute(
+                &format!("INSERT OR IGNORE INTO archive.workflows SELECT * FROM main.workflows WHERE id IN ({doomed})"),
+                [before_ms],
+            )?;
+            let e = c.execute(
+                &format!(
+                    "INSERT OR IGNORE INTO archive.events SELECT * FROM main.events WHERE workflow_id IN ({doomed})"
+                ),
+                [before_ms],
+            )?;
+            Ok((w as u64, e as u64))
+        })?;
+        in_transaction(&conn, |c| {
+            // Only what the archive holds is deleted.
+            c.execute(
+                &format!(
+                    "UPDATE main.workflows SET archived = 1 WHERE id IN ({doomed})
+                       AND id IN (SELECT id FROM archive.workflows)"
+                ),
+                params![before_ms],
+            )?;
+            c.execute(
+                "DELETE FROM main.events WHERE workflow_id IN (SELECT id FROM main.workflows WHERE archived = 1)",
+                [],
+            )?;
+            c.execute("DELETE FROM main.workflows WHERE archived = 1", [])?;
+            Ok(())
+        })?;
+        conn.execute("DETACH DATABASE archive", [])?;
+        Ok(Pruned { workflows, events, archive })
+    }
+}
+
+/// Runs `f` in a write transaction, waiting (bounded) while another connection holds the lock.
+fn in_transaction<R>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
+    let start = Instant::now();
+    loop {
+        match conn.execute_batch("BEGIN IMMEDIATE") {
+            Err(e) if crate::writer::is_busy(&e) && start.elapsed() < Duration::from_secs(120) => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e.into()),
+            Ok(()) => break,
+        }
+    }
+    match f(conn) {
+        Ok(r) => {
+            conn.execute_batch("COMMIT")?;
+            Ok(r)
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
