@@ -209,3 +209,25 @@ fn prune_moves_finished_workflows_to_a_readable_archive_and_refuses_a_bad_durati
     let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(st["state"], "completed");
 }
+
+#[test]
+fn a_journal_written_by_a_newer_infraflow_is_refused_with_exit_2_naming_both_versions() {
+    let s = Scratch::new();
+    let input = s.write_json("in.json", &json!({"steps": 1}));
+    assert!(s.cli(&["run", "canary", "--input", input.to_str().unwrap(), "--id", "w"]).status.success());
+    let bump = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('PRAGMA user_version=99'); c.commit()",
+        ])
+        .arg(s.db())
+        .status()
+        .unwrap();
+    assert!(bump.success());
+    for args in [&["status"][..], &["submit", "canary", "--input", input.to_str().unwrap()][..]] {
+        let out = s.cli(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = stderr(&out);
+        assert!(err.contains("schema version 99") && err.contains("upgrade infraflow"), "{err}");
+    }
+}

@@ -140,3 +140,63 @@ fn two_daemons_in_separate_pid_namespaces_with_one_hostname_never_steal_each_oth
     let ticks = lines_of(&effects);
     assert_eq!(ticks.len(), 40, "each step's effect exactly once: {ticks:?}");
 }
+
+/// The thread id of a process's journal writer (`journal-writer`, as the journal names it).
+fn writer_thread(pid: u32) -> Option<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten().find_map(|t| {
+        let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+        (comm.trim() == "journal-writer").then(|| t.file_name().to_string_lossy().to_string())
+    })
+}
+
+#[test]
+fn a_daemon_whose_journal_writer_stalls_past_its_lease_drops_the_workflow_before_another_takes_it() {
+    if !Command::new("strace").arg("-V").output().is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: strace (the fault injector of this test) is not installed");
+        return;
+    }
+    let s = Scratch::new();
+    let effects = s.file("effects.log");
+    // Long steps: daemon a is inside s1 when its journal stalls.
+    let input = s.write_json("in.json", &json!({"steps": 2, "stepMillis": 20000, "effectsFile": effects}));
+    assert!(s.cli(&["submit", "canary", "--input", input.to_str().unwrap(), "--id", "fenced"]).status.success());
+    let mut a = s.spawn_daemon(&[], &[]);
+    let running = |s: &Scratch| {
+        let out = s.cli(&["status", "fenced", "--json"]);
+        let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        st["steps"].as_array().is_some_and(|a| a.iter().any(|x| x["key"] == "s1"))
+    };
+    while !running(&s) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Daemon a's journal writer now waits 30 s on every lock call (fcntl), before it holds any
+    // lock: its renewals cannot commit, while its other threads run s1 on and daemon b is free
+    // to take the lease once it expires.
+    let tid = writer_thread(a.id()).expect("the daemon has a journal-writer thread");
+    let mut stall = Command::new("timeout")
+        .args(["35", "strace", "-p", &tid, "-e", "trace=fcntl", "-e", "inject=fcntl:delay_enter=30s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut b = s.spawn_daemon(&[], &[]);
+    let done = s.wait_for_state("fenced", &["completed", "paused", "failed"], Duration::from_secs(120));
+    let _ = stall.wait();
+    for d in [&mut a, &mut b] {
+        terminate(d, Duration::from_secs(30));
+    }
+    assert_eq!(done["state"], "completed", "{done}");
+    let takes = s.history("fenced").iter().filter(|e| e["type"] == "lease_taken").count();
+    assert_eq!(takes, 2, "a, then b after a's lease expired");
+    // Without self-fencing, a would finish s1 (and write its effect) after b had taken it over.
+    let ticks = lines_of(&effects);
+    for i in 1..=2 {
+        let n = ticks.iter().filter(|l| l.starts_with(&format!("tick fenced/s{i} "))).count();
+        assert_eq!(n, 1, "s{i} ran {n} times: {ticks:?}");
+    }
+    assert!(
+        s.daemon_log().contains("dropping the workflow before its lease can expire"),
+        "daemon a fenced itself: {}",
+        s.daemon_log()
+    );
+}

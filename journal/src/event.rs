@@ -19,6 +19,9 @@ pub enum Event {
         input: Value,
         #[serde(default)]
         no_rollback: bool,
+        /// The version of the workflow's code it was submitted to (see `WorkflowDef::version`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code_version: Option<u32>,
     },
     LeaseTaken {
         owner: String,
@@ -32,6 +35,9 @@ pub enum Event {
         input_hash: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         undo: Option<Undo>,
+        /// Where the code called the step: `<scope>#<n>`, the n-th step called in its scope.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        position: Option<String>,
     },
     StepCompleted {
         step: String,
@@ -41,6 +47,8 @@ pub enum Event {
         activity: String,
         input_hash: String,
         output: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        position: Option<String>,
     },
     StepFailed {
         step: String,

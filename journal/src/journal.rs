@@ -34,6 +34,8 @@ pub struct NewWorkflow {
     /// Workflows with the same non-empty cluster key run one at a time, oldest first.
     pub cluster: String,
     pub no_rollback: bool,
+    /// The version of the workflow's code, recorded so a differing binary can refuse to replay.
+    pub code_version: Option<u32>,
     pub at: i64,
 }
 
@@ -549,7 +551,12 @@ fn submit_tx(c: &Connection, new: &NewWorkflow) -> Result<SubmitOutcome> {
         c,
         &new.id,
         None,
-        &[Event::Submitted { workflow: new.workflow.clone(), input: new.input.clone(), no_rollback: new.no_rollback }],
+        &[Event::Submitted {
+            workflow: new.workflow.clone(),
+            input: new.input.clone(),
+            no_rollback: new.no_rollback,
+            code_version: new.code_version,
+        }],
         new.at,
     )?;
     Ok(SubmitOutcome::Created)

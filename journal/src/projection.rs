@@ -220,8 +220,13 @@ pub struct StepView {
     pub output: Option<Value>,
     #[serde(skip)]
     pub next_attempt_at: Option<i64>,
+    /// The compensations its attempts registered, each once, oldest first: an attempt of
+    /// another code version may have registered another one, and all of them must run.
     #[serde(skip)]
-    pub undo: Option<Undo>,
+    pub undos: Vec<Undo>,
+    /// Where the code called it (`<scope>#<n>`), if recorded.
+    #[serde(skip)]
+    pub position: Option<String>,
     /// Sequence number of the completion (or, while unfinished, of the first start).
     #[serde(skip)]
     pub order: i64,
@@ -239,6 +244,8 @@ pub struct WorkflowView {
     pub workflow: String,
     pub input: Value,
     pub no_rollback: bool,
+    /// The workflow code version it was submitted to, if recorded.
+    pub code_version: Option<u32>,
     pub created_at: i64,
     pub updated_at: i64,
     pub summary: Summary,
@@ -256,6 +263,7 @@ impl WorkflowView {
             workflow: String::new(),
             input: Value::Null,
             no_rollback: false,
+            code_version: None,
             created_at: events.first().map_or(0, |e| e.at),
             updated_at: events.last().map_or(0, |e| e.at),
             summary: Summary::new(),
@@ -284,7 +292,8 @@ impl WorkflowView {
                     error: None,
                     output: None,
                     next_attempt_at: None,
-                    undo: None,
+                    undos: Vec::new(),
+                    position: None,
                     order: seq,
                     completions: 0,
                     terminal: false,
@@ -303,12 +312,13 @@ impl WorkflowView {
         for rec in events {
             view.summary.apply(&rec.event);
             match &rec.event {
-                Event::Submitted { workflow, input, no_rollback } => {
+                Event::Submitted { workflow, input, no_rollback, code_version } => {
                     view.workflow = workflow.clone();
                     view.input = input.clone();
                     view.no_rollback = *no_rollback;
+                    view.code_version = *code_version;
                 }
-                Event::StepStarted { step, attempt, activity, input_hash, undo } => {
+                Event::StepStarted { step, attempt, activity, input_hash, undo, position } => {
                     let s = entry(&mut view, &mut index, step, rec.seq);
                     bump(s, *attempt);
                     s.activity = activity.clone();
@@ -318,12 +328,20 @@ impl WorkflowView {
                     }
                     s.next_attempt_at = None;
                     s.terminal = false;
-                    if undo.is_some() {
-                        s.undo = undo.clone();
+                    if let Some(u) = undo
+                        && !s.undos.contains(u)
+                    {
+                        s.undos.push(u.clone());
+                    }
+                    if position.is_some() {
+                        s.position = position.clone();
                     }
                 }
-                Event::StepCompleted { step, attempt, activity, input_hash, output } => {
+                Event::StepCompleted { step, attempt, activity, input_hash, output, position } => {
                     let s = entry(&mut view, &mut index, step, rec.seq);
+                    if position.is_some() {
+                        s.position = position.clone();
+                    }
                     bump(s, *attempt);
                     s.state = StepState::Completed;
                     s.activity = activity.clone();

@@ -13,6 +13,7 @@ fn new_wf(id: &str, cluster: &str) -> NewWorkflow {
         input: json!({"steps": 3}),
         cluster: cluster.into(),
         no_rollback: false,
+        code_version: Some(1),
         at: 1_000,
     }
 }
@@ -24,6 +25,7 @@ fn completed(step: &str, n: i64) -> Event {
         activity: "noop".into(),
         input_hash: "h".into(),
         output: json!(n),
+        position: None,
     }
 }
 
@@ -39,6 +41,7 @@ async fn events_round_trip_and_fold_into_the_summary() {
         activity: "noop".into(),
         input_hash: "h".into(),
         undo: None,
+        position: None,
     };
     j.append("w1", "me", vec![started.clone(), completed("a", 7)], 3_000, Durability::Durable).await.unwrap();
     j.append("w1", "me", vec![Event::Completed { output: json!({"ok": true}) }], 4_000, Durability::Durable)

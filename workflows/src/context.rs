@@ -106,15 +106,41 @@ impl Signals {
 }
 
 /// The lease on one workflow as this process believes it to be.
+///
+/// Self-fencing: the journal's expiry is wall-clock time that *other* processes compare with
+/// their clocks; this process keeps its own, monotonic, account of when its last renewal was
+/// asked for and succeeded. Once `fence_at` passes without a newer success, the workflow is
+/// dropped here — `FENCE_MARGIN` of the lease before anyone else may take it over — so a stalled
+/// journal writer (a slow disk, a lock held elsewhere) never lets two processes run its steps.
+/// The assumption: the clocks of the processes sharing a journal differ by less than the margin.
 #[derive(Debug)]
 pub struct LeaseCell {
     pub(crate) expires_at: AtomicI64,
     pub(crate) ttl_ms: i64,
+    /// When the request of the last successful acquire or renewal was sent.
+    renewed_at: Mutex<Instant>,
 }
 
+/// The share of the lease kept in reserve: a workflow is dropped when only this much is left.
+pub const FENCE_MARGIN: f64 = 1.0 / 3.0;
+
 impl LeaseCell {
-    pub(crate) fn new(expires_at: i64, ttl_ms: i64) -> LeaseCell {
-        LeaseCell { expires_at: AtomicI64::new(expires_at), ttl_ms }
+    /// A lease acquired with a request sent at `sent`.
+    pub(crate) fn new(expires_at: i64, ttl_ms: i64, sent: Instant) -> LeaseCell {
+        LeaseCell { expires_at: AtomicI64::new(expires_at), ttl_ms, renewed_at: Mutex::new(sent) }
+    }
+
+    /// A renewal whose request was sent at `sent` succeeded.
+    pub(crate) fn renewed(&self, sent: Instant, expires_at: i64) {
+        self.expires_at.fetch_max(expires_at, Ordering::SeqCst);
+        let mut at = self.renewed_at.lock().unwrap();
+        *at = (*at).max(sent);
+    }
+
+    /// When this process must have stopped running the workflow unless a renewal succeeds.
+    pub(crate) fn fence_at(&self) -> Instant {
+        let keep = std::time::Duration::from_millis((self.ttl_ms as f64 * (1.0 - FENCE_MARGIN)) as u64);
+        *self.renewed_at.lock().unwrap() + keep
     }
 }
 
@@ -136,6 +162,10 @@ pub(crate) struct Run {
     pub recorded: Mutex<HashMap<String, StepView>>,
     /// Where the workflow acts, as journaled at its start (see `WorkflowDef::environment`).
     pub environment: Mutex<Option<Value>>,
+    /// How many steps the code has called so far in each scope.
+    pub positions: Mutex<HashMap<String, u32>>,
+    /// The journal's step at each recorded position (`<scope>#<n>`).
+    pub by_position: HashMap<String, String>,
 }
 
 impl Run {
@@ -146,13 +176,22 @@ impl Run {
     /// Renews the lease when less than half of it is left, so no step starts on a lease that
     /// could expire under it.
     pub(crate) async fn ensure_lease(&self) -> Result<(), JournalError> {
+        if Instant::now() >= self.lease.fence_at() {
+            // No renewal succeeded in time: another process may soon take over.
+            self.signals.lose();
+            return Err(JournalError::LeaseLost {
+                workflow: self.id.clone(),
+                holder: "nobody yet (no renewal succeeded in time; dropped before it could expire)".into(),
+            });
+        }
         let now = self.clock.now_ms();
         if self.lease.expires_at.load(Ordering::SeqCst) - now >= self.lease.ttl_ms / 2 {
             return Ok(());
         }
+        let sent = Instant::now();
         let r = self.journal.renew(&self.owner, vec![self.id.clone()], now, self.lease.ttl_ms).await?;
         if r.first().is_some_and(|r| r.held) {
-            self.lease.expires_at.store(now + self.lease.ttl_ms, Ordering::SeqCst);
+            self.lease.renewed(sent, now + self.lease.ttl_ms);
             Ok(())
         } else {
             self.signals.stop();
@@ -262,7 +301,21 @@ impl WfCtx {
         let key = self.key(key);
         let input =
             serde_json::to_value(input).map_err(|e| StepError::Decode { step: key.clone(), detail: e.to_string() });
-        self.run_step(key, activity.to_string(), input, options, f)
+        let position = self.next_position(&key);
+        self.run_step(key, activity.to_string(), input, position, options, f)
+    }
+
+    /// The position of a step of the workflow body: the n-th step its scope calls, counted at
+    /// the call (program order, deterministic even when steps then run concurrently). Undo steps
+    /// and the environment probe are not part of the body and take none.
+    fn next_position(&self, key: &str) -> Option<String> {
+        if self.run.compensating.load(Ordering::SeqCst) || key == crate::engine::ENVIRONMENT_STEP {
+            return None;
+        }
+        let mut positions = self.run.positions.lock().unwrap();
+        let n = positions.entry(self.prefix.clone()).or_insert(0);
+        *n += 1;
+        Some(format!("{}#{n}", self.prefix))
     }
 
     async fn run_step<O, F, Fut>(
@@ -270,6 +323,7 @@ impl WfCtx {
         key: String,
         activity: String,
         input: Result<Value, StepError>,
+        position: Option<String>,
         options: StepOptions,
         mut f: F,
     ) -> Result<O, StepError>
@@ -282,6 +336,41 @@ impl WfCtx {
         let hash = input_hash(&input?);
         let run = &self.run;
         let prior = run.recorded.lock().unwrap().get(&key).cloned();
+        if let Some(p) = &position
+            && let Some(there) = run.by_position.get(p)
+            && *there != key
+        {
+            return Err(StepError::Nondeterminism {
+                step: key,
+                detail: format!(
+                    "the journal has step {there} at this point of the workflow ({p}); a step was renamed, added, removed or reordered"
+                ),
+            });
+        }
+        if let Some(rec) = &prior
+            && let (Some(was), Some(now)) = (&rec.position, &position)
+            && was != now
+        {
+            return Err(StepError::Nondeterminism {
+                step: key,
+                detail: format!("recorded at {was}, now called at {now}; steps were added, removed or reordered"),
+            });
+        }
+        // An unfinished step too: its recorded start names what it was running.
+        if let Some(rec) = &prior
+            && rec.state != StepState::Completed
+            && !rec.activity.is_empty()
+            && !rec.input_hash.is_empty()
+            && (rec.activity != activity || rec.input_hash != hash)
+        {
+            return Err(StepError::Nondeterminism {
+                step: key,
+                detail: format!(
+                    "started as {} with input {}, now called as {} with input {}",
+                    rec.activity, rec.input_hash, activity, hash
+                ),
+            });
+        }
         if let Some(rec) = &prior
             && rec.state == StepState::Completed
         {
@@ -342,6 +431,7 @@ impl WfCtx {
                 activity: activity.to_string(),
                 input_hash: hash.clone(),
                 undo: options.undo.clone(),
+                position: position.clone(),
             };
             // Write-ahead only where it protects something: a step with an undo must be known to
             // have started before it acts. Other starts are recorded only if the step is still
@@ -383,6 +473,7 @@ impl WfCtx {
                             activity: activity.to_string(),
                             input_hash: hash.clone(),
                             output: output.clone(),
+                            position: position.clone(),
                         }],
                         Durability::Durable,
                     )
@@ -400,7 +491,8 @@ impl WfCtx {
                             error: None,
                             output: Some(output),
                             next_attempt_at: None,
-                            undo: options.undo.clone(),
+                            undos: options.undo.iter().cloned().collect(),
+                            position: position.clone(),
                             order: 0,
                             completions: 1,
                             terminal: false,

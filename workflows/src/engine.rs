@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use infraflow_journal::{
-    Durability, Event, Journal, JournalError, NewWorkflow, Owner, StepState, SubmitOutcome, WorkflowState, WorkflowView,
+    Durability, Event, Journal, JournalError, NewWorkflow, Owner, StepState, SubmitOutcome, Undo, WorkflowState,
+    WorkflowView,
 };
 use serde_json::Value;
 
@@ -128,6 +129,7 @@ impl Engine {
                 input: validated.input,
                 cluster: validated.cluster,
                 no_rollback: s.no_rollback,
+                code_version: Some(def.version()),
                 at: self.clock.now_ms(),
             })
             .await?;
@@ -199,6 +201,8 @@ impl Engine {
             signals.cancel();
         }
         let recorded: HashMap<_, _> = view.steps.iter().map(|s| (s.key.clone(), s.clone())).collect();
+        let by_position: HashMap<_, _> =
+            view.steps.iter().filter_map(|s| Some((s.position.clone()?, s.key.clone()))).collect();
         let run = Arc::new(Run {
             id: id.to_string(),
             journal: self.journal.clone(),
@@ -212,6 +216,8 @@ impl Engine {
             compensating: AtomicBool::new(false),
             recorded: std::sync::Mutex::new(recorded),
             environment: std::sync::Mutex::new(None),
+            positions: std::sync::Mutex::new(HashMap::new()),
+            by_position,
         });
         let Some(def) = self.registry.workflow(&view.workflow) else {
             // The pause keeps the saga phase: a compensating workflow resumes compensating.
@@ -219,6 +225,20 @@ impl Engine {
             run.record(vec![Event::Paused { step: None, reason }], Durability::Durable).await?;
             return Ok(WorkflowState::Paused);
         };
+        if let Some(recorded) = view.code_version
+            && recorded != def.version()
+        {
+            let e = StepError::Nondeterminism {
+                step: "(workflow)".into(),
+                detail: format!(
+                    "workflow {} was submitted to version {recorded} of its code and this infraflow has version {}; finish it with a binary of version {recorded}, or cancel it",
+                    view.workflow,
+                    def.version()
+                ),
+            };
+            run.record(vec![Event::Paused { step: None, reason: e.to_string() }], Durability::Durable).await?;
+            return Ok(WorkflowState::Paused);
+        }
         // Before anything acts, forward or compensating: the same account and region as at start.
         match self.check_environment(&run, def.as_ref(), &view).await {
             Ok(()) => {}
@@ -366,22 +386,25 @@ impl Engine {
             workflow: run.id.clone(),
             reason: view.summary.error.clone().unwrap_or_default(),
         });
-        let mut todo: Vec<_> =
-            view.steps.iter().filter(|s| s.undo.is_some() && !s.key.starts_with(UNDO_PREFIX)).collect();
-        todo.sort_by_key(|s| std::cmp::Reverse(s.order));
+        // Every registered undo of every attempt, newest step first.
+        let mut steps: Vec<_> =
+            view.steps.iter().filter(|s| !s.undos.is_empty() && !s.key.starts_with(UNDO_PREFIX)).collect();
+        steps.sort_by_key(|s| std::cmp::Reverse(s.order));
+        let todo: Vec<(String, String, &Undo)> = steps
+            .iter()
+            .flat_map(|s| s.undos.iter().enumerate().map(|(i, u)| (s.key.clone(), undo_key(&s.key, i), u)))
+            .collect();
         let done = |key: &str| view.step(key).is_some_and(|s| s.state == StepState::Completed);
         let ctx = WfCtx::new(run.clone());
-        for (i, step) in todo.iter().enumerate() {
-            let undo_key = format!("{UNDO_PREFIX}{}", step.key);
-            if done(&undo_key) {
+        for (i, (step_key, undo_key, undo)) in todo.iter().enumerate() {
+            if done(undo_key) {
                 continue;
             }
-            let undo = step.undo.clone().expect("filtered on undo");
             let result = match self.registry.undo(&undo.activity) {
                 Some(handler) => {
                     let options = StepOptions { retry: Some(self.config.undo_retry.clone()), undo: None };
                     let input = undo.input.clone();
-                    ctx.step_with(&undo_key, &undo.activity, &undo.input, options, || handler(input.clone()))
+                    ctx.step_with(undo_key, &undo.activity, &undo.input, options, || handler(input.clone()))
                         .await
                         .map(|_: Value| ())
                 }
@@ -393,11 +416,9 @@ impl Engine {
             match result {
                 Ok(()) => {}
                 Err(StepError::Failed { step: failed, error }) => {
-                    let remaining: Vec<String> = todo[i..]
-                        .iter()
-                        .filter(|s| !done(&format!("{UNDO_PREFIX}{}", s.key)))
-                        .map(|s| s.key.clone())
-                        .collect();
+                    let mut remaining: Vec<String> =
+                        todo[i..].iter().filter(|(_, u, _)| !done(u)).map(|(k, _, _)| k.clone()).collect();
+                    remaining.dedup();
                     let error = format!(
                         "compensation {failed} failed: {error}; still there: {}; fix the cause and run `infraflow retry {}`",
                         remaining.join(", "),
@@ -411,7 +432,7 @@ impl Engine {
                 Err(other) => {
                     let reason = other.to_string();
                     run.record(
-                        vec![Event::CompensationFailed { error: reason, remaining: vec![step.key.clone()] }],
+                        vec![Event::CompensationFailed { error: reason, remaining: vec![step_key.clone()] }],
                         Durability::Durable,
                     )
                     .await?;
@@ -426,6 +447,11 @@ impl Engine {
 
 /// Undo steps are journaled under the key of the step they undo, with this prefix.
 pub const UNDO_PREFIX: &str = "undo:";
+
+/// The key of the `i`-th distinct undo a step registered: `undo:<key>`, then `undo:<key>#2`, ...
+fn undo_key(step: &str, i: usize) -> String {
+    if i == 0 { format!("{UNDO_PREFIX}{step}") } else { format!("{UNDO_PREFIX}{step}#{}", i + 1) }
+}
 
 /// The step that journals where a workflow acts.
 pub const ENVIRONMENT_STEP: &str = "environment";

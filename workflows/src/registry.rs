@@ -32,6 +32,13 @@ pub trait WorkflowDef: Send + Sync + 'static {
     fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError>;
     /// The workflow body; must be deterministic given its input and the recorded step outputs.
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>>;
+    /// The version of this workflow's code. Recorded at submit; a binary whose version differs
+    /// refuses to replay the workflow (it pauses, naming both), so a changed sequence of steps
+    /// never meets a journal written by the old one. Bump it whenever steps are renamed, added,
+    /// removed or reordered, or their inputs change.
+    fn version(&self) -> u32 {
+        1
+    }
     /// Where the workflow acts (for AWS: account and region), as a flat JSON object of strings.
     /// The engine journals it at the first execution and, on every later one (resume, retry,
     /// compensation, takeover), compares it before anything else runs: a mismatch pauses.

@@ -2,8 +2,8 @@
 //! `daemon` claims and runs many, renewing leases by heartbeat and stopping gracefully.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use infraflow_journal::{AcquireOutcome, JournalError, WorkflowState};
 use serde_json::Value;
@@ -50,13 +50,14 @@ impl Held {
         }
         let now = engine.clock.now_ms();
         let ttl = engine.config.lease_ttl.as_millis() as i64;
+        let sent = Instant::now();
         match engine.journal.renew(&engine.owner.id, ids, now, ttl).await {
             Ok(renewals) => {
                 let leases = self.leases.lock().unwrap();
                 for r in renewals {
                     let Some((lease, signals)) = leases.get(&r.id) else { continue };
                     if r.held {
-                        lease.expires_at.fetch_max(now + ttl, Ordering::SeqCst);
+                        lease.renewed(sent, now + ttl);
                         if r.cancel_requested && !signals.cancel_requested() {
                             signals.cancel();
                         }
@@ -71,6 +72,23 @@ impl Held {
     }
 }
 
+impl Held {
+    /// Drops every held workflow whose lease has reached its self-fence without a successful
+    /// renewal (see `LeaseCell`). Runs beside the heartbeat, which may be stuck in the journal.
+    fn fence(&self) {
+        let now = Instant::now();
+        for (id, (lease, signals)) in self.leases.lock().unwrap().iter() {
+            if now >= lease.fence_at() && !signals.is_lost() {
+                tracing::warn!(workflow = %id, "no lease renewal succeeded in time; dropping the workflow before its lease can expire");
+                signals.lose();
+            }
+        }
+    }
+}
+
+/// How often held leases are checked against their self-fence.
+const FENCE_CHECK: Duration = Duration::from_millis(100);
+
 impl Engine {
     /// Runs one workflow to a resting state in this process: takes its lease (waiting while a
     /// live owner or an older workflow of the same cluster has it), executes, releases.
@@ -80,9 +98,10 @@ impl Engine {
         loop {
             let now = self.clock.now_ms();
             let ttl = self.config.lease_ttl.as_millis() as i64;
+            let sent = Instant::now();
             match self.journal.acquire(id, &self.owner.id, now, ttl).await {
                 Ok(AcquireOutcome::Acquired { .. }) => {
-                    let lease = Arc::new(LeaseCell::new(now + ttl, ttl));
+                    let lease = Arc::new(LeaseCell::new(now + ttl, ttl, sent));
                     let result = self.execute_with_heartbeat(id, lease, signals.clone()).await;
                     // A finished workflow's lease went with its last record.
                     if !matches!(result, Ok(s) if s.is_finished()) {
@@ -148,9 +167,16 @@ impl Engine {
                 held.heartbeat(self).await;
             }
         };
+        let fence = async {
+            loop {
+                tokio::time::sleep(FENCE_CHECK).await;
+                held.fence();
+            }
+        };
         tokio::select! {
             r = self.execute_guarded(id, lease, signals.clone()) => r,
             _ = beat => unreachable!("the heartbeat loop never ends"),
+            _ = fence => unreachable!("the fence loop never ends"),
             _ = signals.lost() => Ok(WorkflowState::Running),
         }
     }
@@ -168,6 +194,15 @@ impl Engine {
                 loop {
                     tokio::time::sleep(engine.config.heartbeat).await;
                     held.heartbeat(&engine).await;
+                }
+            })
+        };
+        let fence = {
+            let held = held.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(FENCE_CHECK).await;
+                    held.fence();
                 }
             })
         };
@@ -193,10 +228,11 @@ impl Engine {
                     // The time of this acquisition, not of the listing: on a slow disk a lease
                     // written late must not be born nearly expired.
                     let now = self.clock.now_ms();
+                    let sent = Instant::now();
                     match self.journal.acquire(&id, &self.owner.id, now, ttl).await {
                         Ok(AcquireOutcome::Acquired { previous }) => {
                             tracing::info!(workflow = %id, previous = ?previous, "claimed");
-                            let lease = Arc::new(LeaseCell::new(now + ttl, ttl));
+                            let lease = Arc::new(LeaseCell::new(now + ttl, ttl, sent));
                             let signals = Arc::new(Signals::default());
                             held.insert(&id, lease.clone(), signals.clone());
                             running.insert(id.clone(), signals.clone());
@@ -241,6 +277,7 @@ impl Engine {
             }
         }
         beat.abort();
+        fence.abort();
         let left = held.ids();
         if !left.is_empty() {
             self.journal.release(&self.owner.id, left).await?;

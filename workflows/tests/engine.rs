@@ -116,6 +116,8 @@ struct Flaky {
     failures_left: Arc<AtomicU32>,
     calls: Arc<AtomicU32>,
     version: Arc<AtomicU32>,
+    /// 1: step a is called a2 (a rename); 2: the code version is 2.
+    change: Arc<AtomicU32>,
 }
 
 impl WorkflowDef for Flaky {
@@ -128,11 +130,15 @@ impl WorkflowDef for Flaky {
     fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
         Ok(Validated { input: input.clone(), cluster: String::new() })
     }
+    fn version(&self) -> u32 {
+        if self.change.load(Ordering::SeqCst) == 2 { 2 } else { 1 }
+    }
     fn run(&self, ctx: WfCtx, _input: Value) -> BoxFuture<Result<Value, StepError>> {
         let (left, calls, version) = (self.failures_left.clone(), self.calls.clone(), self.version.clone());
+        let a_key = if self.change.load(Ordering::SeqCst) == 1 { "a2" } else { "a" };
         Box::pin(async move {
             let v = version.load(Ordering::SeqCst);
-            let a: u32 = ctx.step("a", "noop", &json!({"v": v}), || async { Ok(1u32) }).await?;
+            let a: u32 = ctx.step(a_key, "noop", &json!({"v": v}), || async { Ok(1u32) }).await?;
             let b: u32 = ctx
                 .step("b", "flaky", &json!({}), || {
                     calls.fetch_add(1, Ordering::SeqCst);
@@ -151,6 +157,7 @@ fn flaky_registry(f: &Flaky) -> Registry {
         failures_left: f.failures_left.clone(),
         calls: f.calls.clone(),
         version: f.version.clone(),
+        change: f.change.clone(),
     });
     r
 }
@@ -160,6 +167,7 @@ fn flaky(failures: u32) -> Flaky {
         failures_left: Arc::new(AtomicU32::new(failures)),
         calls: Arc::new(AtomicU32::new(0)),
         version: Arc::new(AtomicU32::new(1)),
+        change: Arc::new(AtomicU32::new(0)),
     }
 }
 
@@ -223,6 +231,39 @@ async fn changed_code_under_a_recorded_step_pauses_with_nondeterminism() {
     assert_eq!(out.state, WorkflowState::Paused);
     let err = out.error.unwrap();
     assert!(err.contains("nondeterminism at step a"), "{err}");
+}
+
+#[tokio::test]
+async fn a_renamed_step_key_on_replay_pauses_with_nondeterminism() {
+    let w = World::new();
+    let f = flaky(10);
+    let engine = w.engine(flaky_registry(&f));
+    let id = submit(&engine, "flaky", json!({})).await;
+    assert_eq!(engine.drive(&id, Arc::new(Signals::default())).await.unwrap().state, WorkflowState::Paused);
+    f.change.store(1, Ordering::SeqCst);
+    engine.journal().request_resume(&id, w.clock.now()).await.unwrap();
+    let out = engine.drive(&id, Arc::new(Signals::default())).await.unwrap();
+    assert_eq!(out.state, WorkflowState::Paused);
+    let err = out.error.unwrap();
+    assert!(err.contains("nondeterminism at step a2") && err.contains("the journal has step a at"), "{err}");
+    assert!(!completions(engine.journal(), &id).contains_key("a2"), "the renamed step never ran");
+}
+
+#[tokio::test]
+async fn a_binary_with_another_code_version_pauses_instead_of_replaying() {
+    let w = World::new();
+    let f = flaky(10);
+    let engine = w.engine(flaky_registry(&f));
+    let id = submit(&engine, "flaky", json!({})).await;
+    assert_eq!(engine.drive(&id, Arc::new(Signals::default())).await.unwrap().state, WorkflowState::Paused);
+    let calls = f.calls.load(Ordering::SeqCst);
+    f.change.store(2, Ordering::SeqCst);
+    engine.journal().request_resume(&id, w.clock.now()).await.unwrap();
+    let out = engine.drive(&id, Arc::new(Signals::default())).await.unwrap();
+    assert_eq!(out.state, WorkflowState::Paused);
+    let err = out.error.unwrap();
+    assert!(err.contains("version 1 of its code") && err.contains("version 2"), "{err}");
+    assert_eq!(f.calls.load(Ordering::SeqCst), calls, "nothing ran");
 }
 
 #[tokio::test]

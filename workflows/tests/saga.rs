@@ -236,3 +236,64 @@ async fn retry_of_an_older_finished_workflow_queues_behind_the_newer_one() {
     let out = engine.drive(&older, Arc::new(Signals::default())).await.unwrap();
     assert_eq!(out.state, WorkflowState::Compensated, "{:?}", out.error);
 }
+
+/// Step a registers the undo `u2(<knob>)`; the old code's a (undo X) never finishes, the new
+/// code's does. Then b fails for good.
+struct Upgraded {
+    undo_arg: Arc<Mutex<String>>,
+}
+
+impl WorkflowDef for Upgraded {
+    fn name(&self) -> &'static str {
+        "upgraded"
+    }
+    fn summary(&self) -> &'static str {
+        "test"
+    }
+    fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
+        Ok(Validated { input: input.clone(), cluster: String::new() })
+    }
+    fn run(&self, ctx: WfCtx, _input: Value) -> BoxFuture<Result<Value, StepError>> {
+        let arg = self.undo_arg.lock().unwrap().clone();
+        let undo = Undo { activity: "u2".into(), input: json!(arg) };
+        Box::pin(async move {
+            let options = StepOptions { retry: None, undo: Some(undo) };
+            let old_code = arg == "X";
+            ctx.step_with("a", "make", &json!({}), options, || async move {
+                if old_code {
+                    std::future::pending::<()>().await;
+                }
+                Ok(1u32)
+            })
+            .await?;
+            ctx.step("b", "fails", &json!({}), || async { Err::<u32, _>(ActivityError::terminal("no")) }).await?;
+            Ok(Value::Null)
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_undo_of_every_attempt_runs_even_when_new_code_registers_another() {
+    let w = World::new();
+    let undone = Arc::new(Mutex::new(Vec::<String>::new()));
+    let undo_arg = Arc::new(Mutex::new("X".to_string()));
+    let registry = || {
+        let mut r = Registry::new();
+        r.add_workflow(Upgraded { undo_arg: undo_arg.clone() });
+        let undone = undone.clone();
+        r.add_undo("u2", move |input: Value| {
+            undone.lock().unwrap().push(input.as_str().unwrap_or_default().to_string());
+            async { Ok(Value::Null) }
+        });
+        r
+    };
+    let engine = w.engine(registry());
+    let id = submit(&engine, "upgraded", json!({})).await;
+    // The crash falls while a's first attempt runs, after its start (with undo X) is journaled.
+    assert!(drive_and_crash_when(engine, &id, |p| matches!(p, Progress::StepStarted { .. })).await);
+    *undo_arg.lock().unwrap() = "Y".to_string();
+    let engine = w.engine(registry());
+    let out = engine.drive(&id, Arc::new(Signals::default())).await.unwrap();
+    assert_eq!(out.state, WorkflowState::Compensated, "{:?}", out.error);
+    assert_eq!(*undone.lock().unwrap(), ["X", "Y"], "both attempts' undos ran, the first one's first");
+}
