@@ -9,6 +9,7 @@ mod journal;
 mod owner;
 mod projection;
 mod prune;
+mod queue;
 mod schema;
 mod writer;
 
