@@ -27,6 +27,9 @@ fn parse_marker(comment: &str) -> Option<(&str, Option<&str>)> {
     }
 }
 
+/// ChangeTagsForResource's limit per call.
+const ROUTE53_TAGS_PER_CALL: usize = 10;
+
 fn bare(zone_id: &str) -> String {
     zone_id.trim_start_matches("/hostedzone/").to_string()
 }
@@ -87,15 +90,18 @@ pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &
         None => (create_private_zone(aws, id, name, vpc_id, marker(id)).await?, id.tags()),
     };
     // Tagged every time: a zone adopted after a lost reply (or a crash) may lack its tags.
+    // Route53 takes at most 10 tags per call (and 50 per zone).
     let tags: Vec<Tag> = tags.into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
-    aws.r53
-        .change_tags_for_resource()
-        .resource_type(TagResourceType::Hostedzone)
-        .resource_id(&zone)
-        .set_add_tags(Some(tags))
-        .send()
-        .await
-        .map_err(|e| classify("ChangeTagsForResource", e))?;
+    for chunk in tags.chunks(ROUTE53_TAGS_PER_CALL) {
+        aws.r53
+            .change_tags_for_resource()
+            .resource_type(TagResourceType::Hostedzone)
+            .resource_id(&zone)
+            .set_add_tags(Some(chunk.to_vec()))
+            .send()
+            .await
+            .map_err(|e| classify("ChangeTagsForResource", e))?;
+    }
     Ok(zone)
 }
 

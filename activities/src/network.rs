@@ -29,18 +29,22 @@ pub struct ZoneInfo {
     pub id: String,
 }
 
-/// The available zones of the region, in name order.
+/// The available Availability Zones of the region, in name order. Local and Wavelength Zones
+/// (which DescribeAvailabilityZones also lists once opted into, and which sort first by name)
+/// lack NLBs, interface endpoints and most instance types: they are never a cluster's zone.
 pub async fn availability_zones(aws: &Aws) -> AwsResult<Vec<ZoneInfo>> {
     let out = aws
         .ec2
         .describe_availability_zones()
         .filters(filter("state", &["available"]))
+        .filters(filter("zone-type", &["availability-zone"]))
         .send()
         .await
         .map_err(|e| classify("DescribeAvailabilityZones", e))?;
     let mut zones: Vec<ZoneInfo> = out
         .availability_zones()
         .iter()
+        .filter(|z| z.zone_type().is_none_or(|t| t == "availability-zone"))
         .filter_map(|z| {
             Some(ZoneInfo { name: z.zone_name()?.to_string(), id: z.zone_id().unwrap_or_default().to_string() })
         })

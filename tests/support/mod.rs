@@ -160,3 +160,4 @@ pub mod aws;
 pub mod inventory;
 pub mod moto;
 pub mod proxy;
+pub mod strict;

@@ -8,6 +8,8 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::strict::{Strict, StrictState};
+
 #[derive(Default)]
 struct State {
     counts: BTreeMap<String, u32>,
@@ -18,6 +20,7 @@ struct State {
     faults: BTreeMap<&'static str, u32>,
     rng: u64,
     latency: Duration,
+    strict: StrictState,
 }
 
 pub struct Proxy {
@@ -30,6 +33,9 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let state = Arc::new(Mutex::new(State { rng: 0x9e37_79b9_7f4a_7c15, ..State::default() }));
+        if let Some(strict) = Strict::from_env() {
+            state.lock().unwrap().strict.config = strict;
+        }
         let st = state.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
@@ -56,6 +62,16 @@ impl Proxy {
     /// Delays every request, so a run lasts long enough to be interrupted many times.
     pub fn set_latency(&self, latency: Duration) {
         self.state.lock().unwrap().latency = latency;
+    }
+
+    /// Layers these parts of AWS's contract over moto (see `strict.rs`).
+    pub fn set_strict(&self, strict: Strict) {
+        self.state.lock().unwrap().strict.config = strict;
+    }
+
+    /// What the strict layer did, by behaviour: proof that a strict test met the behaviour.
+    pub fn strict_effects(&self) -> BTreeMap<&'static str, u32> {
+        self.state.lock().unwrap().strict.effects.clone()
     }
 
     pub fn fail_action(&self, action: Option<&str>) {
@@ -224,7 +240,17 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>) -> std::io::Resu
     let latency = st.lock().unwrap().latency;
     std::thread::sleep(latency);
     let reply = match decide(st, &act) {
-        Fault::None => forward(&req, upstream)?,
+        Fault::None => {
+            let early = st.lock().unwrap().strict.before(&act, &req.body);
+            match early {
+                Some(Ok(remembered)) => remembered,
+                Some(Err((status, code, message))) => error_response(status, &act, code, &message),
+                None => {
+                    let answer = forward(&req, upstream)?;
+                    st.lock().unwrap().strict.after(&act, &req.body, answer)
+                }
+            }
+        }
         Fault::Throttle => {
             let code = if is_query(&act) { "RequestLimitExceeded" } else { "Throttling" };
             error_response("503 Service Unavailable", &act, code, "Rate exceeded (injected)")
@@ -236,7 +262,9 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>) -> std::io::Resu
         }
         Fault::DropBefore => return Ok(()),
         Fault::DropAfter => {
-            forward(&req, upstream)?;
+            // AWS acted: what it remembers (tokens, new ids) it remembers, though nobody hears.
+            let answer = forward(&req, upstream)?;
+            st.lock().unwrap().strict.after(&act, &req.body, answer);
             return Ok(());
         }
     };

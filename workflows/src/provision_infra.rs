@@ -16,6 +16,10 @@ use crate::error::{ActivityError, InputError, StepError};
 use crate::registry::{BoxFuture, Validated, WorkflowDef};
 use crate::validate;
 
+/// User tags per resource: EC2 and Route53 allow 50, and infraflow writes up to 6 of its own
+/// (ownership, Name, identity, created-by, and a subnet's role tag), with a margin.
+pub const MAX_ADDITIONAL_TAGS: usize = 40;
+
 /// At most this many zones fit HyperShift's layout in a /16 (a /20 public and a /20 private each).
 pub const MAX_ZONES: usize = 8;
 
@@ -129,6 +133,16 @@ impl ProvisionInput {
                     return Err(InputError::field(&format!("zones[{i}]"), format!("{z:?} is listed twice")));
                 }
             }
+        }
+        if self.additional_tags.len() > MAX_ADDITIONAL_TAGS {
+            return Err(InputError::field(
+                "additionalTags",
+                format!(
+                    "{} tags, at most {MAX_ADDITIONAL_TAGS}: AWS allows 50 per resource and infraflow writes up to {} of its own",
+                    self.additional_tags.len(),
+                    50 - MAX_ADDITIONAL_TAGS
+                ),
+            ));
         }
         for (k, v) in &self.additional_tags {
             if k.is_empty() || k.len() > 128 || k.to_ascii_lowercase().starts_with("aws:") {
@@ -270,7 +284,9 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                     .iter()
                     .map(|n| {
                         available.iter().find(|z| &z.name == n).cloned().ok_or_else(|| {
-                            ActivityError::terminal(format!("zones: {n} is not an available zone of {region}"))
+                            ActivityError::terminal(format!(
+                                "zones: {n} is not an available Availability Zone of {region} (Local and Wavelength Zones cannot hold a cluster)"
+                            ))
                         })
                     })
                     .collect::<Result<Vec<_>, _>>()?,

@@ -1,0 +1,124 @@
+//! The strict-AWS layer of the test proxy, checked through the real SDK against moto: each
+//! behaviour does what AWS documents, so a test that passes in strict mode passes on AWS's terms.
+
+mod support;
+
+use std::time::Duration;
+
+use aws_sdk_ec2::error::ProvideErrorMetadata;
+use aws_sdk_ec2::types::{Filter, InstanceType};
+use aws_sdk_route53::types::{Tag, TagResourceType};
+use support::moto::{Clients, Moto};
+use support::proxy::Proxy;
+use support::strict::Strict;
+
+fn strict() -> (Moto, Proxy, Clients) {
+    let moto = Moto::start();
+    let proxy = Proxy::start(moto.port);
+    proxy.set_strict(Strict::all(Duration::from_millis(1500)));
+    let c = Clients::new(&proxy.endpoint());
+    (moto, proxy, c)
+}
+
+#[test]
+fn a_client_token_gets_its_first_answer_again_and_other_parameters_are_refused() {
+    let (_moto, proxy, c) = strict();
+    let run = |token: &str, kind: InstanceType| {
+        c.block_on(
+            c.ec2
+                .run_instances()
+                .image_id("ami-12c6146b")
+                .instance_type(kind)
+                .min_count(1)
+                .max_count(1)
+                .client_token(token)
+                .send(),
+        )
+    };
+    let first = run("t-1", InstanceType::T3Micro).unwrap();
+    let again = run("t-1", InstanceType::T3Micro).unwrap();
+    let id = |o: &aws_sdk_ec2::operation::run_instances::RunInstancesOutput| {
+        o.instances()[0].instance_id().unwrap().to_string()
+    };
+    assert_eq!(id(&first), id(&again), "the same token and parameters: the original instance");
+    let err = run("t-1", InstanceType::M5Large).unwrap_err();
+    assert_eq!(err.code(), Some("IdempotentParameterMismatch"));
+    assert_eq!(proxy.strict_effects().get("token-replayed"), Some(&1));
+}
+
+#[test]
+fn a_caller_reference_is_never_accepted_twice_even_after_the_zone_is_deleted() {
+    let (_moto, _proxy, c) = strict();
+    let create = |name: &str| c.block_on(c.r53.create_hosted_zone().name(name).caller_reference("ref-1").send());
+    let zone = create("a.example.com").unwrap().hosted_zone().unwrap().id().to_string();
+    c.block_on(c.r53.delete_hosted_zone().id(&zone).send()).unwrap();
+    let err = create("a.example.com").unwrap_err();
+    assert!(err.as_service_error().is_some_and(|e| e.is_hosted_zone_already_exists()), "{err:?}");
+}
+
+#[test]
+fn a_new_id_is_not_found_and_unlisted_until_it_is_consistent() {
+    let (_moto, _proxy, c) = strict();
+    let vpc = c
+        .block_on(c.ec2.create_vpc().cidr_block("10.1.0.0/16").send())
+        .unwrap()
+        .vpc()
+        .unwrap()
+        .vpc_id()
+        .unwrap()
+        .to_string();
+    let listed = || {
+        let out = c.block_on(c.ec2.describe_vpcs().send()).unwrap();
+        out.vpcs().iter().any(|v| v.vpc_id() == Some(vpc.as_str()))
+    };
+    let modify = || {
+        let on = aws_sdk_ec2::types::AttributeBooleanValue::builder().value(true).build();
+        c.block_on(c.ec2.modify_vpc_attribute().vpc_id(&vpc).enable_dns_support(on).send())
+    };
+    assert!(!listed(), "hidden from Describe right after the create");
+    assert_eq!(modify().unwrap_err().code(), Some("InvalidVpcID.NotFound"));
+    std::thread::sleep(Duration::from_millis(1600));
+    assert!(listed());
+    modify().unwrap();
+}
+
+#[test]
+fn an_opted_in_local_zone_is_listed_first_unless_zone_types_are_filtered() {
+    let (_moto, _proxy, c) = strict();
+    let all = c.block_on(c.ec2.describe_availability_zones().send()).unwrap();
+    let first = &all.availability_zones()[0];
+    assert_eq!(first.zone_type(), Some("local-zone"));
+    assert!(first.zone_name().unwrap().contains("-bos-"));
+    let filter = Filter::builder().name("zone-type").values("availability-zone").build();
+    let azs = c.block_on(c.ec2.describe_availability_zones().filters(filter).send()).unwrap();
+    assert!(azs.availability_zones().iter().all(|z| z.zone_type() != Some("local-zone")));
+}
+
+#[test]
+fn route53_refuses_more_than_ten_tags_a_call_and_throttles_past_five_requests_a_second() {
+    let (_moto, proxy, c) = strict();
+    let zone = c
+        .block_on(c.r53.create_hosted_zone().name("t.example.com").caller_reference("ref-t").send())
+        .unwrap()
+        .hosted_zone()
+        .unwrap()
+        .id()
+        .trim_start_matches("/hostedzone/")
+        .to_string();
+    let tags: Vec<Tag> = (0..11).map(|i| Tag::builder().key(format!("k{i}")).value("v").build()).collect();
+    let err = c
+        .block_on(
+            c.r53
+                .change_tags_for_resource()
+                .resource_type(TagResourceType::Hostedzone)
+                .resource_id(&zone)
+                .set_add_tags(Some(tags))
+                .send(),
+        )
+        .unwrap_err();
+    assert_eq!(err.code(), Some("InvalidInput"));
+    for _ in 0..12 {
+        let _ = c.block_on(c.r53.get_hosted_zone().id(&zone).send());
+    }
+    assert!(proxy.strict_effects().get("route53-throttled").is_some_and(|n| *n > 0), "{:?}", proxy.strict_effects());
+}

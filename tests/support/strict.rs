@@ -1,0 +1,328 @@
+//! Strict AWS: the parts of AWS's contract that moto does not keep, layered over it by the test
+//! proxy, each switchable: idempotency tokens remembered with their answers, eventual consistency
+//! of new ids, an opted-in Local Zone, and Route53's tag and request-rate limits.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+/// Which strict behaviours are on.
+#[derive(Clone, Debug, Default)]
+pub struct Strict {
+    /// EC2 `ClientToken`: the same token with the same parameters gets the first answer again
+    /// (even if that resource is gone); with other parameters, `IdempotentParameterMismatch`.
+    /// Route53 `CallerReference`: never accepted twice (`HostedZoneAlreadyExists`).
+    pub tokens: bool,
+    /// For this long after it is created, a new EC2 id is `*.NotFound` to calls that name it
+    /// and missing from Describe results.
+    pub lag: Option<Duration>,
+    /// DescribeAvailabilityZones lists an opted-in Local Zone first (unless filtered out).
+    pub local_zone: bool,
+    /// Route53: at most 10 tags per ChangeTagsForResource, at most `route53_rate` requests/s.
+    pub route53_limits: bool,
+    pub route53_rate: u32,
+}
+
+impl Strict {
+    /// Every behaviour, with a consistency lag of `lag`.
+    pub fn all(lag: Duration) -> Strict {
+        Strict { tokens: true, lag: Some(lag), local_zone: true, route53_limits: true, route53_rate: 5 }
+    }
+
+    /// What `INFRAFLOW_TEST_STRICT=1` turns on for every proxy of a test run (the whole AWS suite
+    /// in strict mode): everything, with a short lag so the suite stays quick.
+    pub fn from_env() -> Option<Strict> {
+        (std::env::var("INFRAFLOW_TEST_STRICT").as_deref() == Ok("1")).then(|| Strict::all(Duration::from_millis(700)))
+    }
+}
+
+#[derive(Default)]
+pub struct StrictState {
+    pub config: Strict,
+    /// (action, token) -> (parameters without the token, first answer).
+    tokens: HashMap<(String, String), (BTreeMap<String, String>, Vec<u8>)>,
+    references: HashSet<String>,
+    /// New ids and when they become visible.
+    hidden: HashMap<String, Instant>,
+    route53_times: VecDeque<Instant>,
+    /// What the strict layer did, by behaviour.
+    pub effects: BTreeMap<&'static str, u32>,
+}
+
+/// Query-protocol parameters, decoded.
+pub fn params(body: &[u8]) -> BTreeMap<String, String> {
+    String::from_utf8_lossy(body)
+        .split('&')
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, v)| (decode(k), decode(v)))
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).to_string()
+}
+
+fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    let start = text.find(open)? + open.len();
+    let end = text[start..].find(close)? + start;
+    Some(&text[start..end])
+}
+
+/// The id a create returns, by action: (XML element of the id).
+fn created_id_tag(action: &str) -> Option<&'static str> {
+    Some(match action {
+        "CreateVpc" => "vpcId",
+        "CreateSubnet" => "subnetId",
+        "CreateInternetGateway" => "internetGatewayId",
+        "CreateDhcpOptions" => "dhcpOptionsId",
+        "CreateRouteTable" => "routeTableId",
+        "CreateSecurityGroup" => "groupId",
+        "AllocateAddress" => "allocationId",
+        "CreateNatGateway" => "natGatewayId",
+        _ => return None,
+    })
+}
+
+/// Describe calls whose listed resources a lag hides: (the set element, each item's own id).
+fn listing(action: &str) -> Option<(&'static str, &'static str)> {
+    Some(match action {
+        "DescribeVpcs" => ("vpcSet", "vpcId"),
+        "DescribeSubnets" => ("subnetSet", "subnetId"),
+        "DescribeInternetGateways" => ("internetGatewaySet", "internetGatewayId"),
+        "DescribeDhcpOptions" => ("dhcpOptionsSet", "dhcpOptionsId"),
+        "DescribeRouteTables" => ("routeTableSet", "routeTableId"),
+        "DescribeSecurityGroups" => ("securityGroupInfo", "groupId"),
+        "DescribeAddresses" => ("addressesSet", "allocationId"),
+        "DescribeNatGateways" => ("natGatewaySet", "natGatewayId"),
+        _ => return None,
+    })
+}
+
+fn not_found_code(id: &str) -> &'static str {
+    match id.split('-').next().unwrap_or_default() {
+        "vpc" => "InvalidVpcID.NotFound",
+        "subnet" => "InvalidSubnetID.NotFound",
+        "igw" => "InvalidInternetGatewayID.NotFound",
+        "dopt" => "InvalidDhcpOptionID.NotFound",
+        "rtb" => "InvalidRouteTableID.NotFound",
+        "sg" => "InvalidGroup.NotFound",
+        "eipalloc" => "InvalidAllocationID.NotFound",
+        "nat" => "NatGatewayNotFound",
+        _ => "InvalidParameterValue",
+    }
+}
+
+/// An answer the strict layer gives instead of forwarding: (HTTP status, error code, message).
+pub type Refusal = (&'static str, &'static str, String);
+
+impl StrictState {
+    fn count(&mut self, what: &'static str) {
+        *self.effects.entry(what).or_insert(0) += 1;
+    }
+
+    fn is_hidden(&self, id: &str) -> bool {
+        self.hidden.get(id).is_some_and(|until| Instant::now() < *until)
+    }
+
+    /// Before forwarding: a remembered answer to replay, or a refusal.
+    pub fn before(&mut self, action: &str, body: &[u8]) -> Option<Result<Vec<u8>, Refusal>> {
+        if action.starts_with("route53 ") {
+            return self.before_route53(action, body).map(Err);
+        }
+        let p = params(body);
+        if self.config.lag.is_some()
+            && let Some(id) =
+                p.iter().filter(|(k, _)| !k.starts_with("Filter.")).map(|(_, v)| v).find(|v| self.is_hidden(v))
+        {
+            let id = id.clone();
+            self.count("lag-not-found");
+            return Some(Err((
+                "400 Bad Request",
+                not_found_code(&id),
+                format!("The ID '{id}' does not exist (strict: not yet consistent)"),
+            )));
+        }
+        if self.config.tokens
+            && let Some(token) = p.get("ClientToken")
+        {
+            let key = (action.to_string(), token.clone());
+            let mut rest = p.clone();
+            rest.remove("ClientToken");
+            if let Some((first, answer)) = self.tokens.get(&key).cloned() {
+                if first == rest {
+                    self.count("token-replayed");
+                    return Some(Ok(answer));
+                }
+                self.count("token-mismatch");
+                return Some(Err((
+                    "400 Bad Request",
+                    "IdempotentParameterMismatch",
+                    format!("the client token {token} was used before with other parameters"),
+                )));
+            }
+        }
+        None
+    }
+
+    fn before_route53(&mut self, action: &str, body: &[u8]) -> Option<Refusal> {
+        let text = String::from_utf8_lossy(body);
+        if self.config.route53_limits {
+            let now = Instant::now();
+            while self.route53_times.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1)) {
+                self.route53_times.pop_front();
+            }
+            if self.route53_times.len() as u32 >= self.config.route53_rate.max(1) {
+                self.count("route53-throttled");
+                return Some(("400 Bad Request", "Throttling", "Rate exceeded".into()));
+            }
+            self.route53_times.push_back(now);
+            if action.contains("/tags/") && text.matches("<Tag>").count() > 10 {
+                self.count("route53-too-many-tags");
+                return Some(("400 Bad Request", "InvalidInput", "at most 10 tags per request".into()));
+            }
+        }
+        if self.config.tokens
+            && action == "route53 POST /hostedzone"
+            && let Some(reference) = between(&text, "<CallerReference>", "</CallerReference>")
+            && !self.references.insert(reference.to_string())
+        {
+            self.count("caller-reference-reused");
+            return Some((
+                "409 Conflict",
+                "HostedZoneAlreadyExists",
+                format!("a hosted zone has already been created with the caller reference {reference}"),
+            ));
+        }
+        None
+    }
+
+    /// After forwarding: remember tokens and new ids, and make the answer what AWS would say.
+    pub fn after(&mut self, action: &str, body: &[u8], answer: Vec<u8>) -> Vec<u8> {
+        if action.starts_with("route53 ") {
+            return answer;
+        }
+        let ok = answer.starts_with(b"HTTP/1.1 200") || answer.starts_with(b"HTTP/1.0 200");
+        let p = params(body);
+        if ok
+            && self.config.tokens
+            && let Some(token) = p.get("ClientToken")
+        {
+            let mut rest = p.clone();
+            rest.remove("ClientToken");
+            self.tokens.insert((action.to_string(), token.clone()), (rest, answer.clone()));
+        }
+        let Some(split) = answer.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4) else { return answer };
+        let (head, payload) = (
+            String::from_utf8_lossy(&answer[..split]).to_string(),
+            String::from_utf8_lossy(&answer[split..]).to_string(),
+        );
+        let mut payload = payload;
+        if ok && let Some(lag) = self.config.lag {
+            if let Some(tag) = created_id_tag(action)
+                && let Some(id) = between(&payload, &format!("<{tag}>"), &format!("</{tag}>"))
+            {
+                self.hidden.insert(id.to_string(), Instant::now() + lag);
+            }
+            if let Some((set, own)) = listing(action) {
+                let hidden: Vec<String> = self.hidden.keys().filter(|id| self.is_hidden(id)).cloned().collect();
+                let before = payload.len();
+                payload = drop_items(&payload, set, own, &hidden);
+                if payload.len() != before {
+                    self.count("lag-hidden-from-describe");
+                }
+            }
+        }
+        if ok && self.config.local_zone && action == "DescribeAvailabilityZones" && !excludes_local_zones(&p) {
+            let region = between(&payload, "<regionName>", "</regionName>").unwrap_or("us-east-1").to_string();
+            let item = format!(
+                "<item><zoneName>{region}-bos-1a</zoneName><zoneState>available</zoneState><regionName>{region}</regionName><zoneId>use1-bos1-az1</zoneId><zoneType>local-zone</zoneType><optInStatus>opted-in</optInStatus><messageSet/></item>"
+            );
+            if let Some(at) = payload.find("<availabilityZoneInfo>") {
+                payload.insert_str(at + "<availabilityZoneInfo>".len(), &item);
+                self.count("local-zone-listed");
+            }
+        }
+        with_body(&head, &payload)
+    }
+}
+
+/// Whether the request filters zone types to exclude Local Zones.
+fn excludes_local_zones(p: &BTreeMap<String, String>) -> bool {
+    p.iter().any(|(k, v)| {
+        if v != "zone-type" || !k.ends_with(".Name") {
+            return false;
+        }
+        let prefix = k.trim_end_matches("Name");
+        !p.iter().any(|(k2, v2)| k2.starts_with(&format!("{prefix}Value")) && v2 == "local-zone")
+    })
+}
+
+/// Removes the top-level `<item>`s of `<set>` whose own id (`<own>`) is in `ids`.
+fn drop_items(xml: &str, set: &str, own: &str, ids: &[String]) -> String {
+    let open = format!("<{set}>");
+    let Some(start) = xml.find(&open).map(|i| i + open.len()) else { return xml.to_string() };
+    let Some(end) = xml[start..].find(&format!("</{set}>")).map(|i| i + start) else { return xml.to_string() };
+    let inner = &xml[start..end];
+    let mut kept = String::new();
+    let mut depth = 0usize;
+    let mut item_start = 0usize;
+    let mut i = 0usize;
+    while i < inner.len() {
+        let rest = &inner[i..];
+        if rest.starts_with("<item>") {
+            if depth == 0 {
+                item_start = i;
+            }
+            depth += 1;
+            i += "<item>".len();
+        } else if rest.starts_with("</item>") {
+            depth = depth.saturating_sub(1);
+            i += "</item>".len();
+            if depth == 0 {
+                let item = &inner[item_start..i];
+                let own_id = between(item, &format!("<{own}>"), &format!("</{own}>")).unwrap_or_default();
+                if !ids.iter().any(|id| id == own_id) {
+                    kept.push_str(item);
+                }
+            }
+        } else {
+            if depth == 0 {
+                kept.push_str(&rest[..rest.chars().next().map_or(1, char::len_utf8)]);
+            }
+            i += rest.chars().next().map_or(1, char::len_utf8);
+        }
+    }
+    format!("{}{kept}{}", &xml[..start], &xml[end..])
+}
+
+/// The response with `payload` as its body and a matching Content-Length.
+fn with_body(head: &str, payload: &str) -> Vec<u8> {
+    let head: String = head
+        .trim_end()
+        .lines()
+        .filter(|l| !l.to_ascii_lowercase().starts_with("content-length:"))
+        .map(|l| format!("{l}\r\n"))
+        .collect();
+    let mut out = format!("{head}Content-Length: {}\r\n\r\n", payload.len()).into_bytes();
+    out.extend_from_slice(payload.as_bytes());
+    out
+}
