@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use support::aws::{AwsEnv, ok};
 use support::inventory::Inventory;
 use support::proxy::Proxy;
+use support::strict::Strict;
 use support::*;
 
 struct Env {
@@ -209,6 +210,41 @@ fn instances(e: &Env, infra: &str) -> usize {
             !matches!(i.state().and_then(|s| s.name()).map(|n| n.as_str()), Some("terminated") | Some("shutting-down"))
         })
         .count()
+}
+
+#[test]
+fn one_infra_id_created_torn_down_and_created_again_under_aws_token_memory() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    // AWS remembers ClientTokens with their first answer and CallerReferences forever.
+    proxy.set_strict(Strict { tokens: true, local_zone: true, ..Strict::default() });
+    let input = e.input("c.json", cluster_input("again-abcde"));
+    let down = e.input("t.json", json!({"infraID": "again-abcde", "region": "us-east-1"}));
+    for round in 1..=2 {
+        let id = format!("create-{round}");
+        ok(&e.cli_at(&proxy.endpoint(), &["run", "create-cluster", "--input", &input, "--id", &id]));
+        Inventory::read(&e.c, "again-abcde").assert_provisioned_with_extras(&e.c, 2, 2, "cc", "example.com");
+        let inv = e.link_inventory("again-abcde");
+        assert_eq!(
+            inv,
+            BTreeMap::from([
+                ("load-balancer", 1),
+                ("target-group", 1),
+                ("endpoint-service", 1),
+                ("interface-endpoint", 1)
+            ]),
+            "round {round}"
+        );
+        assert_eq!(instances(&e, "again-abcde"), 2, "round {round}");
+        ok(&e.cli_at(&proxy.endpoint(), &["run", "teardown", "--input", &down, "--id", &format!("down-{round}")]));
+        assert_eq!(Inventory::read(&e.c, "again-abcde").total(), 0, "round {round}");
+        assert!(e.link_inventory("again-abcde").values().all(|n| *n == 0), "round {round}");
+        assert_eq!(instances(&e, "again-abcde"), 0, "round {round}");
+    }
+    let effects = proxy.strict_effects();
+    assert!(effects.get("token-remembered").is_some_and(|n| *n >= 10), "tokens were remembered: {effects:?}");
+    assert!(effects.get("caller-reference-seen").is_some_and(|n| *n >= 4), "{effects:?}");
+    assert!(!effects.contains_key("token-mismatch") && !effects.contains_key("caller-reference-reused"), "{effects:?}");
 }
 
 #[test]

@@ -73,12 +73,18 @@ pub async fn ensure_nat_gateway(aws: &Aws, id: &Identity, subnet_id: &str, alloc
     {
         return Ok(nat.clone());
     }
+    // A failed NAT gateway of ours: AWS would answer its token with that same failed gateway,
+    // so the new one needs a token of its own.
+    let token = match live.iter().find(|(_, s)| matches!(s, NatGatewayState::Failed)) {
+        Some((failed, _)) => id.token_with(&format!("@{}/after/{failed}", id.workflow)),
+        None => id.token(),
+    };
     let out = aws
         .ec2
         .create_nat_gateway()
         .subnet_id(subnet_id)
         .allocation_id(allocation_id)
-        .client_token(id.token())
+        .client_token(token)
         .tag_specifications(id.tag_spec(ResourceType::Natgateway))
         .send()
         .await

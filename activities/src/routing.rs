@@ -48,6 +48,7 @@ pub async fn ensure_route_table(
                 .ec2
                 .create_route_table()
                 .vpc_id(vpc_id)
+                .client_token(id.token())
                 .tag_specifications(id.tag_spec(ResourceType::RouteTable))
                 .send()
                 .await

@@ -58,9 +58,14 @@ impl Identity {
         }
     }
 
-    /// A deterministic idempotency token (ClientToken, CallerReference) at most 64 characters.
+    /// The idempotency token (ClientToken, CallerReference) of creating this resource in this
+    /// workflow, at most 64 characters. AWS remembers tokens — a CallerReference forever, an EC2
+    /// token with its first answer, even once that resource is gone — so a token is shared only
+    /// by the retries of one creation in one workflow; another workflow creating the same
+    /// identity (an infraID torn down and made again) has its own. Finding the resource by its
+    /// identity tag, not the token, is what makes creates idempotent across workflows.
     pub fn token(&self) -> String {
-        self.token_with("")
+        self.token_with(&format!("@{}", self.workflow))
     }
 
     /// A token that also depends on `salt`: for resources that may be made again under the same
@@ -173,6 +178,10 @@ mod tests {
         let other =
             Identity::new("a-very-long-infra-id-with-many-characters-x1y2z", "nat", Some("us-east-1b"), "n".into());
         assert_ne!(id.token(), other.token());
+        let a = id.clone().with_tags(&[], "wf-1");
+        let b = id.clone().with_tags(&[], "wf-2");
+        assert_ne!(a.token(), b.token(), "another workflow never reuses a token");
+        assert_eq!(a.token(), a.clone().token(), "retries within one workflow do");
     }
 
     #[test]

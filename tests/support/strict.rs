@@ -200,6 +200,9 @@ impl StrictState {
                 return Some(("400 Bad Request", "InvalidInput", "at most 10 tags per request".into()));
             }
         }
+        if self.config.tokens && action == "route53 POST /hostedzone" {
+            self.count("caller-reference-seen");
+        }
         if self.config.tokens
             && action == "route53 POST /hostedzone"
             && let Some(reference) = between(&text, "<CallerReference>", "</CallerReference>")
@@ -229,6 +232,7 @@ impl StrictState {
             let mut rest = p.clone();
             rest.remove("ClientToken");
             self.tokens.insert((action.to_string(), token.clone()), (rest, answer.clone()));
+            self.count("token-remembered");
         }
         let Some(split) = answer.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4) else { return answer };
         let (head, payload) = (
