@@ -10,6 +10,7 @@ use support::aws::{AwsEnv as Env, ok};
 use support::inventory::Inventory;
 use support::moto::{Clients, Moto};
 use support::proxy::Proxy;
+use support::strict::Strict;
 use support::*;
 
 fn provision_input(name: &str, infra: &str, zones: &[&str]) -> Value {
@@ -140,6 +141,69 @@ fn a_workflow_resumed_in_another_account_pauses_naming_both_and_changes_nothing_
     let out = e.cli(&["retry", "acct"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     Inventory::read(&e.c, "acct-abcde").assert_provisioned(&e.c, 1, 1, "acct", "example.com");
+}
+
+fn lagging(e: &Env) -> Proxy {
+    let proxy = Proxy::start(e.moto.port);
+    // Every new EC2 id is NotFound to calls naming it, and missing from Describe, for 2 s.
+    proxy.set_strict(Strict { lag: Some(Duration::from_secs(2)), tokens: true, ..Strict::default() });
+    proxy
+}
+
+#[test]
+fn a_three_zone_provision_under_a_two_second_consistency_lag_makes_nothing_twice() {
+    let e = Env::new();
+    let proxy = lagging(&e);
+    let input = e.input("p.json", provision_input("lag", "lag-abcde", &["us-east-1a", "us-east-1b", "us-east-1c"]));
+    ok(&e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "lag"]));
+    Inventory::read(&e.c, "lag-abcde").assert_provisioned(&e.c, 3, 3, "lag", "example.com");
+    let effects = proxy.strict_effects();
+    assert!(effects.get("lag-not-found").is_some_and(|n| *n > 0), "the lag was met: {effects:?}");
+}
+
+#[test]
+fn a_daemon_killed_at_random_moments_under_a_consistency_lag_makes_nothing_twice() {
+    let e = Env::new();
+    let proxy = lagging(&e);
+    proxy.set_latency(Duration::from_millis(100));
+    let input = e.input("p.json", provision_input("lagk", "lagk-abcde", &["us-east-1a", "us-east-1b", "us-east-1c"]));
+    assert!(e.cli(&["submit", "provision-infra", "--input", &input, "--id", "prov"]).status.success());
+    let mut rng = Rng::from_env_or_time();
+    let (landed, st) = e.kill_daemons_until_done(&proxy.endpoint(), "prov", 8, &mut rng);
+    assert!(landed >= 6, "only {landed} kills landed mid-run");
+    assert_eq!(st["state"], "completed", "{st}\n{}", e.s.daemon_log());
+    Inventory::read(&e.c, "lagk-abcde").assert_provisioned(&e.c, 3, 3, "lagk", "example.com");
+}
+
+#[test]
+fn eight_additional_tags_fit_and_default_zones_are_never_local_zones() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    proxy.set_strict(Strict { local_zone: true, route53_limits: true, route53_rate: 5, ..Strict::default() });
+    let mut v = json!({"name": "tags", "infraID": "tags-abcde", "region": "us-east-1", "baseDomain": "example.com"});
+    v["additionalTags"] = Value::Object((0..8).map(|i| (format!("team/k{i}"), json!(format!("v{i}")))).collect());
+    let input = e.input("p.json", v);
+    let out = ok(&e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "tags"]));
+    assert_eq!(out["zones"][0]["name"], "us-east-1a", "the first Availability Zone, not the Local Zone listed first");
+    Inventory::read(&e.c, "tags-abcde").assert_provisioned(&e.c, 1, 1, "tags", "example.com");
+    let zone = out["localZoneID"].as_str().unwrap();
+    let tags =
+        e.c.block_on(
+            e.c.r53
+                .list_tags_for_resource()
+                .resource_type(aws_sdk_route53::types::TagResourceType::Hostedzone)
+                .resource_id(zone)
+                .send(),
+        )
+        .unwrap();
+    assert_eq!(tags.resource_tag_set().unwrap().tags().len(), 12, "4 of infraflow's and 8 of the user's");
+
+    let mut many = json!({"name": "many", "region": "us-east-1", "baseDomain": "example.com"});
+    many["additionalTags"] = Value::Object((0..41).map(|i| (format!("k{i}"), json!("v"))).collect());
+    let path = e.input("many.json", many);
+    let res = e.cli(&["submit", "provision-infra", "--input", &path]);
+    assert_eq!(res.status.code(), Some(2));
+    assert!(stderr(&res).contains("additionalTags") && stderr(&res).contains("at most 40"), "{}", stderr(&res));
 }
 
 #[test]

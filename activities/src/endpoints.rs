@@ -3,6 +3,7 @@
 use aws_sdk_ec2::types::{ResourceType, VpcEndpointType};
 
 use crate::client::Aws;
+use crate::consistency::once_consistent;
 use crate::error::{AwsResult, classify};
 use crate::network::missing;
 use crate::tags::{Identity, TagQuery};
@@ -54,19 +55,21 @@ pub async fn ensure_s3_endpoint(aws: &Aws, id: &Identity, vpc_id: &str, route_ta
         }
         return Ok(vpce);
     }
-    let out = aws
-        .ec2
-        .create_vpc_endpoint()
-        // Always explicit: without it some implementations create an endpoint they cannot delete.
-        .vpc_endpoint_type(VpcEndpointType::Gateway)
-        .vpc_id(vpc_id)
-        .service_name(format!("com.amazonaws.{}.s3", aws.region))
-        .set_route_table_ids(Some(route_tables.to_vec()))
-        .client_token(id.token())
-        .tag_specifications(id.tag_spec(ResourceType::VpcEndpoint))
-        .send()
-        .await
-        .map_err(|e| classify("CreateVpcEndpoint", e))?;
+    let out = once_consistent(|| async {
+        aws.ec2
+            .create_vpc_endpoint()
+            // Always explicit: without it some implementations create an endpoint they cannot delete.
+            .vpc_endpoint_type(VpcEndpointType::Gateway)
+            .vpc_id(vpc_id)
+            .service_name(format!("com.amazonaws.{}.s3", aws.region))
+            .set_route_table_ids(Some(route_tables.to_vec()))
+            .client_token(id.token())
+            .tag_specifications(id.tag_spec(ResourceType::VpcEndpoint))
+            .send()
+            .await
+            .map_err(|e| classify("CreateVpcEndpoint", e))
+    })
+    .await?;
     Ok(out
         .vpc_endpoint()
         .and_then(|e| e.vpc_endpoint_id())
@@ -126,6 +129,7 @@ pub async fn delete_vpc_endpoint(aws: &Aws, vpce: &str) -> AwsResult<bool> {
                     code: Some(code.to_string()),
                     message: err.message().unwrap_or_default().to_string(),
                     retryable: true,
+                    ..Default::default()
                 });
             }
         }

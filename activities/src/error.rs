@@ -4,24 +4,27 @@ use aws_sdk_ec2::config::http::HttpResponse;
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 
 /// A failed AWS call: which operation, the AWS code and message, and whether retrying can help.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, thiserror::Error)]
 #[error("{operation}: {}{message}", code.as_deref().map(|c| format!("{c}: ")).unwrap_or_default())]
 pub struct AwsError {
     pub operation: &'static str,
     pub code: Option<String>,
     pub message: String,
     pub retryable: bool,
+    /// AWS may have acted although the call failed (a lost reply, a timeout, a 5xx): what it
+    /// made may not be visible yet (eventual consistency), so a retry must wait before it looks.
+    pub outcome_unknown: bool,
 }
 
 impl AwsError {
     /// A terminal error raised by our own checks (not by AWS).
     pub fn terminal(operation: &'static str, message: impl Into<String>) -> AwsError {
-        AwsError { operation, code: None, message: message.into(), retryable: false }
+        AwsError { operation, message: message.into(), ..AwsError::default() }
     }
 
     /// A retryable condition found by our own checks (an asynchronous state not reached yet).
     pub fn not_yet(operation: &'static str, message: impl Into<String>) -> AwsError {
-        AwsError { operation, code: None, message: message.into(), retryable: true }
+        AwsError { operation, message: message.into(), retryable: true, ..AwsError::default() }
     }
 
     pub fn code_is(&self, code: &str) -> bool {
@@ -30,6 +33,11 @@ impl AwsError {
 
     pub fn is_not_found(&self) -> bool {
         self.code.as_deref().is_some_and(is_not_found_code)
+    }
+
+    /// What a call naming a just-created id may get while AWS is not yet consistent.
+    pub fn is_not_yet_consistent(&self) -> bool {
+        self.is_not_found() || self.code_is("InvalidSubnet")
     }
 
     pub fn is_dependency_violation(&self) -> bool {
@@ -108,16 +116,22 @@ where
                         "no usable AWS credentials: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY ({})",
                         shorten(&detail)
                     ),
-                    retryable: false,
+                    ..AwsError::default()
                 };
             }
-            AwsError { operation, code: None, message: format!("transport: {}", shorten(&detail)), retryable: true }
+            AwsError {
+                operation,
+                message: format!("transport: {}", shorten(&detail)),
+                retryable: true,
+                outcome_unknown: true,
+                ..AwsError::default()
+            }
         }
         SdkError::ConstructionFailure(_) => AwsError {
             operation,
             code: None,
             message: format!("request not built: {}", aws_sdk_ec2::error::DisplayErrorContext(&err)),
-            retryable: false,
+            ..AwsError::default()
         },
         _ => {
             let code = err.code().map(str::to_string);
@@ -126,7 +140,8 @@ where
                 None => shorten(&aws_sdk_ec2::error::DisplayErrorContext(&err).to_string()),
             });
             let retryable = code.as_deref().is_some_and(retryable_code) || status.is_some_and(|s| s >= 500 || s == 429);
-            AwsError { operation, code, message, retryable }
+            let outcome_unknown = status.is_some_and(|s| s >= 500);
+            AwsError { operation, code, message, retryable, outcome_unknown }
         }
     }
 }

@@ -4,6 +4,7 @@
 
 mod client;
 pub mod compute;
+pub mod consistency;
 pub mod dns;
 pub mod elb;
 pub mod endpoints;

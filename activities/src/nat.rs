@@ -3,6 +3,7 @@
 use aws_sdk_ec2::types::{DomainType, NatGatewayState, ResourceType};
 
 use crate::client::Aws;
+use crate::consistency::once_consistent;
 use crate::error::{AwsError, AwsResult, classify};
 use crate::network::{gone_ok, missing};
 use crate::tags::{Identity, TagQuery, filter};
@@ -79,16 +80,20 @@ pub async fn ensure_nat_gateway(aws: &Aws, id: &Identity, subnet_id: &str, alloc
         Some((failed, _)) => id.token_with(&format!("@{}/after/{failed}", id.workflow)),
         None => id.token(),
     };
-    let out = aws
-        .ec2
-        .create_nat_gateway()
-        .subnet_id(subnet_id)
-        .allocation_id(allocation_id)
-        .client_token(token)
-        .tag_specifications(id.tag_spec(ResourceType::Natgateway))
-        .send()
-        .await
-        .map_err(|e| classify("CreateNatGateway", e))?;
+    // A subnet or address made moments ago may be unknown (InvalidSubnet, *.NotFound): nothing
+    // was created, and the token keeps a repeat from making two.
+    let out = once_consistent(|| async {
+        aws.ec2
+            .create_nat_gateway()
+            .subnet_id(subnet_id)
+            .allocation_id(allocation_id)
+            .client_token(&token)
+            .tag_specifications(id.tag_spec(ResourceType::Natgateway))
+            .send()
+            .await
+            .map_err(|e| classify("CreateNatGateway", e))
+    })
+    .await?;
     Ok(out
         .nat_gateway()
         .and_then(|n| n.nat_gateway_id())

@@ -5,6 +5,7 @@ use aws_sdk_ec2::types::{AttributeBooleanValue, NewDhcpConfiguration, ResourceTy
 use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
+use crate::consistency::once_consistent;
 use crate::error::{AwsError, AwsResult, classify};
 use crate::tags::{Identity, TagQuery, filter};
 
@@ -90,22 +91,28 @@ pub async fn ensure_vpc(aws: &Aws, id: &Identity, cidr: &str) -> AwsResult<Strin
             out.vpc().and_then(|v| v.vpc_id()).ok_or_else(|| missing("CreateVpc", "VPC id"))?.to_string()
         }
     };
-    // One attribute per call: AWS refuses both at once.
+    // One attribute per call: AWS refuses both at once. In place while the new id settles.
     let on = || AttributeBooleanValue::builder().value(true).build();
-    aws.ec2
-        .modify_vpc_attribute()
-        .vpc_id(&vpc_id)
-        .enable_dns_support(on())
-        .send()
-        .await
-        .map_err(|e| classify("ModifyVpcAttribute", e))?;
-    aws.ec2
-        .modify_vpc_attribute()
-        .vpc_id(&vpc_id)
-        .enable_dns_hostnames(on())
-        .send()
-        .await
-        .map_err(|e| classify("ModifyVpcAttribute", e))?;
+    once_consistent(|| async {
+        aws.ec2
+            .modify_vpc_attribute()
+            .vpc_id(&vpc_id)
+            .enable_dns_support(on())
+            .send()
+            .await
+            .map_err(|e| classify("ModifyVpcAttribute", e))
+    })
+    .await?;
+    once_consistent(|| async {
+        aws.ec2
+            .modify_vpc_attribute()
+            .vpc_id(&vpc_id)
+            .enable_dns_hostnames(on())
+            .send()
+            .await
+            .map_err(|e| classify("ModifyVpcAttribute", e))
+    })
+    .await?;
     Ok(vpc_id)
 }
 
@@ -150,23 +157,29 @@ pub async fn ensure_dhcp_options(aws: &Aws, id: &Identity, domain: &str, vpc_id:
                 .ok_or_else(|| missing("CreateDhcpOptions", "DHCP options id"))?
                 .to_string();
             // Some implementations drop tags given at creation; tagging again is harmless.
-            aws.ec2
-                .create_tags()
-                .resources(&dopt)
-                .set_tags(Some(id.ec2_tags()))
-                .send()
-                .await
-                .map_err(|e| classify("CreateTags", e))?;
+            once_consistent(|| async {
+                aws.ec2
+                    .create_tags()
+                    .resources(&dopt)
+                    .set_tags(Some(id.ec2_tags()))
+                    .send()
+                    .await
+                    .map_err(|e| classify("CreateTags", e))
+            })
+            .await?;
             dopt
         }
     };
-    aws.ec2
-        .associate_dhcp_options()
-        .dhcp_options_id(&dopt)
-        .vpc_id(vpc_id)
-        .send()
-        .await
-        .map_err(|e| classify("AssociateDhcpOptions", e))?;
+    once_consistent(|| async {
+        aws.ec2
+            .associate_dhcp_options()
+            .dhcp_options_id(&dopt)
+            .vpc_id(vpc_id)
+            .send()
+            .await
+            .map_err(|e| classify("AssociateDhcpOptions", e))
+    })
+    .await?;
     Ok(dopt)
 }
 
@@ -236,8 +249,17 @@ pub async fn ensure_internet_gateway(aws: &Aws, id: &Identity, vpc_id: &str) -> 
         }
     };
     if !attached {
-        let r = aws.ec2.attach_internet_gateway().internet_gateway_id(&igw).vpc_id(vpc_id).send().await;
-        match r.map_err(|e| classify("AttachInternetGateway", e)) {
+        let r = once_consistent(|| async {
+            aws.ec2
+                .attach_internet_gateway()
+                .internet_gateway_id(&igw)
+                .vpc_id(vpc_id)
+                .send()
+                .await
+                .map_err(|e| classify("AttachInternetGateway", e))
+        })
+        .await;
+        match r {
             Ok(_) => {}
             Err(e) if e.code_is("Resource.AlreadyAssociated") => {}
             Err(e) => return Err(e),
@@ -329,16 +351,19 @@ pub async fn ensure_subnet(aws: &Aws, id: &Identity, vpc_id: &str, cidr: &str, z
     if let Some(s) = find_subnets(aws, &id.query()).await?.into_iter().next() {
         return Ok(s);
     }
-    let out = aws
-        .ec2
-        .create_subnet()
-        .vpc_id(vpc_id)
-        .cidr_block(cidr)
-        .availability_zone(zone)
-        .tag_specifications(id.tag_spec(ResourceType::Subnet))
-        .send()
-        .await
-        .map_err(|e| classify("CreateSubnet", e))?;
+    // NotFound on a VPC made moments ago means nothing was created: retried in place.
+    let out = once_consistent(|| async {
+        aws.ec2
+            .create_subnet()
+            .vpc_id(vpc_id)
+            .cidr_block(cidr)
+            .availability_zone(zone)
+            .tag_specifications(id.tag_spec(ResourceType::Subnet))
+            .send()
+            .await
+            .map_err(|e| classify("CreateSubnet", e))
+    })
+    .await?;
     let s = out.subnet().ok_or_else(|| missing("CreateSubnet", "subnet"))?;
     Ok(SubnetInfo {
         subnet_id: s.subnet_id().ok_or_else(|| missing("CreateSubnet", "subnet id"))?.to_string(),

@@ -121,6 +121,7 @@ async fn delete_service_once(aws: &Aws, service_id: &str) -> AwsResult<bool> {
                 code: err.code().map(str::to_string),
                 message: err.message().unwrap_or_default().to_string(),
                 retryable: true,
+                ..Default::default()
             }),
             None => Ok(true),
         },

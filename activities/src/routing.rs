@@ -4,6 +4,7 @@
 use aws_sdk_ec2::types::{ResourceType, RouteTable};
 
 use crate::client::Aws;
+use crate::consistency::once_consistent;
 use crate::error::{AwsResult, classify};
 use crate::network::{gone_ok, missing};
 use crate::tags::{IDENTITY_TAG, Identity, TagQuery, filter};
@@ -44,28 +45,31 @@ pub async fn ensure_route_table(
     let table = match describe(aws, q.filter()).await?.into_iter().find(|t| q.matches(t.tags())) {
         Some(t) => t,
         None => {
-            let out = aws
-                .ec2
-                .create_route_table()
-                .vpc_id(vpc_id)
-                .client_token(id.token())
-                .tag_specifications(id.tag_spec(ResourceType::RouteTable))
-                .send()
-                .await
-                .map_err(|e| classify("CreateRouteTable", e))?;
+            let out = once_consistent(|| async {
+                aws.ec2
+                    .create_route_table()
+                    .vpc_id(vpc_id)
+                    .client_token(id.token())
+                    .tag_specifications(id.tag_spec(ResourceType::RouteTable))
+                    .send()
+                    .await
+                    .map_err(|e| classify("CreateRouteTable", e))
+            })
+            .await?;
             out.route_table().cloned().ok_or_else(|| missing("CreateRouteTable", "route table"))?
         }
     };
     let rt = table.route_table_id().ok_or_else(|| missing("DescribeRouteTables", "route table id"))?.to_string();
-    ensure_default_route(aws, &table, &rt, target).await?;
+    // The table, its target and the subnets may all be moments old: each call waits in place.
+    once_consistent(|| ensure_default_route(aws, &table, &rt, target)).await?;
     for subnet in subnets {
         let done = table.associations().iter().any(|a| a.subnet_id() == Some(subnet.as_str()));
         if !done {
-            associate(aws, &rt, subnet).await?;
+            once_consistent(|| associate(aws, &rt, subnet)).await?;
         }
     }
     if main && !table.associations().iter().any(|a| a.main() == Some(true)) {
-        make_main(aws, &rt, vpc_id).await?;
+        once_consistent(|| make_main(aws, &rt, vpc_id)).await?;
     }
     Ok(rt)
 }

@@ -4,6 +4,7 @@ use aws_sdk_ec2::types::{IpPermission, IpRange, ResourceType};
 use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
+use crate::consistency::once_consistent;
 use crate::error::{AwsResult, classify};
 use crate::network::{gone_ok, missing};
 use crate::tags::{Identity, TagQuery, filter};
@@ -77,32 +78,38 @@ pub async fn ensure_security_group(
 ) -> AwsResult<String> {
     let mut found = find_security_groups(aws, &id.query()).await?;
     if found.is_empty() {
-        let r = aws
-            .ec2
-            .create_security_group()
-            .group_name(group_name)
-            .description(description)
-            .vpc_id(vpc_id)
-            .tag_specifications(id.tag_spec(ResourceType::SecurityGroup))
-            .send()
-            .await
-            .map_err(|e| classify("CreateSecurityGroup", e));
+        let r = once_consistent(|| async {
+            aws.ec2
+                .create_security_group()
+                .group_name(group_name)
+                .description(description)
+                .vpc_id(vpc_id)
+                .tag_specifications(id.tag_spec(ResourceType::SecurityGroup))
+                .send()
+                .await
+                .map_err(|e| classify("CreateSecurityGroup", e))
+        })
+        .await;
         match r {
             Ok(out) => {
                 found.push(out.group_id().ok_or_else(|| missing("CreateSecurityGroup", "group id"))?.to_string())
             }
             // Same name in our own VPC: made by us before its tags were visible.
             Err(e) if e.code_is("InvalidGroup.Duplicate") => {
-                found = group_named_in_vpc(aws, group_name, vpc_id).await?;
-                if found.is_empty() {
-                    return Err(e);
-                }
+                found = once_consistent(|| async {
+                    let named = group_named_in_vpc(aws, group_name, vpc_id).await?;
+                    if named.is_empty() {
+                        return Err(crate::error::AwsError { code: Some("InvalidGroup.NotFound".into()), ..e.clone() });
+                    }
+                    Ok(named)
+                })
+                .await?;
             }
             Err(e) => return Err(e),
         }
     }
     let group = found.swap_remove(0);
-    authorize(aws, &group, rules).await?;
+    once_consistent(|| authorize(aws, &group, rules)).await?;
     Ok(group)
 }
 

@@ -227,6 +227,9 @@ pub struct StepView {
     /// Where the code called it (`<scope>#<n>`), if recorded.
     #[serde(skip)]
     pub position: Option<String>,
+    /// When its last recorded attempt started.
+    #[serde(skip)]
+    pub started_at: Option<i64>,
     /// Sequence number of the completion (or, while unfinished, of the first start).
     #[serde(skip)]
     pub order: i64,
@@ -294,6 +297,7 @@ impl WorkflowView {
                     next_attempt_at: None,
                     undos: Vec::new(),
                     position: None,
+                    started_at: None,
                     order: seq,
                     completions: 0,
                     terminal: false,
@@ -328,6 +332,7 @@ impl WorkflowView {
                     }
                     s.next_attempt_at = None;
                     s.terminal = false;
+                    s.started_at = Some(rec.at);
                     if let Some(u) = undo
                         && !s.undos.contains(u)
                     {

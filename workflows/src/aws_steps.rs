@@ -22,6 +22,7 @@ impl From<AwsError> for ActivityError {
             retryable: e.retryable,
             code: e.code.clone(),
             message: format!("{}: {}", e.operation, e.message),
+            outcome_unknown: e.outcome_unknown,
         }
     }
 }
@@ -59,14 +60,19 @@ pub fn acting_region(ctx: &WfCtx, given: &str) -> String {
         .unwrap_or_else(|| given.to_string())
 }
 
-/// Options of a create step: AWS retries and the write-ahead undo.
+/// How long EC2 may take to show a new resource to lookups (eventual consistency): an attempt
+/// whose outcome is unknown (a crash mid-step, a lost reply, a 5xx) is retried only after this,
+/// so that its lookup finds what the attempt may have made instead of making it twice.
+pub const CONSISTENCY_SETTLE: Duration = Duration::from_secs(5);
+
+/// Options of a create step: AWS retries, the write-ahead undo, and the consistency settle.
 pub fn create_opts(region: &str, kind: Kind, id: &Identity) -> StepOptions {
-    StepOptions { retry: Some(aws_retry()), undo: Some(undo(region, kind, id)) }
+    StepOptions { retry: Some(aws_retry()), undo: Some(undo(region, kind, id)), settle: Some(CONSISTENCY_SETTLE) }
 }
 
 /// Options of a read or wait step.
 pub fn read_opts() -> StepOptions {
-    StepOptions { retry: Some(aws_retry()), undo: None }
+    StepOptions { retry: Some(aws_retry()), undo: None, settle: None }
 }
 
 /// The compensating activity of every create step.

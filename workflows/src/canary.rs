@@ -126,7 +126,7 @@ async fn run_branch(ctx: &WfCtx, c: &CanaryInput, first: bool) -> Result<(), Ste
             .as_ref()
             .map(|_| Undo { activity: UNTICK.into(), input: serde_json::to_value(&tick).unwrap_or(Value::Null) });
         let fail = first && c.fail_at == Some(i);
-        ctx.step_with(&key, TICK, &tick, StepOptions { retry: None, undo }, || {
+        ctx.step_with(&key, TICK, &tick, StepOptions { retry: None, undo, settle: None }, || {
             let tick = tick.clone();
             async move {
                 if tick.millis > 0 {

@@ -29,6 +29,10 @@ pub struct StepOptions {
     /// The compensating action, journaled durably *before* the step acts, so that a crash
     /// between the action and its record can never leak what the action made.
     pub undo: Option<Undo>,
+    /// After an attempt whose outcome is unknown (it crashed mid-way, or failed with
+    /// `outcome_unknown`), the next attempt starts no sooner than this after it: what it may
+    /// have made must be visible to the next attempt's lookup.
+    pub settle: Option<std::time::Duration>,
 }
 
 /// Requests that reach a running workflow from outside: cancel, stop (shutdown), lease lost.
@@ -398,6 +402,15 @@ impl WfCtx {
         self.check_boundary()?;
         let policy = options.retry.clone().unwrap_or_else(|| run.default_retry.clone());
         let (mut total, mut round) = prior.as_ref().map_or((0, 0), |r| (r.attempts, r.round_attempts));
+        if let Some(settle) = options.settle
+            && let Some(rec) = &prior
+            && rec.state == StepState::Running
+            && let Some(started) = rec.started_at
+        {
+            // The last attempt started and nothing was heard of it: a crash mid-step.
+            run.sleep_until(started + settle.as_millis() as i64).await;
+            self.check_boundary()?;
+        }
         if let Some(at) = prior.as_ref().and_then(|r| r.next_attempt_at) {
             // A backoff journaled before a restart still applies, but never longer than the
             // policy allows: a stepped-back clock or another host's clock must not hang the step.
@@ -493,6 +506,7 @@ impl WfCtx {
                             next_attempt_at: None,
                             undos: options.undo.iter().cloned().collect(),
                             position: position.clone(),
+                            started_at: None,
                             order: 0,
                             completions: 1,
                             terminal: false,
@@ -506,7 +520,12 @@ impl WfCtx {
                     return Ok(out);
                 }
                 Err(error) if error.retryable && round < policy.max_attempts => {
-                    let delay = policy.delay_after(round);
+                    let mut delay = policy.delay_after(round);
+                    if error.outcome_unknown
+                        && let Some(settle) = options.settle
+                    {
+                        delay = delay.max(settle);
+                    }
                     let next = run.clock.now_ms() + delay.as_millis() as i64;
                     run.record(vec![failed(&error, true, Some(next))], Durability::Durable).await?;
                     run.report(Progress::StepRetrying {

@@ -398,6 +398,7 @@ pub async fn create_privatelink(
                 activity: RESTORE_RECORDS.into(),
                 input: serde_json::to_value(&undo).unwrap_or(Value::Null),
             }),
+            settle: None,
         };
         let changes: Vec<(String, String)> = written.iter().map(|w| (w.name.clone(), w.wrote.clone())).collect();
         ctx.step_with("records", "route53.upsert-cnames", &(&pre.zone_id, &changes), options, || async {

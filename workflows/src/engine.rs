@@ -35,6 +35,9 @@ pub struct EngineConfig {
     pub default_retry: RetryPolicy,
     /// Compensations try harder: giving up leaves resources behind.
     pub undo_retry: RetryPolicy,
+    /// An undo of a step that started less than this ago waits until then: what the step made
+    /// moments ago may not be visible to the undo's lookup yet (EC2's eventual consistency).
+    pub undo_settle: Duration,
 }
 
 impl Default for EngineConfig {
@@ -46,6 +49,7 @@ impl Default for EngineConfig {
             shutdown_grace: Duration::from_secs(20),
             default_retry: RetryPolicy::default(),
             undo_retry: RetryPolicy { max_attempts: 12, ..RetryPolicy::default() },
+            undo_settle: Duration::from_secs(5),
         }
     }
 }
@@ -400,9 +404,12 @@ impl Engine {
             if done(undo_key) {
                 continue;
             }
+            if let Some(started) = view.step(step_key).and_then(|s| s.started_at) {
+                run.sleep_until(started + self.config.undo_settle.as_millis() as i64).await;
+            }
             let result = match self.registry.undo(&undo.activity) {
                 Some(handler) => {
-                    let options = StepOptions { retry: Some(self.config.undo_retry.clone()), undo: None };
+                    let options = StepOptions { retry: Some(self.config.undo_retry.clone()), undo: None, settle: None };
                     let input = undo.input.clone();
                     ctx.step_with(undo_key, &undo.activity, &undo.input, options, || handler(input.clone()))
                         .await

@@ -11,15 +11,19 @@ pub struct ActivityError {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
     pub message: String,
+    /// The activity may have acted although it failed (a lost reply): a step with a `settle`
+    /// window waits that long before its next attempt looks for what it may have made.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outcome_unknown: bool,
 }
 
 impl ActivityError {
     pub fn retryable(message: impl Into<String>) -> ActivityError {
-        ActivityError { retryable: true, code: None, message: message.into() }
+        ActivityError { retryable: true, code: None, message: message.into(), outcome_unknown: false }
     }
 
     pub fn terminal(message: impl Into<String>) -> ActivityError {
-        ActivityError { retryable: false, code: None, message: message.into() }
+        ActivityError { retryable: false, code: None, message: message.into(), outcome_unknown: false }
     }
 }
 

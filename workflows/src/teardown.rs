@@ -148,7 +148,8 @@ pub async fn teardown(
                 let key = format!("delete/{}/{id}", kind.as_str());
                 let rctx = &rctx;
                 async move {
-                    let options = StepOptions { retry: Some(delete_retry(max_delete_attempts)), undo: None };
+                    let options =
+                        StepOptions { retry: Some(delete_retry(max_delete_attempts)), undo: None, settle: None };
                     let gone: bool = rctx
                         .step_with(&key, DELETE, &input, options, || async {
                             let aws = pool.region(&input.region).await;

@@ -52,8 +52,11 @@ impl WorkflowDef for Saga {
     fn run(&self, ctx: WfCtx, _input: Value) -> BoxFuture<Result<Value, StepError>> {
         let (k, slow_branch) = (self.k.clone(), self.slow_branch);
         Box::pin(async move {
-            let undo =
-                |key: &str| StepOptions { retry: None, undo: Some(Undo { activity: "u".into(), input: json!(key) }) };
+            let undo = |key: &str| StepOptions {
+                retry: None,
+                undo: Some(Undo { activity: "u".into(), input: json!(key) }),
+                settle: None,
+            };
             for key in ["a1", "a2"] {
                 ctx.step_with(key, "make", &json!(key), undo(key), || async { Ok(1u32) }).await?;
             }
@@ -257,7 +260,7 @@ impl WorkflowDef for Upgraded {
         let arg = self.undo_arg.lock().unwrap().clone();
         let undo = Undo { activity: "u2".into(), input: json!(arg) };
         Box::pin(async move {
-            let options = StepOptions { retry: None, undo: Some(undo) };
+            let options = StepOptions { retry: None, undo: Some(undo), settle: None };
             let old_code = arg == "X";
             ctx.step_with("a", "make", &json!({}), options, || async move {
                 if old_code {

@@ -25,6 +25,7 @@ pub fn config() -> EngineConfig {
             jitter: 0.0,
         },
         undo_retry: RetryPolicy { max_attempts: 3, jitter: 0.0, ..RetryPolicy::default() },
+        undo_settle: Duration::from_secs(5),
     }
 }
 
