@@ -184,3 +184,19 @@ fn teardown_terminates_the_node_pool_and_bad_inputs_are_refused() {
         assert!(stderr(&out).contains(expect) && stderr(&out).lines().count() == 1, "{}", stderr(&out));
     }
 }
+
+#[test]
+fn a_mistyped_image_fails_at_once_instead_of_retrying_for_minutes() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    proxy.fail_with("RunInstances", "InvalidAMIID.NotFound", 100);
+    let input = e.input("s.json", e.scale_input(1, 0));
+    let started = std::time::Instant::now();
+    let out = e.cli_at(&proxy.endpoint(), &["run", "scale-nodepool", "--input", &input, "--id", "ami"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let st = e.s.status("ami");
+    assert_eq!(st["state"], "compensated", "{st}");
+    assert!(st["error"].as_str().unwrap().contains("InvalidAMIID.NotFound"), "{st}");
+    assert_eq!(proxy.counts().get("RunInstances"), Some(&1), "one attempt, no retries");
+    assert!(started.elapsed() < Duration::from_secs(30));
+}

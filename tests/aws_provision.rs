@@ -207,6 +207,28 @@ fn eight_additional_tags_fit_and_default_zones_are_never_local_zones() {
 }
 
 #[test]
+fn expired_credentials_pause_instead_of_rolling_back_and_retry_finishes() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    // Right after a new subnet, AWS may not know it yet (transient); later the session expires.
+    proxy.fail_with("CreateNatGateway", "InvalidSubnet", 1);
+    let input = e.input("p.json", provision_input("cred", "cred-abcde", &["us-east-1a"]));
+    proxy.fail_with("CreateRouteTable", "ExpiredToken", 1);
+    let out = e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "cred"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let st = e.s.status("cred");
+    assert_eq!(st["state"], "paused", "not compensated: {st}");
+    let err = st["error"].as_str().unwrap();
+    assert!(err.contains("ExpiredToken") && err.contains("infraflow retry cred"), "{err}");
+    assert!(Inventory::read(&e.c, "cred-abcde").total() > 5, "what was made is kept for the retry");
+
+    // After `aws sso login`, the operator retries.
+    let res = e.cli_at(&proxy.endpoint(), &["retry", "cred"]);
+    assert_eq!(res.status.code(), Some(0), "{}", stderr(&res));
+    Inventory::read(&e.c, "cred-abcde").assert_provisioned(&e.c, 1, 1, "cred", "example.com");
+}
+
+#[test]
 fn single_nat_gateway_serves_every_zone() {
     let e = Env::new();
     let mut v = provision_input("single", "single-abcde", &["us-east-1a", "us-east-1b"]);

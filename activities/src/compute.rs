@@ -102,7 +102,16 @@ pub async fn ensure_instance(aws: &Aws, id: &Identity, spec: &LaunchSpec, token:
     if let Some(profile) = &spec.instance_profile {
         req = req.iam_instance_profile(IamInstanceProfileSpecification::builder().name(profile).build());
     }
-    let out = req.send().await.map_err(|e| classify("RunInstances", e))?;
+    let out = req.send().await.map_err(|e| match classify("RunInstances", e) {
+        // The image, subnet and groups are the input's: if AWS does not know them, no wait helps.
+        e if e.code.as_deref().is_some_and(|c| {
+            c.starts_with("InvalidAMIID.") || c == "InvalidSubnetID.NotFound" || c == "InvalidGroup.NotFound"
+        }) =>
+        {
+            AwsError { retryable: false, ..e }
+        }
+        e => e,
+    })?;
     Ok(out
         .instances()
         .first()

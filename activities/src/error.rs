@@ -14,6 +14,9 @@ pub struct AwsError {
     /// AWS may have acted although the call failed (a lost reply, a timeout, a 5xx): what it
     /// made may not be visible yet (eventual consistency), so a retry must wait before it looks.
     pub outcome_unknown: bool,
+    /// Only the operator can fix it (expired or missing credentials, a missing permission): the
+    /// workflow pauses for them instead of failing, and `retry` carries on once they have.
+    pub operator: bool,
 }
 
 impl AwsError {
@@ -65,6 +68,31 @@ fn is_not_found_code(c: &str) -> bool {
         || matches!(c, "InvalidAllocationID.NotFound" | "InvalidGroup.NotFound" | "HostedZoneNotFound")
 }
 
+/// Credentials and permissions: the operator's to fix (`aws sso login`, a policy change).
+fn operator_code(c: &str) -> bool {
+    matches!(
+        c,
+        "ExpiredToken"
+            | "ExpiredTokenException"
+            | "RequestExpired"
+            | "AuthFailure"
+            | "InvalidClientTokenId"
+            | "UnrecognizedClientException"
+            | "SignatureDoesNotMatch"
+            | "UnauthorizedOperation"
+            | "AccessDenied"
+            | "AccessDeniedException"
+            | "OptInRequired"
+            | "NoCredentials"
+    )
+}
+
+/// Not-found codes of references a user typed (an image, a key pair): no wait will make them
+/// appear, so they fail at once instead of being retried as eventual consistency.
+fn user_reference_code(c: &str) -> bool {
+    c.starts_with("InvalidAMIID.") || c == "InvalidKeyPair.NotFound"
+}
+
 /// Codes that a later attempt may get past.
 fn retryable_code(c: &str) -> bool {
     matches!(
@@ -85,7 +113,7 @@ fn retryable_code(c: &str) -> bool {
             | "IncorrectInstanceState"
             | "InvalidChangeBatch.ConcurrentModification"
             | "ConcurrentModification"
-    ) || is_not_found_code(c)
+    ) || (is_not_found_code(c) && !user_reference_code(c))
 }
 
 /// The SDK's error chains run to kilobytes; the first sentence or so says what happened.
@@ -112,6 +140,7 @@ where
                 return AwsError {
                     operation,
                     code: Some("NoCredentials".into()),
+                    operator: true,
                     message: format!(
                         "no usable AWS credentials: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY ({})",
                         shorten(&detail)
@@ -141,7 +170,8 @@ where
             });
             let retryable = code.as_deref().is_some_and(retryable_code) || status.is_some_and(|s| s >= 500 || s == 429);
             let outcome_unknown = status.is_some_and(|s| s >= 500);
-            AwsError { operation, code, message, retryable, outcome_unknown }
+            let operator = code.as_deref().is_some_and(operator_code);
+            AwsError { operation, code, message, retryable, outcome_unknown, operator }
         }
     }
 }

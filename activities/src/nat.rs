@@ -41,7 +41,7 @@ pub async fn release_eip(aws: &Aws, allocation_id: &str) -> AwsResult<bool> {
     match r.map(|_| ()).map_err(|e| classify("ReleaseAddress", e)) {
         // Still held by a NAT gateway that is going away.
         Err(e) if e.code_is("InvalidIPAddress.InUse") || e.code_is("AuthFailure") => {
-            Err(AwsError { retryable: true, ..e })
+            Err(AwsError { retryable: true, operator: false, ..e })
         }
         r => gone_ok(r),
     }

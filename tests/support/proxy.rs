@@ -17,6 +17,8 @@ struct State {
     chaos: f64,
     /// An API action answered with a terminal error (InvalidParameterValue) every time.
     fail_action: Option<String>,
+    /// API actions answered with an error code, each this many more times.
+    fail_with: Vec<(String, String, u32)>,
     faults: BTreeMap<&'static str, u32>,
     rng: u64,
     latency: Duration,
@@ -72,6 +74,11 @@ impl Proxy {
     /// What the strict layer did, by behaviour: proof that a strict test met the behaviour.
     pub fn strict_effects(&self) -> BTreeMap<&'static str, u32> {
         self.state.lock().unwrap().strict.effects.clone()
+    }
+
+    /// Answers the next `times` calls of `action` with AWS error `code` (HTTP 400).
+    pub fn fail_with(&self, action: &str, code: &str, times: u32) {
+        self.state.lock().unwrap().fail_with.push((action.to_string(), code.to_string(), times));
     }
 
     pub fn fail_action(&self, action: Option<&str>) {
@@ -170,6 +177,7 @@ fn error_response(status: &str, action: &str, code: &str, message: &str) -> Vec<
 
 enum Fault {
     None,
+    Code(String),
     Throttle,
     ServerError,
     DropBefore,
@@ -183,6 +191,12 @@ fn decide(st: &Mutex<State>, action: &str) -> Fault {
     if s.fail_action.as_deref() == Some(action) {
         *s.faults.entry("terminal").or_insert(0) += 1;
         return Fault::Terminal;
+    }
+    if let Some((_, code, left)) = s.fail_with.iter_mut().find(|(a, _, left)| a == action && *left > 0) {
+        *left -= 1;
+        let code = code.clone();
+        *s.faults.entry("coded").or_insert(0) += 1;
+        return Fault::Code(code);
     }
     if s.chaos <= 0.0 {
         return Fault::None;
@@ -256,6 +270,7 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>) -> std::io::Resu
             error_response("503 Service Unavailable", &act, code, "Rate exceeded (injected)")
         }
         Fault::ServerError => error_response("500 Internal Server Error", &act, "InternalError", "injected"),
+        Fault::Code(code) => error_response("400 Bad Request", &act, &code, "injected"),
         Fault::Terminal => {
             let code = if is_query(&act) { "InvalidParameterValue" } else { "InvalidInput" };
             error_response("400 Bad Request", &act, code, "injected terminal failure")

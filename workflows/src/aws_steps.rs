@@ -23,6 +23,7 @@ impl From<AwsError> for ActivityError {
             code: e.code.clone(),
             message: format!("{}: {}", e.operation, e.message),
             outcome_unknown: e.outcome_unknown,
+            operator: e.operator,
         }
     }
 }

@@ -433,6 +433,8 @@ impl WfCtx {
                     Durability::Durable,
                 )
                 .await?;
+                // Sibling branches start no new step: the workflow is pausing.
+                run.failing.store(true, Ordering::SeqCst);
                 return Err(StepError::Paused { step: key, reason });
             }
             run.ensure_lease().await?;
@@ -519,6 +521,30 @@ impl WfCtx {
                     });
                     return Ok(out);
                 }
+                Err(error) if error.operator => {
+                    // Credentials or permissions: rolling back would fail the same way, and a
+                    // `retry` after the operator's fix finishes the work.
+                    let reason = format!(
+                        "step {key}: AWS refused the credentials or permissions ({error}); fix them (for example `aws sso login`, or the IAM policy) and run `infraflow retry {}`",
+                        run.id
+                    );
+                    run.record(
+                        vec![
+                            failed(&error, true, None),
+                            Event::Paused { step: Some(key.clone()), reason: reason.clone() },
+                        ],
+                        Durability::Durable,
+                    )
+                    .await?;
+                    run.report(Progress::StepFailed {
+                        workflow: run.id.clone(),
+                        step: key.clone(),
+                        error: reason.clone(),
+                    });
+                    // Sibling branches start no new step: the workflow is pausing.
+                    run.failing.store(true, Ordering::SeqCst);
+                    return Err(StepError::Paused { step: key, reason });
+                }
                 Err(error) if error.retryable && round < policy.max_attempts => {
                     let mut delay = policy.delay_after(round);
                     if error.outcome_unknown
@@ -556,6 +582,8 @@ impl WfCtx {
                         step: key.clone(),
                         error: reason.clone(),
                     });
+                    // Sibling branches start no new step: the workflow is pausing.
+                    run.failing.store(true, Ordering::SeqCst);
                     return Err(StepError::Paused { step: key, reason });
                 }
                 Err(error) => {

@@ -15,15 +15,19 @@ pub struct ActivityError {
     /// window waits that long before its next attempt looks for what it may have made.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub outcome_unknown: bool,
+    /// Only the operator can fix it (credentials, permissions): the workflow pauses instead of
+    /// failing or compensating, and `retry` resumes it once they have.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub operator: bool,
 }
 
 impl ActivityError {
     pub fn retryable(message: impl Into<String>) -> ActivityError {
-        ActivityError { retryable: true, code: None, message: message.into(), outcome_unknown: false }
+        ActivityError { retryable: true, code: None, message: message.into(), outcome_unknown: false, operator: false }
     }
 
     pub fn terminal(message: impl Into<String>) -> ActivityError {
-        ActivityError { retryable: false, code: None, message: message.into(), outcome_unknown: false }
+        ActivityError { retryable: false, code: None, message: message.into(), outcome_unknown: false, operator: false }
     }
 }
 
