@@ -229,6 +229,42 @@ fn expired_credentials_pause_instead_of_rolling_back_and_retry_finishes() {
 }
 
 #[test]
+fn teardown_among_three_hundred_unrelated_private_zones_at_five_route53_requests_a_second() {
+    use aws_sdk_route53::types::{HostedZoneConfig, Vpc, VpcRegion};
+    let e = Env::new();
+    let input = e.input("p.json", provision_input("busy", "busy-abcde", &["us-east-1a"]));
+    ok(&e.cli(&["run", "provision-infra", "--input", &input]));
+    // A management account: hundreds of other clusters' private zones.
+    let other_vpc = e.c.block_on(e.c.ec2.create_vpc().cidr_block("10.20.0.0/16").send()).unwrap();
+    let other_vpc = other_vpc.vpc().unwrap().vpc_id().unwrap().to_string();
+    for i in 0..300 {
+        let vpc = Vpc::builder().vpc_id(&other_vpc).vpc_region(VpcRegion::UsEast1).build();
+        let config = HostedZoneConfig::builder().private_zone(true).comment(format!("cluster {i}")).build();
+        e.c.block_on(
+            e.c.r53
+                .create_hosted_zone()
+                .name(format!("c{i}.example.net"))
+                .caller_reference(format!("other-{i}"))
+                .vpc(vpc)
+                .hosted_zone_config(config)
+                .send(),
+        )
+        .unwrap();
+    }
+    let proxy = Proxy::start(e.moto.port);
+    proxy.set_strict(Strict { route53_limits: true, route53_rate: 5, ..Strict::default() });
+    let t = e.input("t.json", json!({"infraID": "busy-abcde", "region": "us-east-1"}));
+    ok(&e.cli_at(&proxy.endpoint(), &["run", "teardown", "--input", &t, "--id", "busy"]));
+    assert_eq!(Inventory::read(&e.c, "busy-abcde").total(), 0);
+    let zones = e.c.block_on(e.c.r53.get_hosted_zone_count().send()).unwrap().hosted_zone_count();
+    assert_eq!(zones, 301, "the 300 other zones and the public one are untouched");
+    let route53: u32 = proxy.counts().iter().filter(|(a, _)| a.starts_with("route53")).map(|(_, n)| n).sum();
+    let throttled = proxy.strict_effects().get("route53-throttled").copied().unwrap_or(0);
+    eprintln!("BENCH teardown among 300 zones: {route53} Route53 calls ({throttled} throttled)");
+    assert!(route53 <= 60, "scoped reads, not a scan per zone: {:?}", proxy.counts());
+}
+
+#[test]
 fn single_nat_gateway_serves_every_zone() {
     let e = Env::new();
     let mut v = provision_input("single", "single-abcde", &["us-east-1a", "us-east-1b"]);

@@ -9,6 +9,7 @@ use crate::client::Aws;
 use crate::error::{AwsResult, classify};
 use crate::network::missing;
 use crate::tags::{Identity, ownership_key};
+use crate::throttle::within_rate;
 
 /// The comment written at creation: `infraflow:<identity>[ created-by:<workflow>]`. Tags on a
 /// hosted zone need a second call; the comment is set atomically with the zone, so a crash
@@ -124,13 +125,15 @@ async fn private_zones(aws: &Aws) -> AwsResult<Vec<aws_sdk_route53::types::Hoste
     let mut zones = Vec::new();
     let mut marker_token: Option<String> = None;
     loop {
-        let out = aws
-            .r53
-            .list_hosted_zones()
-            .set_marker(marker_token.clone())
-            .send()
-            .await
-            .map_err(|e| classify("ListHostedZones", e))?;
+        let out = within_rate(|| async {
+            aws.r53
+                .list_hosted_zones()
+                .set_marker(marker_token.clone())
+                .send()
+                .await
+                .map_err(|e| classify("ListHostedZones", e))
+        })
+        .await?;
         zones.extend(out.hosted_zones().iter().filter(|z| z.config().is_some_and(|c| c.private_zone())).cloned());
         if !out.is_truncated() {
             return Ok(zones);
@@ -152,29 +155,38 @@ pub async fn find_zones_by_identity(aws: &Aws, key: &str, created_by: Option<&st
         .collect())
 }
 
-/// Private zones of the cluster: marked at creation by infraflow for `infra_id`, or tagged owned.
-pub async fn find_owned_zones(aws: &Aws, infra_id: &str) -> AwsResult<Vec<String>> {
+/// Private zones of the cluster: marked at creation by infraflow for `infra_id`, or — among
+/// the zones associated with the cluster's VPCs `vpcs` — tagged owned (by the cluster's other
+/// tools). Tags are read only for those few zones: an account may hold hundreds of zones.
+pub async fn find_owned_zones(aws: &Aws, infra_id: &str, vpcs: &[String]) -> AwsResult<Vec<String>> {
     let prefix = format!("infraflow:{infra_id}/");
     let mut owned = Vec::new();
-    let mut candidates = Vec::new();
     for z in private_zones(aws).await? {
         let comment = z.config().and_then(|c| c.comment()).unwrap_or_default();
         if comment.starts_with(&prefix) {
             owned.push(bare(z.id()));
-        } else {
-            candidates.push(bare(z.id()));
+        }
+    }
+    let mut candidates = Vec::new();
+    for vpc in vpcs {
+        for zone in zones_of_vpc(aws, vpc).await? {
+            if !owned.contains(&zone) && !candidates.contains(&zone) {
+                candidates.push(zone);
+            }
         }
     }
     let key = ownership_key(infra_id);
     for chunk in candidates.chunks(10) {
-        let out = aws
-            .r53
-            .list_tags_for_resources()
-            .resource_type(TagResourceType::Hostedzone)
-            .set_resource_ids(Some(chunk.to_vec()))
-            .send()
-            .await
-            .map_err(|e| classify("ListTagsForResources", e))?;
+        let out = within_rate(|| async {
+            aws.r53
+                .list_tags_for_resources()
+                .resource_type(TagResourceType::Hostedzone)
+                .set_resource_ids(Some(chunk.to_vec()))
+                .send()
+                .await
+                .map_err(|e| classify("ListTagsForResources", e))
+        })
+        .await?;
         for set in out.resource_tag_sets() {
             if set.tags().iter().any(|t| t.key() == Some(key.as_str()) && t.value() == Some("owned"))
                 && let Some(id) = set.resource_id()
@@ -186,21 +198,62 @@ pub async fn find_owned_zones(aws: &Aws, infra_id: &str) -> AwsResult<Vec<String
     Ok(owned)
 }
 
-/// Records of a zone other than its own SOA and NS.
+/// The private zones associated with a VPC (ListHostedZonesByVPC, every page).
+pub async fn zones_of_vpc(aws: &Aws, vpc_id: &str) -> AwsResult<Vec<String>> {
+    let mut zones = Vec::new();
+    let mut next: Option<String> = None;
+    loop {
+        let out = within_rate(|| async {
+            aws.r53
+                .list_hosted_zones_by_vpc()
+                .vpc_id(vpc_id)
+                .vpc_region(VpcRegion::from(aws.region.as_str()))
+                .set_next_token(next.clone())
+                .send()
+                .await
+                .map_err(|e| classify("ListHostedZonesByVPC", e))
+        })
+        .await;
+        let out = match out {
+            Ok(o) => o,
+            // A VPC already gone has no zones left to find through it.
+            Err(e) if e.is_not_found() || e.code_is("InvalidVPCId") => return Ok(zones),
+            Err(e) => return Err(e),
+        };
+        zones.extend(out.hosted_zone_summaries().iter().map(|z| bare(z.hosted_zone_id())));
+        match out.next_token() {
+            Some(t) if !t.is_empty() => next = Some(t.to_string()),
+            _ => return Ok(zones),
+        }
+    }
+}
+
+/// Records of a zone other than its own SOA and NS, every page.
 pub async fn records_of(aws: &Aws, zone_id: &str) -> AwsResult<Vec<ResourceRecordSet>> {
-    let out = aws
-        .r53
-        .list_resource_record_sets()
-        .hosted_zone_id(zone_id)
-        .send()
-        .await
-        .map_err(|e| classify("ListResourceRecordSets", e))?;
-    let apex = out.resource_record_sets().iter().find(|r| r.r#type().as_str() == "SOA").map(|r| r.name().to_string());
-    Ok(out
-        .resource_record_sets()
-        .iter()
+    let mut all: Vec<ResourceRecordSet> = Vec::new();
+    let mut start: Option<(String, aws_sdk_route53::types::RrType, Option<String>)> = None;
+    loop {
+        let out = within_rate(|| async {
+            let mut req = aws.r53.list_resource_record_sets().hosted_zone_id(zone_id);
+            if let Some((name, kind, id)) = &start {
+                req =
+                    req.start_record_name(name).start_record_type(kind.clone()).set_start_record_identifier(id.clone());
+            }
+            req.send().await.map_err(|e| classify("ListResourceRecordSets", e))
+        })
+        .await?;
+        all.extend(out.resource_record_sets().iter().cloned());
+        match (out.is_truncated(), out.next_record_name(), out.next_record_type()) {
+            (true, Some(name), Some(kind)) => {
+                start = Some((name.to_string(), kind.clone(), out.next_record_identifier().map(str::to_string)))
+            }
+            _ => break,
+        }
+    }
+    let apex = all.iter().find(|r| r.r#type().as_str() == "SOA").map(|r| r.name().to_string());
+    Ok(all
+        .into_iter()
         .filter(|r| !(matches!(r.r#type().as_str(), "SOA" | "NS") && Some(r.name()) == apex.as_deref()))
-        .cloned()
         .collect())
 }
 
@@ -357,15 +410,16 @@ pub async fn delete_records_named(aws: &Aws, zone_id: &str, names: &[String]) ->
 
 /// Deletes CNAME records, in any private zone, whose value is one of `targets` (an endpoint's
 /// DNS names): records left pointing at a deleted endpoint would resolve to nothing.
-pub async fn delete_records_pointing_to(aws: &Aws, targets: &[String]) -> AwsResult<usize> {
+pub async fn delete_records_pointing_to(aws: &Aws, targets: &[String], vpc_id: &str) -> AwsResult<usize> {
     if targets.is_empty() {
         return Ok(0);
     }
     let norm = |s: &str| s.trim_end_matches('.').to_ascii_lowercase();
     let targets: Vec<String> = targets.iter().map(|t| norm(t)).collect();
     let mut deleted = 0;
-    for z in private_zones(aws).await? {
-        let zone = bare(z.id());
+    // Records naming an interface endpoint resolve only in zones associated with its VPC: those
+    // are read, not every zone of the account.
+    for zone in zones_of_vpc(aws, vpc_id).await? {
         let doomed: Vec<Change> = records_of(aws, &zone)
             .await?
             .into_iter()

@@ -9,8 +9,19 @@ use crate::network::missing;
 use crate::tags::{Identity, TagQuery};
 use crate::wait::{WAIT_BUDGET, poll_until};
 
-/// Endpoints matching `f` that are not deleted or failed, with their state.
+/// Endpoints matching `q` that are live, with their state: what a create may adopt (not a
+/// `failed`, `rejected` or `expired` one).
 pub async fn find_vpc_endpoints(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, String)>> {
+    Ok(find_vpc_endpoints_to_delete(aws, q)
+        .await?
+        .into_iter()
+        .filter(|(_, state)| !matches!(state.as_str(), "failed" | "rejected" | "expired"))
+        .collect())
+}
+
+/// Endpoints matching `q` in any state but `deleted`: a failed, rejected or expired endpoint
+/// still sits in its VPC, holds its subnets and security groups, and must be deleted too.
+pub async fn find_vpc_endpoints_to_delete(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, String)>> {
     let out = aws
         .ec2
         .describe_vpc_endpoints()
@@ -25,9 +36,7 @@ pub async fn find_vpc_endpoints(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(Strin
         .filter_map(|e| {
             // Compare the raw string: the SDK does not model every state AWS returns.
             let state = e.state().map(|s| s.as_str().to_ascii_lowercase()).unwrap_or_default();
-            (!matches!(state.as_str(), "deleted" | "failed" | "rejected" | "expired"))
-                .then(|| Some((e.vpc_endpoint_id()?.to_string(), state)))
-                .flatten()
+            (state != "deleted").then(|| Some((e.vpc_endpoint_id()?.to_string(), state))).flatten()
         })
         .collect())
 }
@@ -85,22 +94,25 @@ async fn endpoint_state(aws: &Aws, vpce: &str) -> AwsResult<Option<String>> {
             .vpc_endpoints()
             .first()
             .map(|e| e.state().map(|s| s.as_str().to_ascii_lowercase()).unwrap_or_default())
-            .filter(|s| !matches!(s.as_str(), "deleted" | "failed" | "rejected" | "expired"))),
+            .filter(|s| s != "deleted")),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
     }
 }
 
-async fn endpoint_dns_names(aws: &Aws, vpce: &str) -> AwsResult<Vec<String>> {
+/// The endpoint's DNS names and its VPC.
+async fn endpoint_dns_names(aws: &Aws, vpce: &str) -> AwsResult<(Vec<String>, String)> {
     let out = aws.ec2.describe_vpc_endpoints().vpc_endpoint_ids(vpce).send().await;
     match out.map_err(|e| classify("DescribeVpcEndpoints", e)) {
-        Ok(o) => Ok(o
-            .vpc_endpoints()
-            .iter()
-            .flat_map(|e| e.dns_entries())
-            .filter_map(|d| d.dns_name().map(str::to_string))
-            .collect()),
-        Err(e) if e.is_not_found() => Ok(Vec::new()),
+        Ok(o) => Ok((
+            o.vpc_endpoints()
+                .iter()
+                .flat_map(|e| e.dns_entries())
+                .filter_map(|d| d.dns_name().map(str::to_string))
+                .collect(),
+            o.vpc_endpoints().first().and_then(|e| e.vpc_id()).unwrap_or_default().to_string(),
+        )),
+        Err(e) if e.is_not_found() => Ok((Vec::new(), String::new())),
         Err(e) => Err(e),
     }
 }
@@ -111,8 +123,8 @@ pub async fn delete_vpc_endpoint(aws: &Aws, vpce: &str) -> AwsResult<bool> {
         endpoint_state(aws, vpce).await?.map(|s| (vpce.to_string(), s)).into_iter().collect();
     let Some((_, state)) = live.first() else { return Ok(false) };
     // Records pointing at the endpoint go first: after it, they would resolve to nothing.
-    let names = endpoint_dns_names(aws, vpce).await?;
-    crate::dns::delete_records_pointing_to(aws, &names).await?;
+    let (names, vpc) = endpoint_dns_names(aws, vpce).await?;
+    crate::dns::delete_records_pointing_to(aws, &names, &vpc).await?;
     if state != "deleting" {
         let out = aws
             .ec2

@@ -16,6 +16,7 @@ pub mod resources;
 pub mod routing;
 pub mod security;
 pub mod tags;
+pub mod throttle;
 pub mod wait;
 
 pub use client::{Aws, AwsPool, Environment};

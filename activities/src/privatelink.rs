@@ -20,8 +20,19 @@ pub struct EndpointService {
     pub zones: Vec<String>,
 }
 
-/// Endpoint services carrying the tag `q` (deleted and failed ones left out).
+/// Endpoint services carrying the tag `q` that a create may adopt (deleted, deleting and
+/// failed ones left out).
 pub async fn find_endpoint_services(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<EndpointService>> {
+    endpoint_services(aws, q, &["deleted", "deleting", "failed"]).await
+}
+
+/// Endpoint services carrying the tag `q` in any state but deleted: a failed service still
+/// holds its load balancer and must be deleted too.
+pub async fn find_endpoint_services_to_delete(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<EndpointService>> {
+    endpoint_services(aws, q, &["deleted"]).await
+}
+
+async fn endpoint_services(aws: &Aws, q: &TagQuery, skip: &[&str]) -> AwsResult<Vec<EndpointService>> {
     let o = aws
         .ec2
         .describe_vpc_endpoint_service_configurations()
@@ -33,10 +44,8 @@ pub async fn find_endpoint_services(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<En
         .iter()
         .filter(|s| q.matches(s.tags()))
         .filter(|s| {
-            !matches!(
-                s.service_state().map(|st| st.as_str().to_ascii_lowercase()).as_deref(),
-                Some("deleted") | Some("deleting") | Some("failed")
-            )
+            let state = s.service_state().map(|st| st.as_str().to_ascii_lowercase()).unwrap_or_default();
+            !skip.contains(&state.as_str())
         })
         .filter_map(|s| {
             Some(EndpointService {

@@ -88,15 +88,18 @@ fn query(scope: &Scope) -> TagQuery {
     }
 }
 
-/// Ids of the live resources of `kind` in `scope`.
+/// Ids of the resources of `kind` in `scope` that are to be deleted: in any state but
+/// deleted (a failed endpoint or service still occupies its VPC and must go too).
 pub async fn find(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>> {
     let q = query(scope);
     let f = &q;
     let mut ids = match kind {
         Kind::Instance => compute::find_instances(aws, f).await?.into_iter().map(|m| m.instance_id).collect(),
-        Kind::VpcEndpoint => endpoints::find_vpc_endpoints(aws, f).await?.into_iter().map(|(id, _)| id).collect(),
+        Kind::VpcEndpoint => {
+            endpoints::find_vpc_endpoints_to_delete(aws, f).await?.into_iter().map(|(id, _)| id).collect()
+        }
         Kind::EndpointService => {
-            privatelink::find_endpoint_services(aws, f).await?.into_iter().map(|s| s.service_id).collect()
+            privatelink::find_endpoint_services_to_delete(aws, f).await?.into_iter().map(|s| s.service_id).collect()
         }
         Kind::LoadBalancer => elb::find_load_balancers(aws, f).await?,
         Kind::TargetGroup => elb::find_target_groups(aws, f).await?,
@@ -109,7 +112,10 @@ pub async fn find(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>
         Kind::Vpc => network::find_vpcs(aws, f).await?,
         Kind::DhcpOptions => network::find_dhcp_options(aws, f).await?,
         Kind::HostedZone => match scope {
-            Scope::Owned(infra) => dns::find_owned_zones(aws, infra).await?,
+            Scope::Owned(infra) => {
+                let vpcs = network::find_vpcs(aws, &owned(infra)).await?;
+                dns::find_owned_zones(aws, infra, &vpcs).await?
+            }
             Scope::Identity(key) => dns::find_zones_by_identity(aws, key, None).await?,
             Scope::CreatedBy { identity, created_by } => {
                 dns::find_zones_by_identity(aws, identity, Some(created_by)).await?

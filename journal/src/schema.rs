@@ -67,7 +67,6 @@ const MIGRATIONS: &[&str] = &[
         WHEN NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = OLD.workflow_id AND w.archived = 1
                            AND w.state IN ('completed', 'compensated'))
         BEGIN SELECT RAISE(ABORT, 'journal events are append-only'); END;
-    CREATE INDEX workflows_by_updated ON workflows(state, updated_at);
     "#,
 ];
 
