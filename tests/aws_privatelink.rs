@@ -170,6 +170,22 @@ fn a_terminal_error_mid_privatelink_compensates_to_nothing_of_its_own() {
     Inventory::read(&e.c, "saga-abcde").assert_provisioned(&e.c, 2, 1, "pl", "example.com");
 }
 
+#[test]
+fn teardown_deletes_an_interface_endpoint_in_failed_state() {
+    let e = Env::new();
+    let out = e.provision("failed-abcde");
+    let input = e.input("l.json", link_input("failed-abcde", &out, false, out["publicSubnetIDs"].clone()));
+    ok(&e.cli(&["run", "create-privatelink", "--input", &input]));
+    // From now on AWS reports the endpoint failed: it still sits in the VPC and must go.
+    let proxy = Proxy::start(e.moto.port);
+    proxy.set_strict(Strict { failed_endpoints: true, ..Strict::default() });
+    let t = e.input("t.json", json!({"infraID": "failed-abcde", "region": "us-east-1"}));
+    let res = ok(&e.cli_at(&proxy.endpoint(), &["run", "teardown", "--input", &t, "--id", "down"]));
+    assert!(proxy.strict_effects().contains_key("endpoint-reported-failed"));
+    assert!(e.link_inventory("failed-abcde").values().all(|n| *n == 0), "{res}");
+    assert_eq!(Inventory::read(&e.c, "failed-abcde").total(), 0);
+}
+
 fn cluster_input(infra: &str) -> Value {
     json!({
         "infra": {"name": "cc", "infraID": infra, "region": "us-east-1", "zones": ["us-east-1a", "us-east-1b"],

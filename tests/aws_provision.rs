@@ -265,6 +265,72 @@ fn teardown_among_three_hundred_unrelated_private_zones_at_five_route53_requests
 }
 
 #[test]
+fn teardown_removes_what_the_running_cluster_added_and_nothing_foreign() {
+    use aws_sdk_ec2::types::{IpPermission, ResourceType, Tag, TagSpecification, UserIdGroupPair};
+    use aws_sdk_route53::types::{Change, ChangeAction, ChangeBatch, ResourceRecord, ResourceRecordSet, RrType};
+    let e = Env::new();
+    let input = e.input("p.json", provision_input("run", "run-abcde", &["us-east-1a"]));
+    let out = ok(&e.cli(&["run", "provision-infra", "--input", &input]));
+    let (vpc, worker) = (out["vpcID"].as_str().unwrap(), out["securityGroupID"].as_str().unwrap());
+    // The cloud provider's load balancer group, owned by the cluster, and rules naming each other.
+    let owned = Tag::builder().key("kubernetes.io/cluster/run-abcde").value("owned").build();
+    let spec = TagSpecification::builder().resource_type(ResourceType::SecurityGroup).tags(owned).build();
+    let elb_sg =
+        e.c.block_on(
+            e.c.ec2
+                .create_security_group()
+                .group_name("k8s-elb-a1")
+                .description("elb")
+                .vpc_id(vpc)
+                .tag_specifications(spec)
+                .send(),
+        )
+        .unwrap()
+        .group_id()
+        .unwrap()
+        .to_string();
+    let from = |group: &str| {
+        IpPermission::builder()
+            .ip_protocol("tcp")
+            .from_port(30000)
+            .to_port(32767)
+            .user_id_group_pairs(UserIdGroupPair::builder().group_id(group).build())
+            .build()
+    };
+    e.c.block_on(e.c.ec2.authorize_security_group_ingress().group_id(worker).ip_permissions(from(&elb_sg)).send())
+        .unwrap();
+    e.c.block_on(e.c.ec2.authorize_security_group_ingress().group_id(&elb_sg).ip_permissions(from(worker)).send())
+        .unwrap();
+    // The ingress's record in the public zone, and someone else's record beside it.
+    let public = out["publicZoneID"].as_str().unwrap();
+    let a = |name: &str| {
+        let set = ResourceRecordSet::builder()
+            .name(name)
+            .r#type(RrType::A)
+            .ttl(60)
+            .resource_records(ResourceRecord::builder().value("192.0.2.10").build().unwrap())
+            .build()
+            .unwrap();
+        Change::builder().action(ChangeAction::Create).resource_record_set(set).build().unwrap()
+    };
+    let batch =
+        ChangeBatch::builder().changes(a("*.apps.run.example.com")).changes(a("www.example.com")).build().unwrap();
+    e.c.block_on(e.c.r53.change_resource_record_sets().hosted_zone_id(public).change_batch(batch).send()).unwrap();
+
+    let t = e.input(
+        "t.json",
+        json!({"infraID": "run-abcde", "region": "us-east-1", "baseDomain": "example.com", "name": "run"}),
+    );
+    let res = ok(&e.cli(&["run", "teardown", "--input", &t, "--id", "down"]));
+    assert_eq!(Inventory::read(&e.c, "run-abcde").total(), 0, "{res}");
+    assert_eq!(res["deleted"]["security-group"].as_array().unwrap().len(), 2, "{res}");
+    assert_eq!(res["deleted"]["public-record"], json!(["*.apps.run.example.com"]));
+    let left = e.c.block_on(e.c.r53.list_resource_record_sets().hosted_zone_id(public).send()).unwrap();
+    let names: Vec<&str> = left.resource_record_sets().iter().map(|r| r.name()).collect();
+    assert!(names.contains(&"www.example.com.") && !names.iter().any(|n| n.contains("apps")), "{names:?}");
+}
+
+#[test]
 fn single_nat_gateway_serves_every_zone() {
     let e = Env::new();
     let mut v = provision_input("single", "single-abcde", &["us-east-1a", "us-east-1b"]);

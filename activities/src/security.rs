@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
 use crate::consistency::once_consistent;
-use crate::error::{AwsResult, classify};
+use crate::error::{AwsError, AwsResult, classify};
 use crate::network::{gone_ok, missing};
 use crate::tags::{Identity, TagQuery, filter};
 
@@ -113,45 +113,73 @@ pub async fn ensure_security_group(
     Ok(group)
 }
 
-/// Adds ingress rules; rules already present are fine.
+/// Adds the ingress rules the group lacks, in one call: a re-run (after a lost reply, a crash)
+/// reads what is there instead of re-sending every rule.
 async fn authorize(aws: &Aws, group: &str, rules: &[Rule]) -> AwsResult<()> {
-    if rules.is_empty() {
+    let out = aws
+        .ec2
+        .describe_security_groups()
+        .group_ids(group)
+        .send()
+        .await
+        .map_err(|e| classify("DescribeSecurityGroups", e))?;
+    let present = |r: &Rule| {
+        out.security_groups().iter().flat_map(|g| g.ip_permissions()).any(|p| {
+            p.ip_protocol() == Some(r.protocol.as_str())
+                && (r.protocol == "icmp" || (p.from_port() == Some(r.from) && p.to_port() == Some(r.to)))
+                && p.ip_ranges().iter().any(|ip| ip.cidr_ip() == Some(r.cidr.as_str()))
+        })
+    };
+    let missing: Vec<&Rule> = rules.iter().filter(|r| !present(r)).collect();
+    if missing.is_empty() {
         return Ok(());
     }
-    let all = aws
+    let r = aws
         .ec2
         .authorize_security_group_ingress()
         .group_id(group)
-        .set_ip_permissions(Some(rules.iter().map(Rule::permission).collect()))
+        .set_ip_permissions(Some(missing.iter().map(|r| r.permission()).collect()))
         .send()
         .await
         .map_err(|e| classify("AuthorizeSecurityGroupIngress", e));
-    match all {
-        Ok(_) => Ok(()),
-        // Some were there (a re-run): add the rest one by one.
-        Err(e) if e.code_is("InvalidPermission.Duplicate") => {
-            for rule in rules {
-                let r = aws
-                    .ec2
-                    .authorize_security_group_ingress()
-                    .group_id(group)
-                    .ip_permissions(rule.permission())
-                    .send()
-                    .await
-                    .map_err(|e| classify("AuthorizeSecurityGroupIngress", e));
-                match r {
-                    Ok(_) => {}
-                    Err(e) if e.code_is("InvalidPermission.Duplicate") => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(())
-        }
-        Err(e) => Err(e),
+    match r {
+        // Added by a lost reply's call meanwhile: the next attempt reads them as present.
+        Err(e) if e.code_is("InvalidPermission.Duplicate") => Err(AwsError { retryable: true, ..e }),
+        r => r.map(|_| ()),
     }
 }
 
+/// Revokes the group's own rules, then deletes it: rules naming other groups (a `k8s-elb-*`
+/// group of the cluster's cloud provider, say) keep each other alive until revoked.
 pub async fn delete_security_group(aws: &Aws, group: &str) -> AwsResult<bool> {
+    let out = aws.ec2.describe_security_groups().group_ids(group).send().await;
+    let described = match out.map_err(|e| classify("DescribeSecurityGroups", e)) {
+        Ok(o) => o,
+        Err(e) if e.is_not_found() => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    for g in described.security_groups() {
+        if !g.ip_permissions().is_empty() {
+            let r = aws
+                .ec2
+                .revoke_security_group_ingress()
+                .group_id(group)
+                .set_ip_permissions(Some(g.ip_permissions().to_vec()))
+                .send()
+                .await;
+            gone_ok(r.map(|_| ()).map_err(|e| classify("RevokeSecurityGroupIngress", e)))?;
+        }
+        if !g.ip_permissions_egress().is_empty() {
+            let r = aws
+                .ec2
+                .revoke_security_group_egress()
+                .group_id(group)
+                .set_ip_permissions(Some(g.ip_permissions_egress().to_vec()))
+                .send()
+                .await;
+            gone_ok(r.map(|_| ()).map_err(|e| classify("RevokeSecurityGroupEgress", e)))?;
+        }
+    }
     gone_ok(
         aws.ec2
             .delete_security_group()

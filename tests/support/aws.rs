@@ -6,12 +6,17 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::moto::{Clients, Moto, aws_env};
+use super::proxy::Proxy;
 use super::{Rng, Scratch, kill9, terminate};
 
 pub struct AwsEnv {
     pub moto: Moto,
     pub s: Scratch,
+    /// SDK clients on moto itself: what the tests read back, never through the proxy.
     pub c: Clients,
+    /// What `cli` goes through: transparent, or strict AWS when INFRAFLOW_TEST_STRICT=1 runs the
+    /// whole suite under AWS's contract.
+    pub proxy: Proxy,
 }
 
 impl AwsEnv {
@@ -19,7 +24,8 @@ impl AwsEnv {
         let moto = Moto::start();
         let c = Clients::new(&moto.endpoint());
         c.create_public_zone("example.com");
-        AwsEnv { moto, s: Scratch::new(), c }
+        let proxy = Proxy::start(moto.port);
+        AwsEnv { moto, s: Scratch::new(), c, proxy }
     }
 
     /// `infraflow ARGS` against `endpoint` (moto, or a proxy in front of it).
@@ -30,7 +36,7 @@ impl AwsEnv {
     }
 
     pub fn cli(&self, args: &[&str]) -> std::process::Output {
-        self.cli_at(&self.moto.endpoint(), args)
+        self.cli_at(&self.proxy.endpoint(), args)
     }
 
     /// Writes `v` to a scratch file and returns its path.

@@ -20,12 +20,22 @@ pub struct Strict {
     /// Route53: at most 10 tags per ChangeTagsForResource, at most `route53_rate` requests/s.
     pub route53_limits: bool,
     pub route53_rate: u32,
+    /// Interface endpoints report `failed` (as a rejected or broken endpoint does on AWS, where
+    /// it still sits in its VPC and must be deleted).
+    pub failed_endpoints: bool,
 }
 
 impl Strict {
     /// Every behaviour, with a consistency lag of `lag`.
     pub fn all(lag: Duration) -> Strict {
-        Strict { tokens: true, lag: Some(lag), local_zone: true, route53_limits: true, route53_rate: 5 }
+        Strict {
+            tokens: true,
+            lag: Some(lag),
+            local_zone: true,
+            route53_limits: true,
+            route53_rate: 5,
+            failed_endpoints: false,
+        }
     }
 
     /// What `INFRAFLOW_TEST_STRICT=1` turns on for every proxy of a test run (the whole AWS suite
@@ -255,6 +265,16 @@ impl StrictState {
                 }
             }
         }
+        if ok && self.config.failed_endpoints && action == "DescribeVpcEndpoints" {
+            payload = rewrite_items(&payload, "vpcEndpointSet", |item| {
+                Some(if item.contains(">Interface<") {
+                    item.replace("<state>available</state>", "<state>failed</state>")
+                } else {
+                    item.to_string()
+                })
+            });
+            self.count("endpoint-reported-failed");
+        }
         if ok && self.config.local_zone && action == "DescribeAvailabilityZones" && !excludes_local_zones(&p) {
             let region = between(&payload, "<regionName>", "</regionName>").unwrap_or("us-east-1").to_string();
             let item = format!(
@@ -282,6 +302,14 @@ fn excludes_local_zones(p: &BTreeMap<String, String>) -> bool {
 
 /// Removes the top-level `<item>`s of `<set>` whose own id (`<own>`) is in `ids`.
 fn drop_items(xml: &str, set: &str, own: &str, ids: &[String]) -> String {
+    rewrite_items(xml, set, |item| {
+        let own_id = between(item, &format!("<{own}>"), &format!("</{own}>")).unwrap_or_default();
+        (!ids.iter().any(|id| id == own_id)).then(|| item.to_string())
+    })
+}
+
+/// Rewrites each top-level `<item>` of `<set>` with `f` (None drops it).
+fn rewrite_items(xml: &str, set: &str, f: impl Fn(&str) -> Option<String>) -> String {
     let open = format!("<{set}>");
     let Some(start) = xml.find(&open).map(|i| i + open.len()) else { return xml.to_string() };
     let Some(end) = xml[start..].find(&format!("</{set}>")).map(|i| i + start) else { return xml.to_string() };
@@ -302,10 +330,8 @@ fn drop_items(xml: &str, set: &str, own: &str, ids: &[String]) -> String {
             depth = depth.saturating_sub(1);
             i += "</item>".len();
             if depth == 0 {
-                let item = &inner[item_start..i];
-                let own_id = between(item, &format!("<{own}>"), &format!("</{own}>")).unwrap_or_default();
-                if !ids.iter().any(|id| id == own_id) {
-                    kept.push_str(item);
+                if let Some(item) = f(&inner[item_start..i]) {
+                    kept.push_str(&item);
                 }
             }
         } else {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use infraflow_activities::{AwsPool, Kind, Scope, resources};
+use infraflow_activities::{AwsPool, Kind, Scope, dns, resources};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -91,7 +91,27 @@ impl WorkflowDef for Teardown {
             let t: TeardownInput = serde_json::from_value(input)
                 .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
             let attempts = t.max_delete_attempts.unwrap_or(10);
-            let out = teardown(&ctx, &pool, &t.infra_id, &t.region, attempts).await?;
+            let mut out = teardown(&ctx, &pool, &t.infra_id, &t.region, attempts).await?;
+            if let (Some(base), Some(name)) = (&t.base_domain, &t.name) {
+                // The cluster's ingress wrote `*.apps.<name>.<baseDomain>` into the public zone
+                // (HyperShift's destroy removes it too); only that name is touched.
+                let record = format!("*.apps.{name}.{base}");
+                let region = t.region.clone();
+                let removed: usize = ctx
+                    .step_with("public-apps-record", "route53.delete-public-record", &record, read_opts(), || async {
+                        let aws = pool.region(&region).await;
+                        match dns::find_public_zone(&aws, base).await? {
+                            Some(zone) => {
+                                Ok(dns::delete_records_named(&aws, &zone, std::slice::from_ref(&record)).await?)
+                            }
+                            None => Ok(0),
+                        }
+                    })
+                    .await?;
+                if removed > 0 {
+                    out.deleted.entry("public-record".into()).or_default().push(record);
+                }
+            }
             serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
         })
     }
