@@ -15,8 +15,9 @@ impl Owner {
     pub fn for_this_process() -> Owner {
         let pid = std::process::id();
         let start = process_start_ticks(pid).unwrap_or(0);
-        let nonce = uuid::Uuid::now_v7().simple();
-        Owner { id: format!("{}:{pid}:{start}:{nonce}", machine()) }
+        // The random half of a UUIDv7: unique among the engines of one process and its successors.
+        let nonce = uuid::Uuid::now_v7().simple().to_string();
+        Owner { id: format!("{}:{pid}:{start}:{}", machine(), &nonce[16..]) }
     }
 }
 
@@ -26,7 +27,7 @@ fn machine() -> String {
     MACHINE
         .get_or_init(|| {
             let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-                .map(|b| b.trim().replace('-', ""))
+                .map(|b| b.trim().replace('-', "").chars().take(16).collect::<String>())
                 .unwrap_or_default();
             // "pid:[4026531836]": the inode tells pid namespaces apart.
             let pidns = std::fs::read_link("/proc/self/ns/pid")

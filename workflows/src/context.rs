@@ -317,8 +317,16 @@ impl WfCtx {
             return None;
         }
         let mut positions = self.run.positions.lock().unwrap();
-        let n = positions.entry(self.prefix.clone()).or_insert(0);
-        *n += 1;
+        let n = match positions.get_mut(self.prefix.as_str()) {
+            Some(n) => {
+                *n += 1;
+                *n
+            }
+            None => {
+                positions.insert(self.prefix.clone(), 1);
+                1
+            }
+        };
         Some(format!("{}#{n}", self.prefix))
     }
 
