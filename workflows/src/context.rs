@@ -204,6 +204,22 @@ impl Run {
         }
     }
 
+    /// Pauses the workflow at `key` (after the failure record, if any): journals why, tells the
+    /// observer, and stops sibling branches at their next boundary.
+    pub(crate) async fn pause(
+        &self,
+        key: String,
+        failure: Option<Event>,
+        reason: String,
+    ) -> Result<StepError, JournalError> {
+        let mut events: Vec<Event> = failure.into_iter().collect();
+        events.push(Event::Paused { step: Some(key.clone()), reason: reason.clone() });
+        self.record(events, Durability::Durable).await?;
+        self.report(Progress::StepFailed { workflow: self.id.clone(), step: key.clone(), error: reason.clone() });
+        self.failing.store(true, Ordering::SeqCst);
+        Ok(StepError::Paused { step: key, reason })
+    }
+
     pub(crate) fn report(&self, p: Progress) {
         (self.observer)(&p);
     }
@@ -436,14 +452,7 @@ impl WfCtx {
                     "step {key} did not finish in {round} attempts (the process stopped during it, or it kept failing); fix the cause and run `infraflow retry {}`",
                     run.id
                 );
-                run.record(
-                    vec![Event::Paused { step: Some(key.clone()), reason: reason.clone() }],
-                    Durability::Durable,
-                )
-                .await?;
-                // Sibling branches start no new step: the workflow is pausing.
-                run.failing.store(true, Ordering::SeqCst);
-                return Err(StepError::Paused { step: key, reason });
+                return Err(run.pause(key.clone(), None, reason).await?);
             }
             run.ensure_lease().await?;
             total += 1;
@@ -536,22 +545,7 @@ impl WfCtx {
                         "step {key}: AWS refused the credentials or permissions ({error}); fix them (for example `aws sso login`, or the IAM policy) and run `infraflow retry {}`",
                         run.id
                     );
-                    run.record(
-                        vec![
-                            failed(&error, true, None),
-                            Event::Paused { step: Some(key.clone()), reason: reason.clone() },
-                        ],
-                        Durability::Durable,
-                    )
-                    .await?;
-                    run.report(Progress::StepFailed {
-                        workflow: run.id.clone(),
-                        step: key.clone(),
-                        error: reason.clone(),
-                    });
-                    // Sibling branches start no new step: the workflow is pausing.
-                    run.failing.store(true, Ordering::SeqCst);
-                    return Err(StepError::Paused { step: key, reason });
+                    return Err(run.pause(key.clone(), Some(failed(&error, true, None)), reason).await?);
                 }
                 Err(error) if error.retryable && round < policy.max_attempts => {
                     let mut delay = policy.delay_after(round);
@@ -577,22 +571,7 @@ impl WfCtx {
                         "step {key} failed {round} times, last with {error}; fix the cause and run `infraflow retry {}`",
                         run.id
                     );
-                    run.record(
-                        vec![
-                            failed(&error, true, None),
-                            Event::Paused { step: Some(key.clone()), reason: reason.clone() },
-                        ],
-                        Durability::Durable,
-                    )
-                    .await?;
-                    run.report(Progress::StepFailed {
-                        workflow: run.id.clone(),
-                        step: key.clone(),
-                        error: reason.clone(),
-                    });
-                    // Sibling branches start no new step: the workflow is pausing.
-                    run.failing.store(true, Ordering::SeqCst);
-                    return Err(StepError::Paused { step: key, reason });
+                    return Err(run.pause(key.clone(), Some(failed(&error, true, None)), reason).await?);
                 }
                 Err(error) => {
                     run.failing.store(true, Ordering::SeqCst);
