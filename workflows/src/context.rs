@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -11,12 +11,13 @@ use infraflow_journal::{Durability, Event, Journal, JournalError, StepState, Ste
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tokio::sync::Notify;
 
 use crate::clock::Clock;
 use crate::error::{ActivityError, StepError};
+pub use crate::lease::LeaseCell;
 use crate::progress::{Observer, Progress};
 use crate::retry::RetryPolicy;
+pub use crate::signals::Signals;
 
 /// How long a step without an undo runs before its start is journaled.
 const START_RECORD_DELAY: std::time::Duration = std::time::Duration::from_millis(2);
@@ -33,119 +34,6 @@ pub struct StepOptions {
     /// `outcome_unknown`), the next attempt starts no sooner than this after it: what it may
     /// have made must be visible to the next attempt's lookup.
     pub settle: Option<std::time::Duration>,
-}
-
-/// Requests that reach a running workflow from outside: cancel, stop (shutdown), lease lost.
-#[derive(Debug, Default)]
-pub struct Signals {
-    cancel: AtomicBool,
-    stop: AtomicBool,
-    lost: AtomicBool,
-    notify: Notify,
-    lost_notify: Notify,
-}
-
-impl Signals {
-    pub fn cancel(&self) {
-        self.cancel.store(true, Ordering::SeqCst);
-        self.notify.notify_waiters();
-    }
-
-    pub fn stop(&self) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.notify.notify_waiters();
-    }
-
-    /// The lease is gone: whatever runs must be dropped at once, not at the next boundary.
-    pub fn lose(&self) {
-        self.lost.store(true, Ordering::SeqCst);
-        self.stop();
-        self.lost_notify.notify_waiters();
-    }
-
-    pub fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst)
-    }
-
-    pub(crate) async fn lost(&self) {
-        loop {
-            let notified = self.lost_notify.notified();
-            if self.is_lost() {
-                return;
-            }
-            notified.await;
-        }
-    }
-
-    pub fn cancel_requested(&self) -> bool {
-        self.cancel.load(Ordering::SeqCst)
-    }
-
-    pub fn stop_requested(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
-    }
-
-    /// Resolves once stop (or, unless `compensating`, cancel) is signalled. The waiter is
-    /// registered before the flags are read, so a signal in between is never lost.
-    pub(crate) async fn interrupted(&self, compensating: bool) {
-        loop {
-            let notified = self.notify.notified();
-            if self.stop_requested() || (self.cancel_requested() && !compensating) {
-                return;
-            }
-            notified.await;
-        }
-    }
-
-    /// Resolves once stop or lost is signalled.
-    pub async fn stopped(&self) {
-        loop {
-            let notified = self.notify.notified();
-            if self.stop_requested() {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-/// The lease on one workflow as this process believes it to be.
-///
-/// Self-fencing: the journal's expiry is wall-clock time that *other* processes compare with
-/// their clocks; this process keeps its own, monotonic, account of when its last renewal was
-/// asked for and succeeded. Once `fence_at` passes without a newer success, the workflow is
-/// dropped here — `FENCE_MARGIN` of the lease before anyone else may take it over — so a stalled
-/// journal writer (a slow disk, a lock held elsewhere) never lets two processes run its steps.
-/// The assumption: the clocks of the processes sharing a journal differ by less than the margin.
-#[derive(Debug)]
-pub struct LeaseCell {
-    pub(crate) expires_at: AtomicI64,
-    pub(crate) ttl_ms: i64,
-    /// When the request of the last successful acquire or renewal was sent.
-    renewed_at: Mutex<Instant>,
-}
-
-/// The share of the lease kept in reserve: a workflow is dropped when only this much is left.
-pub const FENCE_MARGIN: f64 = 1.0 / 3.0;
-
-impl LeaseCell {
-    /// A lease acquired with a request sent at `sent`.
-    pub(crate) fn new(expires_at: i64, ttl_ms: i64, sent: Instant) -> LeaseCell {
-        LeaseCell { expires_at: AtomicI64::new(expires_at), ttl_ms, renewed_at: Mutex::new(sent) }
-    }
-
-    /// A renewal whose request was sent at `sent` succeeded.
-    pub(crate) fn renewed(&self, sent: Instant, expires_at: i64) {
-        self.expires_at.fetch_max(expires_at, Ordering::SeqCst);
-        let mut at = self.renewed_at.lock().unwrap();
-        *at = (*at).max(sent);
-    }
-
-    /// When this process must have stopped running the workflow unless a renewal succeeds.
-    pub(crate) fn fence_at(&self) -> Instant {
-        let keep = std::time::Duration::from_millis((self.ttl_ms as f64 * (1.0 - FENCE_MARGIN)) as u64);
-        *self.renewed_at.lock().unwrap() + keep
-    }
 }
 
 /// State shared by every branch of one execution of one workflow.

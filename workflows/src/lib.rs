@@ -8,10 +8,12 @@ mod context;
 mod engine;
 mod error;
 mod ids;
+mod lease;
 mod progress;
 mod registry;
 mod retry;
 mod runner;
+mod signals;
 mod validate;
 
 pub mod canary;

@@ -1,0 +1,45 @@
+//! The lease on one workflow as this process holds it, with the self-fence that drops the
+//! workflow before the lease can expire when renewals stop succeeding.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Instant;
+
+/// The lease on one workflow as this process believes it to be.
+///
+/// Self-fencing: the journal's expiry is wall-clock time that *other* processes compare with
+/// their clocks; this process keeps its own, monotonic, account of when its last renewal was
+/// asked for and succeeded. Once `fence_at` passes without a newer success, the workflow is
+/// dropped here — `FENCE_MARGIN` of the lease before anyone else may take it over — so a stalled
+/// journal writer (a slow disk, a lock held elsewhere) never lets two processes run its steps.
+/// The assumption: the clocks of the processes sharing a journal differ by less than the margin.
+#[derive(Debug)]
+pub struct LeaseCell {
+    pub(crate) expires_at: AtomicI64,
+    pub(crate) ttl_ms: i64,
+    /// When the request of the last successful acquire or renewal was sent.
+    renewed_at: Mutex<Instant>,
+}
+
+/// The share of the lease kept in reserve: a workflow is dropped when only this much is left.
+pub const FENCE_MARGIN: f64 = 1.0 / 3.0;
+
+impl LeaseCell {
+    /// A lease acquired with a request sent at `sent`.
+    pub(crate) fn new(expires_at: i64, ttl_ms: i64, sent: Instant) -> LeaseCell {
+        LeaseCell { expires_at: AtomicI64::new(expires_at), ttl_ms, renewed_at: Mutex::new(sent) }
+    }
+
+    /// A renewal whose request was sent at `sent` succeeded.
+    pub(crate) fn renewed(&self, sent: Instant, expires_at: i64) {
+        self.expires_at.fetch_max(expires_at, Ordering::SeqCst);
+        let mut at = self.renewed_at.lock().unwrap();
+        *at = (*at).max(sent);
+    }
+
+    /// When this process must have stopped running the workflow unless a renewal succeeds.
+    pub(crate) fn fence_at(&self) -> Instant {
+        let keep = std::time::Duration::from_millis((self.ttl_ms as f64 * (1.0 - FENCE_MARGIN)) as u64);
+        *self.renewed_at.lock().unwrap() + keep
+    }
+}
