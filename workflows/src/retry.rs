@@ -34,7 +34,18 @@ impl RetryPolicy {
         let jittered = base - spread + 2.0 * spread * fastrand::f64();
         Duration::from_secs_f64(jittered.max(0.0))
     }
+
+    /// How long the policy waits in all before giving up, without jitter: the wall-clock budget
+    /// its attempts stand for.
+    pub fn nominal_budget(&self) -> Duration {
+        let plain = RetryPolicy { jitter: 0.0, ..self.clone() };
+        (1..self.max_attempts).map(|n| plain.delay_after(n)).sum()
+    }
 }
+
+/// Dependencies AWS releases asynchronously (a load balancer's network interfaces, a NAT
+/// gateway's address) can take many minutes: deletes wait this long before giving up.
+pub const DEPENDENCY_BUDGET: Duration = Duration::from_secs(15 * 60);
 
 #[cfg(test)]
 mod tests {

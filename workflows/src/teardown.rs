@@ -28,8 +28,8 @@ pub struct TeardownInput {
     pub base_domain: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// Attempts per delete before pausing on a dependency that does not go away (default 10,
-    /// about four minutes of waiting).
+    /// Attempts per delete before pausing on a dependency that does not go away (default 34,
+    /// about fifteen minutes of waiting).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_delete_attempts: Option<u32>,
 }
@@ -48,8 +48,12 @@ pub struct Teardown {
     pub pool: AwsPool,
 }
 
-/// DependencyViolation is waited out for a few minutes, then the workflow pauses naming the
-/// resource that could not be deleted.
+/// Attempts per delete by default: with `delete_retry`'s backoff, about 15 minutes
+/// (`DEPENDENCY_BUDGET`) of waiting out DependencyViolation before pausing.
+const DEFAULT_DELETE_ATTEMPTS: u32 = 34;
+
+/// DependencyViolation is waited out (15 minutes by default), then the workflow pauses naming
+/// the resource that could not be deleted.
 fn delete_retry(max_attempts: u32) -> RetryPolicy {
     RetryPolicy {
         initial: Duration::from_secs(2),
@@ -90,7 +94,7 @@ impl WorkflowDef for Teardown {
         Box::pin(async move {
             let t: TeardownInput = serde_json::from_value(input)
                 .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
-            let attempts = t.max_delete_attempts.unwrap_or(10);
+            let attempts = t.max_delete_attempts.unwrap_or(DEFAULT_DELETE_ATTEMPTS);
             let mut out = teardown(&ctx, &pool, &t.infra_id, &t.region, attempts).await?;
             if let (Some(base), Some(name)) = (&t.base_domain, &t.name) {
                 // The cluster's ingress wrote `*.apps.<name>.<baseDomain>` into the public zone
@@ -187,4 +191,20 @@ pub async fn teardown(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retry::DEPENDENCY_BUDGET;
+
+    #[test]
+    fn deletes_and_undos_wait_out_dependencies_for_fifteen_minutes() {
+        let teardown = delete_retry(DEFAULT_DELETE_ATTEMPTS).nominal_budget();
+        assert!(teardown >= DEPENDENCY_BUDGET, "teardown waits {teardown:?}");
+        assert!(teardown < DEPENDENCY_BUDGET * 2);
+        let undo = crate::engine::EngineConfig::default().undo_retry.nominal_budget();
+        assert!(undo >= DEPENDENCY_BUDGET, "undos wait {undo:?}");
+        assert!(undo < DEPENDENCY_BUDGET * 2);
+    }
 }
