@@ -317,6 +317,13 @@ fn teardown_removes_what_the_running_cluster_added_and_nothing_foreign() {
         ChangeBatch::builder().changes(a("*.apps.run.example.com")).changes(a("www.example.com")).build().unwrap();
     e.c.block_on(e.c.r53.change_resource_record_sets().hosted_zone_id(public).change_batch(batch).send()).unwrap();
 
+    // A teardown of another infraID that names this cluster must not touch its record.
+    let wrong = e.input(
+        "w.json",
+        json!({"infraID": "other-abcde", "region": "us-east-1", "baseDomain": "example.com", "name": "run"}),
+    );
+    let res = ok(&e.cli(&["run", "teardown", "--input", &wrong, "--id", "wrong"]));
+    assert!(res["deleted"].get("public-record").is_none(), "{res}");
     let t = e.input(
         "t.json",
         json!({"infraID": "run-abcde", "region": "us-east-1", "baseDomain": "example.com", "name": "run"}),

@@ -142,6 +142,15 @@ async fn private_zones(aws: &Aws) -> AwsResult<Vec<aws_sdk_route53::types::Hoste
     }
 }
 
+/// Whether the private zone `name` is infraflow's zone of identity `key` (`<infraID>/<role>`):
+/// proof that a name given to teardown is this cluster's, not another's.
+pub async fn private_zone_has_identity(aws: &Aws, name: &str, key: &str) -> AwsResult<bool> {
+    Ok(zones_named(aws, name)
+        .await?
+        .iter()
+        .any(|z| z.private && parse_marker(&z.comment).is_some_and(|(k, _)| k == key)))
+}
+
 /// Private zones whose creation comment names identity `key` (and, if given, creator `created_by`).
 pub async fn find_zones_by_identity(aws: &Aws, key: &str, created_by: Option<&str>) -> AwsResult<Vec<String>> {
     Ok(private_zones(aws)

@@ -12,7 +12,7 @@ use crate::error::{JournalError, Result};
 use crate::event::{Event, EventRecord};
 use crate::owner::owner_is_gone;
 use crate::projection::{Summary, WorkflowState, WorkflowView};
-use crate::queue::{acquire_tx, cluster_blocker, has_steps};
+use crate::queue::{acquire_tx, cluster_blocker, ever_started};
 use crate::schema;
 use crate::writer::{self, Job, Op};
 
@@ -262,7 +262,7 @@ impl Journal {
                 return Ok(RequestOutcome::AlreadyRequested(summary.state));
             }
             // Never started: nothing to compensate, so it ends now instead of waiting its turn.
-            if summary.state == WorkflowState::Pending && owner.is_none() && !has_steps(c, &id)? {
+            if summary.state == WorkflowState::Pending && owner.is_none() && !ever_started(c, &id)? {
                 let s = append_tx(c, &id, None, &[Event::CancelRequested, Event::Compensated], at)?;
                 return Ok(RequestOutcome::Done(s));
             }

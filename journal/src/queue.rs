@@ -9,8 +9,8 @@ use crate::journal::{AcquireOutcome, append_tx};
 use crate::owner::owner_is_gone;
 use crate::projection::WorkflowState;
 
-/// Whether any step of the workflow was ever journaled.
-pub(crate) fn has_steps(c: &Connection, id: &str) -> Result<bool> {
+/// Whether the workflow ever started: a lease was taken or a step journaled.
+pub(crate) fn ever_started(c: &Connection, id: &str) -> Result<bool> {
     Ok(c.prepare_cached(
         "SELECT EXISTS (SELECT 1 FROM events WHERE workflow_id = ?1
            AND kind IN ('step_started', 'step_completed', 'step_failed', 'lease_taken'))",

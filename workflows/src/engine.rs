@@ -48,7 +48,7 @@ impl Default for EngineConfig {
             poll: Duration::from_millis(200),
             shutdown_grace: Duration::from_secs(20),
             default_retry: RetryPolicy::default(),
-            // ≈ 15 minutes (DEPENDENCY_BUDGET): an undo's delete may wait on what AWS releases
+            // ≈ 15 minutes: an undo's delete may wait on what AWS releases
             // asynchronously, and giving up leaves resources behind.
             undo_retry: RetryPolicy { max_attempts: 36, ..RetryPolicy::default() },
             undo_settle: Duration::from_secs(5),

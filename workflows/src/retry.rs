@@ -43,10 +43,6 @@ impl RetryPolicy {
     }
 }
 
-/// Dependencies AWS releases asynchronously (a load balancer's network interfaces, a NAT
-/// gateway's address) can take many minutes: deletes wait this long before giving up.
-pub const DEPENDENCY_BUDGET: Duration = Duration::from_secs(15 * 60);
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,7 +49,7 @@ pub struct Teardown {
 }
 
 /// Attempts per delete by default: with `delete_retry`'s backoff, about 15 minutes
-/// (`DEPENDENCY_BUDGET`) of waiting out DependencyViolation before pausing.
+/// (15 minutes) of waiting out DependencyViolation before pausing.
 const DEFAULT_DELETE_ATTEMPTS: u32 = 34;
 
 /// DependencyViolation is waited out (15 minutes by default), then the workflow pauses naming
@@ -95,26 +95,43 @@ impl WorkflowDef for Teardown {
             let t: TeardownInput = serde_json::from_value(input)
                 .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
             let attempts = t.max_delete_attempts.unwrap_or(DEFAULT_DELETE_ATTEMPTS);
-            let mut out = teardown(&ctx, &pool, &t.infra_id, &t.region, attempts).await?;
-            if let (Some(base), Some(name)) = (&t.base_domain, &t.name) {
-                // The cluster's ingress wrote `*.apps.<name>.<baseDomain>` into the public zone
-                // (HyperShift's destroy removes it too); only that name is touched.
-                let record = format!("*.apps.{name}.{base}");
-                let region = t.region.clone();
-                let removed: usize = ctx
-                    .step_with("public-apps-record", "route53.delete-public-record", &record, read_opts(), || async {
-                        let aws = pool.region(&region).await;
-                        match dns::find_public_zone(&aws, base).await? {
-                            Some(zone) => {
-                                Ok(dns::delete_records_named(&aws, &zone, std::slice::from_ref(&record)).await?)
-                            }
-                            None => Ok(0),
-                        }
-                    })
-                    .await?;
-                if removed > 0 {
-                    out.deleted.entry("public-record".into()).or_default().push(record);
+            // The cluster's ingress wrote `*.apps.<name>.<baseDomain>` into the public zone
+            // (HyperShift's destroy removes it too). Only that name is touched, and only if the
+            // cluster owns the private zone `<name>.<baseDomain>`: a mistyped name must never
+            // remove another cluster's record. Checked first, while that zone still exists.
+            let public_record = match (&t.base_domain, &t.name) {
+                (Some(base), Some(name)) => {
+                    let record = format!("*.apps.{name}.{base}");
+                    let (region, infra) = (t.region.clone(), t.infra_id.clone());
+                    let removed: usize = ctx
+                        .step_with(
+                            "public-apps-record",
+                            "route53.delete-public-record",
+                            &record,
+                            read_opts(),
+                            || async {
+                                let aws = pool.region(&region).await;
+                                let ours = format!("{infra}/private-zone");
+                                if !dns::private_zone_has_identity(&aws, &format!("{name}.{base}"), &ours).await? {
+                                    return Ok(0);
+                                }
+                                match dns::find_public_zone(&aws, base).await? {
+                                    Some(zone) => {
+                                        Ok(dns::delete_records_named(&aws, &zone, std::slice::from_ref(&record))
+                                            .await?)
+                                    }
+                                    None => Ok(0),
+                                }
+                            },
+                        )
+                        .await?;
+                    (removed > 0).then_some(record)
                 }
+                _ => None,
+            };
+            let mut out = teardown(&ctx, &pool, &t.infra_id, &t.region, attempts).await?;
+            if let Some(record) = public_record {
+                out.deleted.entry("public-record".into()).or_default().push(record);
             }
             serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
         })
@@ -196,7 +213,10 @@ pub async fn teardown(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::retry::DEPENDENCY_BUDGET;
+
+    /// Dependencies AWS releases asynchronously (a load balancer's network interfaces, a NAT
+    /// gateway's address) can take many minutes: deletes and undos wait this long.
+    const DEPENDENCY_BUDGET: Duration = Duration::from_secs(15 * 60);
 
     #[test]
     fn deletes_and_undos_wait_out_dependencies_for_fifteen_minutes() {
