@@ -265,7 +265,7 @@ fn teardown_among_three_hundred_unrelated_private_zones_at_five_route53_requests
 }
 
 #[test]
-fn teardown_removes_what_the_running_cluster_added_and_nothing_foreign() {
+fn teardown_removes_classic_elbs_referenced_groups_failed_endpoints_and_the_apps_record_and_nothing_foreign() {
     use aws_sdk_ec2::types::{IpPermission, ResourceType, Tag, TagSpecification, UserIdGroupPair};
     use aws_sdk_route53::types::{Change, ChangeAction, ChangeBatch, ResourceRecord, ResourceRecordSet, RrType};
     let e = Env::new();
@@ -317,6 +317,63 @@ fn teardown_removes_what_the_running_cluster_added_and_nothing_foreign() {
         ChangeBatch::builder().changes(a("*.apps.run.example.com")).changes(a("www.example.com")).build().unwrap();
     e.c.block_on(e.c.r53.change_resource_record_sets().hosted_zone_id(public).change_batch(batch).send()).unwrap();
 
+    // The cloud provider's classic load balancer for a Service, in the cluster's subnet behind
+    // the k8s-elb group, and a classic one of another cluster that must survive.
+    let subnet = out["zones"][0]["subnetID"].as_str().unwrap();
+    let listener = aws_sdk_elasticloadbalancing::types::Listener::builder()
+        .protocol("TCP")
+        .load_balancer_port(443)
+        .instance_port(30443)
+        .build()
+        .unwrap();
+    let classic_tag = |infra: &str| {
+        aws_sdk_elasticloadbalancing::types::Tag::builder()
+            .key(format!("kubernetes.io/cluster/{infra}"))
+            .value("owned")
+            .build()
+            .unwrap()
+    };
+    e.c.block_on(
+        e.c.classic
+            .create_load_balancer()
+            .load_balancer_name("a1b2c3d4e5f6")
+            .listeners(listener.clone())
+            .subnets(subnet)
+            .security_groups(&elb_sg)
+            .scheme("internal")
+            .tags(classic_tag("run-abcde"))
+            .send(),
+    )
+    .unwrap();
+    e.c.block_on(
+        e.c.classic
+            .create_load_balancer()
+            .load_balancer_name("foreign-service")
+            .listeners(listener)
+            .availability_zones("us-east-1a")
+            .tags(classic_tag("third-abcde"))
+            .send(),
+    )
+    .unwrap();
+    // An interface endpoint the cluster owns that AWS reports `failed`: it still sits in the VPC.
+    let endpoint_spec = TagSpecification::builder()
+        .resource_type(ResourceType::VpcEndpoint)
+        .tags(Tag::builder().key("kubernetes.io/cluster/run-abcde").value("owned").build())
+        .build();
+    e.c.block_on(
+        e.c.ec2
+            .create_vpc_endpoint()
+            .vpc_id(vpc)
+            .vpc_endpoint_type(aws_sdk_ec2::types::VpcEndpointType::Interface)
+            .service_name("com.amazonaws.us-east-1.sts")
+            .subnet_ids(subnet)
+            .security_group_ids(&elb_sg)
+            .tag_specifications(endpoint_spec)
+            .send(),
+    )
+    .unwrap();
+    e.proxy.set_strict(Strict { failed_endpoints: true, ..Strict::from_env().unwrap_or_default() });
+
     // A teardown of another infraID that names this cluster must not touch its record.
     let wrong = e.input(
         "w.json",
@@ -332,6 +389,10 @@ fn teardown_removes_what_the_running_cluster_added_and_nothing_foreign() {
     assert_eq!(Inventory::read(&e.c, "run-abcde").total(), 0, "{res}");
     assert_eq!(res["deleted"]["security-group"].as_array().unwrap().len(), 2, "{res}");
     assert_eq!(res["deleted"]["public-record"], json!(["*.apps.run.example.com"]));
+    assert_eq!(res["deleted"]["classic-load-balancer"], json!(["a1b2c3d4e5f6"]), "{res}");
+    assert_eq!(res["deleted"]["vpc-endpoint"].as_array().unwrap().len(), 2, "gateway and failed interface: {res}");
+    assert!(e.proxy.strict_effects().contains_key("endpoint-reported-failed"));
+    assert_eq!(e.c.classic_load_balancers(), vec!["foreign-service".to_string()], "the other cluster's is untouched");
     let left = e.c.block_on(e.c.r53.list_resource_record_sets().hosted_zone_id(public).send()).unwrap();
     let names: Vec<&str> = left.resource_record_sets().iter().map(|r| r.name()).collect();
     assert!(names.contains(&"www.example.com.") && !names.iter().any(|n| n.contains("apps")), "{names:?}");

@@ -8,12 +8,14 @@ use std::time::Duration;
 use aws_config::BehaviorVersion;
 use tokio::sync::Mutex;
 
-/// The three service clients of one region.
+/// The service clients of one region.
 #[derive(Clone, Debug)]
 pub struct Aws {
     pub region: String,
     pub ec2: aws_sdk_ec2::Client,
     pub elb: aws_sdk_elasticloadbalancingv2::Client,
+    /// Classic load balancers: only read and deleted (a cluster's cloud provider makes them).
+    pub classic_elb: aws_sdk_elasticloadbalancing::Client,
     pub r53: aws_sdk_route53::Client,
     pub sts: aws_sdk_sts::Client,
 }
@@ -41,6 +43,7 @@ impl Aws {
             region: conf.region().map(|r| r.to_string()).unwrap_or_else(|| region.to_string()),
             ec2: aws_sdk_ec2::Client::new(&conf),
             elb: aws_sdk_elasticloadbalancingv2::Client::new(&conf),
+            classic_elb: aws_sdk_elasticloadbalancing::Client::new(&conf),
             r53: aws_sdk_route53::Client::new(&conf),
             sts: aws_sdk_sts::Client::new(&conf),
         }

@@ -6,13 +6,14 @@ use serde::{Deserialize, Serialize};
 use crate::client::Aws;
 use crate::error::AwsResult;
 use crate::tags::{IDENTITY_TAG, TagQuery, owned};
-use crate::{compute, dns, elb, endpoints, nat, network, privatelink, routing, security};
+use crate::{classic_elb, compute, dns, elb, endpoints, nat, network, privatelink, routing, security};
 
 /// Resource kinds, in teardown order: dependents before what they depend on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     Instance,
+    ClassicLoadBalancer,
     VpcEndpoint,
     EndpointService,
     LoadBalancer,
@@ -29,8 +30,9 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const TEARDOWN_ORDER: [Kind; 14] = [
+    pub const TEARDOWN_ORDER: [Kind; 15] = [
         Kind::Instance,
+        Kind::ClassicLoadBalancer,
         Kind::VpcEndpoint,
         Kind::EndpointService,
         Kind::LoadBalancer,
@@ -49,6 +51,7 @@ impl Kind {
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Instance => "instance",
+            Kind::ClassicLoadBalancer => "classic-load-balancer",
             Kind::VpcEndpoint => "vpc-endpoint",
             Kind::EndpointService => "endpoint-service",
             Kind::LoadBalancer => "load-balancer",
@@ -101,6 +104,7 @@ pub async fn find(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>
         Kind::EndpointService => {
             privatelink::find_endpoint_services_to_delete(aws, f).await?.into_iter().map(|s| s.service_id).collect()
         }
+        Kind::ClassicLoadBalancer => classic_elb::find_classic_load_balancers(aws, f).await?,
         Kind::LoadBalancer => elb::find_load_balancers(aws, f).await?,
         Kind::TargetGroup => elb::find_target_groups(aws, f).await?,
         Kind::NatGateway => nat::find_nat_gateways(aws, f).await?.into_iter().map(|(id, _)| id).collect(),
@@ -193,6 +197,7 @@ async fn delete_unexplained(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> 
         Kind::Instance => compute::terminate_instance(aws, id).await,
         Kind::VpcEndpoint => endpoints::delete_vpc_endpoint(aws, id).await,
         Kind::EndpointService => privatelink::delete_endpoint_service(aws, id).await,
+        Kind::ClassicLoadBalancer => classic_elb::delete_classic_load_balancer(aws, id).await,
         Kind::LoadBalancer => elb::delete_load_balancer(aws, id).await,
         Kind::TargetGroup => elb::delete_target_group(aws, id).await,
         Kind::NatGateway => nat::delete_nat_gateway(aws, id).await,

@@ -91,6 +91,7 @@ pub struct Clients {
     pub rt: tokio::runtime::Runtime,
     pub ec2: aws_sdk_ec2::Client,
     pub elb: aws_sdk_elasticloadbalancingv2::Client,
+    pub classic: aws_sdk_elasticloadbalancing::Client,
     pub r53: aws_sdk_route53::Client,
 }
 
@@ -107,9 +108,16 @@ impl Clients {
         Clients {
             ec2: aws_sdk_ec2::Client::new(&conf),
             elb: aws_sdk_elasticloadbalancingv2::Client::new(&conf),
+            classic: aws_sdk_elasticloadbalancing::Client::new(&conf),
             r53: aws_sdk_route53::Client::new(&conf),
             rt,
         }
+    }
+
+    /// Names of the classic load balancers left in the account.
+    pub fn classic_load_balancers(&self) -> Vec<String> {
+        let out = self.block_on(self.classic.describe_load_balancers().send()).unwrap();
+        out.load_balancer_descriptions().iter().filter_map(|l| l.load_balancer_name().map(str::to_string)).collect()
     }
 
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
