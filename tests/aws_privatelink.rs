@@ -171,17 +171,28 @@ fn a_terminal_error_mid_privatelink_compensates_to_nothing_of_its_own() {
 }
 
 #[test]
-fn teardown_deletes_an_interface_endpoint_in_failed_state() {
+fn teardown_deletes_a_failed_endpoint_and_waits_out_interfaces_that_outlive_what_held_them() {
     let e = Env::new();
     let out = e.provision("failed-abcde");
-    let input = e.input("l.json", link_input("failed-abcde", &out, false, out["publicSubnetIDs"].clone()));
-    ok(&e.cli(&["run", "create-privatelink", "--input", &input]));
-    // From now on AWS reports the endpoint failed: it still sits in the VPC and must go.
+    // The load balancer and endpoint come up slowly, and once deleted their network interfaces
+    // outlive them (DependencyViolation on the subnets and groups they held); NAT gateways take
+    // a while to go.
+    let span = Duration::from_secs(2);
     let proxy = Proxy::start(e.moto.port);
-    proxy.set_strict(Strict { failed_endpoints: true, ..Strict::default() });
+    let slow = Strict { transitions: Some(span), ..Strict::from_env().unwrap_or_default() };
+    proxy.set_strict(slow.clone());
+    let input = e.input("l.json", link_input("failed-abcde", &out, false, out["publicSubnetIDs"].clone()));
+    ok(&e.cli_at(&proxy.endpoint(), &["run", "create-privatelink", "--input", &input]));
+    // From now on AWS reports the endpoint failed: it still sits in the VPC and must go.
+    proxy.set_strict(Strict { failed_endpoints: true, ..slow });
     let t = e.input("t.json", json!({"infraID": "failed-abcde", "region": "us-east-1"}));
     let res = ok(&e.cli_at(&proxy.endpoint(), &["run", "teardown", "--input", &t, "--id", "down"]));
-    assert!(proxy.strict_effects().contains_key("endpoint-reported-failed"));
+    let effects = proxy.strict_effects();
+    assert!(effects.contains_key("endpoint-reported-failed"), "{effects:?}");
+    for met in ["load-balancer-provisioning", "interfaces-linger", "dependency-still-held", "nat-gateway-in-transition"]
+    {
+        assert!(effects.contains_key(met), "{met}: {effects:?}");
+    }
     assert!(e.link_inventory("failed-abcde").values().all(|n| *n == 0), "{res}");
     assert_eq!(Inventory::read(&e.c, "failed-abcde").total(), 0);
 }

@@ -122,3 +122,119 @@ fn route53_refuses_more_than_ten_tags_a_call_and_throttles_past_five_requests_a_
     }
     assert!(proxy.strict_effects().get("route53-throttled").is_some_and(|n| *n > 0), "{:?}", proxy.strict_effects());
 }
+
+#[test]
+fn a_nat_gateway_comes_up_and_goes_away_slowly_and_keeps_its_address_and_subnet_meanwhile() {
+    let (_moto, proxy, c) = strict();
+    let vpc = c
+        .block_on(c.ec2.create_vpc().cidr_block("10.2.0.0/16").send())
+        .unwrap()
+        .vpc()
+        .unwrap()
+        .vpc_id()
+        .unwrap()
+        .to_string();
+    std::thread::sleep(Duration::from_millis(1600));
+    let subnet = c
+        .block_on(c.ec2.create_subnet().vpc_id(&vpc).cidr_block("10.2.0.0/24").send())
+        .unwrap()
+        .subnet()
+        .unwrap()
+        .subnet_id()
+        .unwrap()
+        .to_string();
+    let eip = c.block_on(c.ec2.allocate_address().send()).unwrap().allocation_id().unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(1600));
+    let nat = c
+        .block_on(c.ec2.create_nat_gateway().subnet_id(&subnet).allocation_id(&eip).send())
+        .unwrap()
+        .nat_gateway()
+        .unwrap()
+        .nat_gateway_id()
+        .unwrap()
+        .to_string();
+    std::thread::sleep(Duration::from_millis(200));
+    let state = || {
+        let out = c.block_on(c.ec2.describe_nat_gateways().nat_gateway_ids(&nat).send());
+        out.ok().and_then(|o| o.nat_gateways().first().and_then(|n| n.state()).map(|s| s.as_str().to_string()))
+    };
+    // Hidden at first (consistency), then pending, then available.
+    let mut seen = Vec::new();
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(8) {
+        if let Some(s) = state() {
+            if seen.last() != Some(&s) {
+                seen.push(s.clone());
+            }
+            if s == "available" {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(seen.last().map(String::as_str), Some("available"), "{seen:?}");
+    assert!(seen.contains(&"pending".to_string()), "{seen:?}");
+    assert!(proxy.strict_effects().contains_key("nat-gateway-in-transition"));
+    c.block_on(c.ec2.delete_nat_gateway().nat_gateway_id(&nat).send()).unwrap();
+    assert_eq!(state().as_deref(), Some("deleting"));
+    let release = c.block_on(c.ec2.release_address().allocation_id(&eip).send()).unwrap_err();
+    assert_eq!(release.code(), Some("InvalidIPAddress.InUse"));
+    let subnet_delete = c.block_on(c.ec2.delete_subnet().subnet_id(&subnet).send()).unwrap_err();
+    assert_eq!(subnet_delete.code(), Some("DependencyViolation"));
+    std::thread::sleep(Duration::from_millis(3100));
+    assert_eq!(state().as_deref(), Some("deleted"));
+    c.block_on(c.ec2.release_address().allocation_id(&eip).send()).unwrap();
+    c.block_on(c.ec2.delete_subnet().subnet_id(&subnet).send()).unwrap();
+}
+
+#[test]
+fn a_load_balancer_provisions_slowly_and_its_interfaces_outlive_it() {
+    use aws_sdk_elasticloadbalancingv2::types::{LoadBalancerSchemeEnum, LoadBalancerStateEnum, LoadBalancerTypeEnum};
+    let (_moto, proxy, c) = strict();
+    let vpc = c
+        .block_on(c.ec2.create_vpc().cidr_block("10.3.0.0/16").send())
+        .unwrap()
+        .vpc()
+        .unwrap()
+        .vpc_id()
+        .unwrap()
+        .to_string();
+    std::thread::sleep(Duration::from_millis(1600));
+    let subnet = c
+        .block_on(c.ec2.create_subnet().vpc_id(&vpc).cidr_block("10.3.0.0/24").availability_zone("us-east-1a").send())
+        .unwrap()
+        .subnet()
+        .unwrap()
+        .subnet_id()
+        .unwrap()
+        .to_string();
+    std::thread::sleep(Duration::from_millis(1600));
+    let lb = c
+        .block_on(
+            c.elb
+                .create_load_balancer()
+                .name("slow-nlb")
+                .r#type(LoadBalancerTypeEnum::Network)
+                .scheme(LoadBalancerSchemeEnum::Internal)
+                .subnets(&subnet)
+                .send(),
+        )
+        .unwrap();
+    let arn = lb.load_balancers()[0].load_balancer_arn().unwrap().to_string();
+    let state = || {
+        let o = c.block_on(c.elb.describe_load_balancers().load_balancer_arns(&arn).send()).unwrap();
+        o.load_balancers()[0].state().and_then(|s| s.code()).cloned()
+    };
+    assert_eq!(state(), Some(LoadBalancerStateEnum::Provisioning));
+    std::thread::sleep(Duration::from_millis(3100));
+    assert_eq!(state(), Some(LoadBalancerStateEnum::Active));
+    c.block_on(c.elb.delete_load_balancer().load_balancer_arn(&arn).send()).unwrap();
+    let early = c.block_on(c.ec2.delete_subnet().subnet_id(&subnet).send()).unwrap_err();
+    assert_eq!(early.code(), Some("DependencyViolation"), "the load balancer's interfaces still hold it");
+    assert!(proxy.strict_effects().contains_key("interfaces-linger"));
+    std::thread::sleep(Duration::from_millis(6100));
+    let later = c.block_on(c.ec2.delete_subnet().subnet_id(&subnet).send()).unwrap_err();
+    assert_eq!(later.code(), Some("DependencyViolation"), "longer than a NAT gateway takes to go");
+    std::thread::sleep(Duration::from_millis(6100));
+    c.block_on(c.ec2.delete_subnet().subnet_id(&subnet).send()).unwrap();
+}

@@ -161,3 +161,4 @@ pub mod inventory;
 pub mod moto;
 pub mod proxy;
 pub mod strict;
+pub mod transitions;

@@ -1,9 +1,12 @@
 //! Strict AWS: the parts of AWS's contract that moto does not keep, layered over it by the test
 //! proxy, each switchable: idempotency tokens remembered with their answers, eventual consistency
-//! of new ids, an opted-in Local Zone, and Route53's tag and request-rate limits.
+//! of new ids, an opted-in Local Zone, Route53's tag and request-rate limits, and asynchronous
+//! states (`transitions.rs`).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
+
+use super::transitions::Transitions;
 
 /// Which strict behaviours are on.
 #[derive(Clone, Debug, Default)]
@@ -23,6 +26,10 @@ pub struct Strict {
     /// Interface endpoints report `failed` (as a rejected or broken endpoint does on AWS, where
     /// it still sits in its VPC and must be deleted).
     pub failed_endpoints: bool,
+    /// For this long, a new NAT gateway, load balancer or interface endpoint is still coming up, a
+    /// deleted NAT gateway is `deleting`, and what a deleted resource's network interfaces held
+    /// (subnets, security groups, its address) cannot be deleted or released yet.
+    pub transitions: Option<Duration>,
 }
 
 impl Strict {
@@ -35,6 +42,8 @@ impl Strict {
             route53_limits: true,
             route53_rate: 5,
             failed_endpoints: false,
+            // Longer than the lag, so a new resource is seen pending before it is available.
+            transitions: Some(lag * 2),
         }
     }
 
@@ -54,6 +63,7 @@ pub struct StrictState {
     /// New ids and when they become visible.
     hidden: HashMap<String, Instant>,
     route53_times: VecDeque<Instant>,
+    transitions: Transitions,
     /// What the strict layer did, by behaviour.
     pub effects: BTreeMap<&'static str, u32>,
 }
@@ -91,7 +101,7 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).to_string()
 }
 
-fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
+pub fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
     let start = text.find(open)? + open.len();
     let end = text[start..].find(close)? + start;
     Some(&text[start..end])
@@ -170,6 +180,12 @@ impl StrictState {
                 not_found_code(&id),
                 format!("The ID '{id}' does not exist (strict: not yet consistent)"),
             )));
+        }
+        if self.config.transitions.is_some()
+            && let Some(refusal) = self.transitions.before(action, &p)
+        {
+            self.count("dependency-still-held");
+            return Some(Err(refusal));
         }
         if self.config.tokens
             && let Some(token) = p.get("ClientToken")
@@ -265,6 +281,12 @@ impl StrictState {
                 }
             }
         }
+        if ok
+            && let Some(span) = self.config.transitions
+            && let Some(effect) = self.transitions.after(span, action, &p, &mut payload)
+        {
+            self.count(effect);
+        }
         if ok && self.config.failed_endpoints && action == "DescribeVpcEndpoints" {
             payload = rewrite_items(&payload, "vpcEndpointSet", |item| {
                 Some(if item.contains(">Interface<") {
@@ -310,6 +332,13 @@ fn drop_items(xml: &str, set: &str, own: &str, ids: &[String]) -> String {
 
 /// Rewrites each top-level `<item>` of `<set>` with `f` (None drops it).
 fn rewrite_items(xml: &str, set: &str, f: impl Fn(&str) -> Option<String>) -> String {
+    rewrite_elements(xml, set, "item", f)
+}
+
+/// Rewrites each top-level `<elem>` of `<set>` with `f` (None drops it): `item` in EC2's
+/// answers, `member` in ELB's.
+pub fn rewrite_elements(xml: &str, set: &str, elem: &str, f: impl Fn(&str) -> Option<String>) -> String {
+    let (open_item, close_item) = (format!("<{elem}>"), format!("</{elem}>"));
     let open = format!("<{set}>");
     let Some(start) = xml.find(&open).map(|i| i + open.len()) else { return xml.to_string() };
     let Some(end) = xml[start..].find(&format!("</{set}>")).map(|i| i + start) else { return xml.to_string() };
@@ -320,15 +349,15 @@ fn rewrite_items(xml: &str, set: &str, f: impl Fn(&str) -> Option<String>) -> St
     let mut i = 0usize;
     while i < inner.len() {
         let rest = &inner[i..];
-        if rest.starts_with("<item>") {
+        if rest.starts_with(&open_item) {
             if depth == 0 {
                 item_start = i;
             }
             depth += 1;
-            i += "<item>".len();
-        } else if rest.starts_with("</item>") {
+            i += open_item.len();
+        } else if rest.starts_with(&close_item) {
             depth = depth.saturating_sub(1);
-            i += "</item>".len();
+            i += close_item.len();
             if depth == 0 {
                 if let Some(item) = f(&inner[item_start..i]) {
                     kept.push_str(&item);
