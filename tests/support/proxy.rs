@@ -23,6 +23,18 @@ struct State {
     rng: u64,
     latency: Duration,
     strict: StrictState,
+    /// Calls seen since `kill_at` armed, and the SIGKILL it arms.
+    seen: u32,
+    kill_at: Option<KillAt>,
+}
+
+/// SIGKILL the client process at its `call`-th API call (1-based, from arming): before the call
+/// reaches AWS, or after AWS acted but before the answer reaches the client.
+#[derive(Clone, Copy, Debug)]
+pub struct KillAt {
+    pub call: u32,
+    pub after_aws_acts: bool,
+    pub pid: u32,
 }
 
 pub struct Proxy {
@@ -83,6 +95,19 @@ impl Proxy {
 
     pub fn fail_action(&self, action: Option<&str>) {
         self.state.lock().unwrap().fail_action = action.map(str::to_string);
+    }
+
+    /// Arms one SIGKILL of the process `at.pid` at its `at.call`-th API call from now.
+    pub fn kill_at(&self, at: KillAt) {
+        let mut s = self.state.lock().unwrap();
+        s.seen = 0;
+        s.kill_at = Some(at);
+    }
+
+    /// Whether the armed kill fired (and disarms it either way).
+    pub fn kill_fired(&self) -> bool {
+        let mut s = self.state.lock().unwrap();
+        s.kill_at.take().is_none()
     }
 
     /// API calls seen, by action, since the last reset (faulted ones included).
@@ -183,11 +208,19 @@ enum Fault {
     DropBefore,
     DropAfter,
     Terminal,
+    Kill { pid: u32, after_aws_acts: bool },
 }
 
 fn decide(st: &Mutex<State>, action: &str) -> Fault {
     let mut s = st.lock().unwrap();
     *s.counts.entry(action.to_string()).or_insert(0) += 1;
+    s.seen += 1;
+    if let Some(k) = s.kill_at
+        && k.call == s.seen
+    {
+        s.kill_at = None;
+        return Fault::Kill { pid: k.pid, after_aws_acts: k.after_aws_acts };
+    }
     if s.fail_action.as_deref() == Some(action) {
         *s.faults.entry("terminal").or_insert(0) += 1;
         return Fault::Terminal;
@@ -280,6 +313,14 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>) -> std::io::Resu
             // AWS acted: what it remembers (tokens, new ids) it remembers, though nobody hears.
             let answer = forward(&req, upstream)?;
             st.lock().unwrap().strict.after(&act, &req.body, answer);
+            return Ok(());
+        }
+        Fault::Kill { pid, after_aws_acts } => {
+            if after_aws_acts {
+                let answer = forward(&req, upstream)?;
+                st.lock().unwrap().strict.after(&act, &req.body, answer);
+            }
+            let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
             return Ok(());
         }
     };
