@@ -238,3 +238,29 @@ fn a_load_balancer_provisions_slowly_and_its_interfaces_outlive_it() {
     std::thread::sleep(Duration::from_millis(6100));
     c.block_on(c.ec2.delete_subnet().subnet_id(&subnet).send()).unwrap();
 }
+
+#[test]
+fn a_new_instance_is_pending_before_it_runs() {
+    let (_moto, proxy, c) = strict();
+    let out = c
+        .block_on(
+            c.ec2
+                .run_instances()
+                .image_id("ami-12c6146b")
+                .instance_type(InstanceType::T3Micro)
+                .min_count(1)
+                .max_count(1)
+                .send(),
+        )
+        .unwrap();
+    let id = out.instances()[0].instance_id().unwrap().to_string();
+    let state = || {
+        let o = c.block_on(c.ec2.describe_instances().instance_ids(&id).send()).ok()?;
+        let i = o.reservations().first()?.instances().first()?.clone();
+        i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string())
+    };
+    assert_eq!(state().as_deref(), Some("pending"));
+    assert!(proxy.strict_effects().contains_key("instance-pending"));
+    std::thread::sleep(Duration::from_millis(3100));
+    assert_eq!(state().as_deref(), Some("running"));
+}

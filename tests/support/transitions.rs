@@ -1,5 +1,5 @@
 //! Strict AWS, asynchronous states: what moto makes instant and AWS does not. For one span, a new
-//! NAT gateway, load balancer or interface endpoint is `pending`/`provisioning`, and a deleted NAT
+//! NAT gateway, load balancer, interface endpoint or instance is `pending`/`provisioning`, and a deleted NAT
 //! gateway is `deleting` and keeps its address and subnet; for four spans, the network interfaces
 //! of a deleted load balancer, endpoint or instance keep its subnets and security groups busy
 //! (DependencyViolation): AWS releases them minutes after a NAT gateway is gone.
@@ -88,9 +88,19 @@ impl Transitions {
                     .filter_map(|s| s.split_once("</instanceId>").map(|(id, _)| id.to_string()))
                     .collect();
                 for id in ids {
-                    self.holds.insert(id, list_and(p, &[], &["SubnetId"]));
+                    self.holds.insert(id.clone(), list_and(p, &[], &["SubnetId"]));
+                    self.starting.insert(id, until);
                 }
                 None
+            }
+            "DescribeInstances" => {
+                let before = payload.clone();
+                let starting: Vec<String> =
+                    self.starting.keys().filter(|id| live(&self.starting, id)).cloned().collect();
+                for id in starting.iter().filter(|id| id.starts_with("i-")) {
+                    *payload = instance_pending(payload, id);
+                }
+                (*payload != before).then_some("instance-pending")
             }
             "DeleteNatGateway" => {
                 let id = p.get("NatGatewayId")?;
@@ -160,6 +170,16 @@ impl Transitions {
         }
         Some("interfaces-linger")
     }
+}
+
+/// The answer with instance `id` reported `pending` instead of `running`.
+fn instance_pending(xml: &str, id: &str) -> String {
+    let Some(at) = xml.find(&format!("<instanceId>{id}</instanceId>")) else { return xml.to_string() };
+    let Some(end) = xml[at..].find("</instanceState>").map(|e| at + e) else { return xml.to_string() };
+    let state = xml[at..end]
+        .replace("<code>16</code>", "<code>0</code>")
+        .replace("<name>running</name>", "<name>pending</name>");
+    format!("{}{state}{}", &xml[..at], &xml[end..])
 }
 
 /// `list(p, prefixes)` plus the single-valued parameters `names`.
