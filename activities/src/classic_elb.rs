@@ -7,6 +7,14 @@ use crate::client::Aws;
 use crate::error::{AwsResult, classify};
 use crate::tags::TagQuery;
 
+/// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
+/// the AWS suites through the counting proxy).
+pub const IAM_READ: &[&str] = &["elasticloadbalancing:DescribeLoadBalancers", "elasticloadbalancing:DescribeTags"];
+/// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
+pub const IAM_WRITE: &[&str] = &[];
+/// The IAM actions of its deletes.
+pub const IAM_DELETE: &[&str] = &["elasticloadbalancing:DeleteLoadBalancer"];
+
 /// DescribeTags takes at most 20 load balancer names per call.
 const TAGS_PER_CALL: usize = 20;
 

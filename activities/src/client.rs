@@ -39,16 +39,32 @@ impl Aws {
             )
             .load()
             .await;
+        // Every client counts its calls for the daemon's metrics (`observe`).
+        use crate::observe::CallCounter;
         Aws {
             region: conf.region().map(|r| r.to_string()).unwrap_or_else(|| region.to_string()),
-            ec2: aws_sdk_ec2::Client::new(&conf),
-            elb: aws_sdk_elasticloadbalancingv2::Client::new(&conf),
-            classic_elb: aws_sdk_elasticloadbalancing::Client::new(&conf),
-            r53: aws_sdk_route53::Client::new(&conf),
-            sts: aws_sdk_sts::Client::new(&conf),
+            ec2: aws_sdk_ec2::Client::from_conf(
+                aws_sdk_ec2::config::Builder::from(&conf).interceptor(CallCounter).build(),
+            ),
+            elb: aws_sdk_elasticloadbalancingv2::Client::from_conf(
+                aws_sdk_elasticloadbalancingv2::config::Builder::from(&conf).interceptor(CallCounter).build(),
+            ),
+            classic_elb: aws_sdk_elasticloadbalancing::Client::from_conf(
+                aws_sdk_elasticloadbalancing::config::Builder::from(&conf).interceptor(CallCounter).build(),
+            ),
+            r53: aws_sdk_route53::Client::from_conf(
+                aws_sdk_route53::config::Builder::from(&conf).interceptor(CallCounter).build(),
+            ),
+            sts: aws_sdk_sts::Client::from_conf(
+                aws_sdk_sts::config::Builder::from(&conf).interceptor(CallCounter).build(),
+            ),
         }
     }
 }
+
+/// The IAM action of the environment probe. (STS answers GetCallerIdentity whatever the policy
+/// says; it is listed so that the policy names every call infraflow makes.)
+pub const IAM_ENVIRONMENT: &[&str] = &["sts:GetCallerIdentity"];
 
 /// The AWS account and region a workflow acts in.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -10,6 +10,14 @@ use crate::network::missing;
 use crate::tags::{Identity, TagQuery, filter};
 use crate::wait::{WAIT_BUDGET, poll_until};
 
+/// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
+/// the AWS suites through the counting proxy).
+pub const IAM_READ: &[&str] = &["ec2:DescribeInstances"];
+/// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
+pub const IAM_WRITE: &[&str] = &["ec2:RunInstances", "ec2:CreateTags", "iam:PassRole"];
+/// The IAM actions of its deletes.
+pub const IAM_DELETE: &[&str] = &["ec2:TerminateInstances"];
+
 /// The tag naming a node pool member's index.
 pub const MEMBER_TAG: &str = "infraflow.io/member";
 

@@ -11,6 +11,27 @@ use crate::network::missing;
 use crate::tags::{Identity, ownership_key};
 use crate::throttle::within_rate;
 
+/// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
+/// the AWS suites through the counting proxy).
+pub const IAM_READ: &[&str] = &[
+    "route53:ListHostedZones",
+    "route53:ListHostedZonesByName",
+    "route53:ListHostedZonesByVPC",
+    "route53:ListResourceRecordSets",
+    "route53:ListTagsForResources",
+    "route53:GetHostedZone",
+    "route53:ListTagsForResource",
+];
+/// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
+pub const IAM_WRITE: &[&str] = &[
+    "route53:CreateHostedZone",
+    "route53:ChangeTagsForResource",
+    "route53:ChangeResourceRecordSets",
+    "ec2:DescribeVpcs",
+];
+/// The IAM actions of its deletes.
+pub const IAM_DELETE: &[&str] = &["route53:DeleteHostedZone", "route53:ChangeResourceRecordSets"];
+
 /// The comment written at creation: `infraflow:<identity>[ created-by:<workflow>]`. Tags on a
 /// hosted zone need a second call; the comment is set atomically with the zone, so a crash
 /// between the two calls can neither hide the zone nor lose who created it.

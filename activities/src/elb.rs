@@ -13,6 +13,24 @@ use crate::network::missing;
 use crate::tags::{Identity, TagQuery};
 use crate::wait::{WAIT_BUDGET, poll_until};
 
+/// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
+/// the AWS suites through the counting proxy).
+pub const IAM_READ: &[&str] = &[
+    "elasticloadbalancing:DescribeLoadBalancers",
+    "elasticloadbalancing:DescribeTags",
+    "elasticloadbalancing:DescribeTargetGroups",
+    "elasticloadbalancing:DescribeListeners",
+];
+/// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
+pub const IAM_WRITE: &[&str] = &[
+    "elasticloadbalancing:CreateLoadBalancer",
+    "elasticloadbalancing:CreateTargetGroup",
+    "elasticloadbalancing:CreateListener",
+    "elasticloadbalancing:AddTags",
+];
+/// The IAM actions of its deletes.
+pub const IAM_DELETE: &[&str] = &["elasticloadbalancing:DeleteLoadBalancer", "elasticloadbalancing:DeleteTargetGroup"];
+
 /// AWS's limit on load balancer and target group names.
 pub const NAME_LIMIT: usize = 32;
 

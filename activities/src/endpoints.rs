@@ -9,6 +9,14 @@ use crate::network::missing;
 use crate::tags::{Identity, TagQuery};
 use crate::wait::{WAIT_BUDGET, poll_until};
 
+/// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
+/// the AWS suites through the counting proxy).
+pub const IAM_READ: &[&str] = &["ec2:DescribeVpcEndpoints"];
+/// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
+pub const IAM_WRITE: &[&str] = &["ec2:CreateVpcEndpoint", "ec2:ModifyVpcEndpoint", "ec2:CreateTags"];
+/// The IAM actions of its deletes.
+pub const IAM_DELETE: &[&str] = &["ec2:DeleteVpcEndpoints"];
+
 /// Endpoints matching `q` that are live, with their state: what a create may adopt (not a
 /// `failed`, `rejected` or `expired` one).
 pub async fn find_vpc_endpoints(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, String)>> {

@@ -12,6 +12,7 @@ pub mod endpoints;
 mod error;
 pub mod nat;
 pub mod network;
+pub mod observe;
 pub mod privatelink;
 pub mod resources;
 pub mod routing;
@@ -20,7 +21,7 @@ pub mod tags;
 pub mod throttle;
 pub mod wait;
 
-pub use client::{Aws, AwsPool, Environment};
+pub use client::{Aws, AwsPool, Environment, IAM_ENVIRONMENT};
 pub use error::{AwsError, AwsResult, classify};
 pub use resources::{Kind, Scope};
 pub use tags::Identity;

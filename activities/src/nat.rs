@@ -9,6 +9,14 @@ use crate::network::{gone_ok, missing};
 use crate::tags::{Identity, TagQuery, filter};
 use crate::wait::{WAIT_BUDGET, poll_until};
 
+/// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
+/// the AWS suites through the counting proxy).
+pub const IAM_READ: &[&str] = &["ec2:DescribeAddresses", "ec2:DescribeNatGateways"];
+/// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
+pub const IAM_WRITE: &[&str] = &["ec2:AllocateAddress", "ec2:CreateNatGateway", "ec2:CreateTags"];
+/// The IAM actions of its deletes.
+pub const IAM_DELETE: &[&str] = &["ec2:DeleteNatGateway", "ec2:ReleaseAddress"];
+
 pub async fn find_addresses(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
     let out =
         aws.ec2.describe_addresses().filters(q.filter()).send().await.map_err(|e| classify("DescribeAddresses", e))?;

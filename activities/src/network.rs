@@ -9,6 +9,35 @@ use crate::consistency::once_consistent;
 use crate::error::{AwsError, AwsResult, classify};
 use crate::tags::{Identity, TagQuery, filter};
 
+/// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
+/// the AWS suites through the counting proxy).
+pub const IAM_READ: &[&str] = &[
+    "ec2:DescribeAvailabilityZones",
+    "ec2:DescribeVpcs",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeInternetGateways",
+    "ec2:DescribeDhcpOptions",
+];
+/// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
+pub const IAM_WRITE: &[&str] = &[
+    "ec2:CreateVpc",
+    "ec2:ModifyVpcAttribute",
+    "ec2:CreateSubnet",
+    "ec2:CreateInternetGateway",
+    "ec2:AttachInternetGateway",
+    "ec2:CreateDhcpOptions",
+    "ec2:AssociateDhcpOptions",
+    "ec2:CreateTags",
+];
+/// The IAM actions of its deletes.
+pub const IAM_DELETE: &[&str] = &[
+    "ec2:DeleteVpc",
+    "ec2:DeleteSubnet",
+    "ec2:DetachInternetGateway",
+    "ec2:DeleteInternetGateway",
+    "ec2:DeleteDhcpOptions",
+];
+
 /// Ignores "not found": for deletes, a resource already gone is the goal reached.
 pub(crate) fn gone_ok(r: Result<(), AwsError>) -> AwsResult<bool> {
     match r {

@@ -10,6 +10,21 @@ use crate::network::missing;
 use crate::tags::{Identity, TagQuery, filter};
 use crate::wait::{WAIT_BUDGET, poll_until};
 
+/// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
+/// the AWS suites through the counting proxy).
+pub const IAM_READ: &[&str] =
+    &["ec2:DescribeVpcEndpointServiceConfigurations", "ec2:DescribeVpcEndpointConnections", "ec2:DescribeVpcEndpoints"];
+/// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
+pub const IAM_WRITE: &[&str] = &[
+    "ec2:CreateVpcEndpointServiceConfiguration",
+    "ec2:ModifyVpcEndpointServicePermissions",
+    "ec2:CreateVpcEndpoint",
+    "ec2:ModifyVpcEndpoint",
+    "ec2:CreateTags",
+];
+/// The IAM actions of its deletes.
+pub const IAM_DELETE: &[&str] = &["ec2:DeleteVpcEndpointServiceConfigurations", "ec2:RejectVpcEndpointConnections"];
+
 /// An endpoint service as the guest side needs it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

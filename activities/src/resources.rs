@@ -8,6 +8,14 @@ use crate::error::AwsResult;
 use crate::tags::{IDENTITY_TAG, TagQuery, owned};
 use crate::{classic_elb, compute, dns, elb, endpoints, nat, network, privatelink, routing, security};
 
+/// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
+/// the AWS suites through the counting proxy).
+pub const IAM_READ: &[&str] = &["ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets"];
+/// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
+pub const IAM_WRITE: &[&str] = &[];
+/// The IAM actions of its deletes.
+pub const IAM_DELETE: &[&str] = &[];
+
 /// Resource kinds, in teardown order: dependents before what they depend on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

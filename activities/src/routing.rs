@@ -9,6 +9,21 @@ use crate::error::{AwsResult, classify};
 use crate::network::{gone_ok, missing};
 use crate::tags::{IDENTITY_TAG, Identity, TagQuery, filter};
 
+/// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
+/// the AWS suites through the counting proxy).
+pub const IAM_READ: &[&str] = &["ec2:DescribeRouteTables"];
+/// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
+pub const IAM_WRITE: &[&str] = &[
+    "ec2:CreateRouteTable",
+    "ec2:CreateRoute",
+    "ec2:ReplaceRoute",
+    "ec2:AssociateRouteTable",
+    "ec2:ReplaceRouteTableAssociation",
+    "ec2:CreateTags",
+];
+/// The IAM actions of its deletes.
+pub const IAM_DELETE: &[&str] = &["ec2:DeleteRouteTable", "ec2:DisassociateRouteTable"];
+
 /// Where a default route points.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {

@@ -9,6 +9,15 @@ use crate::error::{AwsError, AwsResult, classify};
 use crate::network::{gone_ok, missing};
 use crate::tags::{Identity, TagQuery, filter};
 
+/// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
+/// the AWS suites through the counting proxy).
+pub const IAM_READ: &[&str] = &["ec2:DescribeSecurityGroups"];
+/// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
+pub const IAM_WRITE: &[&str] = &["ec2:CreateSecurityGroup", "ec2:AuthorizeSecurityGroupIngress", "ec2:CreateTags"];
+/// The IAM actions of its deletes.
+pub const IAM_DELETE: &[&str] =
+    &["ec2:DeleteSecurityGroup", "ec2:RevokeSecurityGroupIngress", "ec2:RevokeSecurityGroupEgress"];
+
 /// One ingress rule from a CIDR: protocol ("tcp", "udp", "icmp", "-1", "50") and port range.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -10,8 +10,18 @@ pub struct Cli {
     /// The journal file [default: $XDG_STATE_HOME/infraflow/journal.sqlite3]
     #[arg(long, global = true, env = "INFRAFLOW_DB", value_name = "PATH")]
     pub db: Option<PathBuf>,
+    /// Log lines on stderr: `text` for people, `json` for log pipelines (one object a line, with
+    /// the workflow id, step key and attempt as fields).
+    #[arg(long, global = true, env = "INFRAFLOW_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -21,6 +31,10 @@ pub enum Command {
         /// Workflows run at once.
         #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
         workers: u16,
+        /// Serve GET /metrics (Prometheus), /healthz and /readyz on this address, e.g.
+        /// 127.0.0.1:9464 [default: off].
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
     },
     /// Validate and journal a workflow for a daemon to run; prints its id.
     Submit(SubmitArgs),
@@ -57,6 +71,12 @@ pub enum Command {
         before: std::time::Duration,
         #[arg(long)]
         json: bool,
+    },
+    /// Print the least-privilege IAM policy (JSON) that the named workflows need, compensation
+    /// included [default: every workflow].
+    Policy {
+        /// provision-infra, create-privatelink, scale-nodepool, teardown, create-cluster.
+        workflows: Vec<String>,
     },
     /// Measure the engine on this disk: durable no-op steps per second against SQLite's ceiling.
     Bench {

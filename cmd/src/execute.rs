@@ -116,12 +116,21 @@ async fn see_through(engine: &Engine, id: &str, success: WorkflowState) -> CmdRe
     Ok(WORKFLOW_FAILED)
 }
 
-pub async fn daemon(db: &Path, workers: u16) -> CmdResult {
+pub async fn daemon(db: &Path, workers: u16, listen: Option<std::net::SocketAddr>) -> CmdResult {
     let shutdown = Arc::new(Signals::default());
     forward_interrupts(shutdown.clone(), "the daemon");
-    let engine = Arc::new(open_engine(db, full_registry(), tracing_observer())?);
+    let metrics = crate::metrics::Metrics::new();
+    let engine = Arc::new(open_engine(db, full_registry(), metrics.observer(tracing_observer()))?);
     engine.journal().verify()?;
     tracing::info!(journal = %db.display(), "journal opened and verified");
+    if let Some(addr) = listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| Failure::usage(format!("cannot listen on {addr} for metrics: {e}; pick a free port")))?;
+        metrics.watch(engine.journal());
+        tracing::info!(address = %addr, "serving /metrics, /healthz and /readyz");
+        tokio::spawn(crate::serve::serve(listener, metrics, engine.journal().clone()));
+    }
     engine.daemon(usize::from(workers), shutdown).await?;
     Ok(OK)
 }

@@ -6,10 +6,13 @@ pub mod cli;
 mod execute;
 mod failure;
 mod input;
+mod metrics;
 mod paths;
+mod policy;
 mod progress;
 mod registry;
 mod render;
+mod serve;
 mod signals;
 mod status;
 
@@ -17,13 +20,18 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, StatusCli};
+use crate::cli::{Cli, Command, LogFormat, StatusCli};
 use crate::failure::{CmdResult, Failure};
 
-fn init_logging(default: &str) {
+fn init_logging(default: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => fmt.init(),
+        // Fields at the top level of each object (`workflow`, `step`, `attempt`), not nested.
+        LogFormat::Json => fmt.json().flatten_event(true).with_current_span(false).with_span_list(false).init(),
+    }
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
@@ -43,16 +51,17 @@ fn finish(result: CmdResult) -> ExitCode {
 /// `infraflow`.
 pub fn main_infraflow() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(if matches!(cli.command, Command::Daemon { .. }) { "info" } else { "warn" });
+    init_logging(if matches!(cli.command, Command::Daemon { .. }) { "info" } else { "warn" }, cli.log_format);
     finish((|| {
         let db = paths::journal_path(cli.db)?;
         match cli.command {
             Command::Status(args) => status::status(&db, &args),
             Command::History { id, json } => status::history(&db, &id, json),
             Command::Prune { before, json } => status::prune(&db, before, json),
+            Command::Policy { workflows } => policy::policy(&workflows),
             command => runtime()?.block_on(async {
                 match command {
-                    Command::Daemon { workers } => execute::daemon(&db, workers).await,
+                    Command::Daemon { workers, listen } => execute::daemon(&db, workers, listen).await,
                     Command::Submit(args) => execute::submit(&db, &args).await,
                     Command::Run(args) => execute::run(&db, &args).await,
                     Command::Cancel { id, detach } => execute::cancel(&db, &id, detach).await,
@@ -67,7 +76,7 @@ pub fn main_infraflow() -> ExitCode {
                         };
                         bench::bench(&dir, steps, rounds, json).await
                     }
-                    Command::Status(_) | Command::History { .. } | Command::Prune { .. } => {
+                    Command::Status(_) | Command::History { .. } | Command::Prune { .. } | Command::Policy { .. } => {
                         unreachable!("handled above")
                     }
                 }
@@ -79,7 +88,7 @@ pub fn main_infraflow() -> ExitCode {
 /// `workflow-status`.
 pub fn main_workflow_status() -> ExitCode {
     let cli = StatusCli::parse();
-    init_logging("warn");
+    init_logging("warn", LogFormat::Text);
     finish((|| {
         let db = paths::journal_path(cli.db)?;
         status::status(&db, &cli.args)

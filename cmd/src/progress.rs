@@ -25,6 +25,7 @@ pub fn stderr_printer() -> Observer {
             Progress::Compensating { reason, .. } => format!("compensating: {reason}"),
             Progress::Waiting { reason, .. } => format!("waiting: {reason}"),
             Progress::Finished { state, .. } => format!("finished: {state}"),
+            Progress::LeaseTaken { .. } | Progress::LeasesRenewed { .. } => return,
         };
         eprintln!("[{at:7.2}s] {line}");
     })
@@ -33,16 +34,21 @@ pub fn stderr_printer() -> Observer {
 /// Progress as log records, for the daemon.
 pub fn tracing_observer() -> Observer {
     Arc::new(|p: &Progress| match p {
-        Progress::StepStarted { workflow, step, attempt } => tracing::debug!(%workflow, %step, attempt, "step started"),
-        Progress::StepCompleted { workflow, step, millis } => {
-            tracing::info!(%workflow, %step, millis, "step completed")
+        Progress::StepStarted { workflow, step, activity, attempt } => {
+            tracing::debug!(%workflow, %step, %activity, attempt, "step started")
         }
-        Progress::StepRetrying { workflow, step, attempt, error, delay_ms } => {
-            tracing::warn!(%workflow, %step, attempt, %error, delay_ms, "step failed; will retry")
+        Progress::StepCompleted { workflow, step, activity, attempt, millis } => {
+            tracing::info!(%workflow, %step, %activity, attempt, millis, "step completed")
         }
-        Progress::StepFailed { workflow, step, error } => tracing::warn!(%workflow, %step, %error, "step failed"),
+        Progress::StepRetrying { workflow, step, activity, attempt, error, delay_ms } => {
+            tracing::warn!(%workflow, %step, %activity, attempt, %error, delay_ms, "step failed; will retry")
+        }
+        Progress::StepFailed { workflow, step, activity, attempt, error } => {
+            tracing::warn!(%workflow, %step, %activity, attempt, %error, "step failed")
+        }
         Progress::Compensating { workflow, reason } => tracing::warn!(%workflow, %reason, "compensating"),
         Progress::Waiting { workflow, reason } => tracing::info!(%workflow, %reason, "waiting"),
         Progress::Finished { workflow, state } => tracing::info!(%workflow, %state, "workflow finished"),
+        Progress::LeaseTaken { .. } | Progress::LeasesRenewed { .. } => {}
     })
 }

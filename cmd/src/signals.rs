@@ -4,8 +4,17 @@ use std::sync::Arc;
 
 use infraflow_workflows::Signals;
 
-/// Watches for SIGINT and SIGTERM in the background and forwards them to `signals`.
+/// Watches for SIGINT and SIGTERM in the background and forwards them to `signals`. The daemon
+/// says so in its log (which may be JSON); a command run by a person says so on stderr.
 pub fn forward_interrupts(signals: Arc<Signals>, what: &'static str) {
+    let daemon = what == "the daemon";
+    let say = move |line: &str| {
+        if daemon {
+            tracing::warn!("{line}");
+        } else {
+            eprintln!("infraflow: {line}");
+        }
+    };
     tokio::spawn(async move {
         let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(t) => t,
@@ -22,10 +31,10 @@ pub fn forward_interrupts(signals: Arc<Signals>, what: &'static str) {
             }
             seen += 1;
             if seen == 1 {
-                eprintln!("infraflow: stopping {what} at the next step boundary (interrupt again to quit at once)");
+                say(&format!("stopping {what} at the next step boundary (interrupt again to quit at once)"));
                 signals.stop();
             } else {
-                eprintln!("infraflow: quitting at once; the journal is consistent and the work resumable");
+                say("quitting at once; the journal is consistent and the work resumable");
                 std::process::exit(i32::from(crate::failure::INTERRUPTED));
             }
         }

@@ -107,6 +107,7 @@ struct Inner {
     tx: Option<mpsc::Sender<Box<dyn Job>>>,
     reader: Mutex<Connection>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    commit_observer: Arc<std::sync::OnceLock<writer::CommitObserver>>,
 }
 
 impl Drop for Inner {
@@ -127,9 +128,11 @@ impl Journal {
         reader.busy_timeout(std::time::Duration::from_secs(5))?;
         reader.execute_batch("PRAGMA query_only=ON")?;
         let (tx, rx) = mpsc::channel();
+        let commit_observer = Arc::new(std::sync::OnceLock::new());
+        let observer = commit_observer.clone();
         let handle = std::thread::Builder::new()
             .name("journal-writer".into())
-            .spawn(move || writer::run(conn, rx))
+            .spawn(move || writer::run(conn, rx, observer))
             .map_err(|e| JournalError::Create { path: path.to_path_buf(), source: e })?;
         Ok(Journal {
             inner: Arc::new(Inner {
@@ -137,6 +140,7 @@ impl Journal {
                 tx: Some(tx),
                 reader: Mutex::new(reader),
                 writer: Mutex::new(Some(handle)),
+                commit_observer,
             }),
         })
     }
@@ -150,12 +154,19 @@ impl Journal {
                 tx: None,
                 reader: Mutex::new(reader),
                 writer: Mutex::new(None),
+                commit_observer: Arc::new(std::sync::OnceLock::new()),
             }),
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// Installs the observer of every commit batch (latency, size), for metrics; false if one
+    /// was installed already.
+    pub fn observe_commits(&self, f: writer::CommitObserver) -> bool {
+        self.inner.commit_observer.set(f).is_ok()
     }
 
     /// Reads every page once (`PRAGMA quick_check`): a damaged file is found at daemon start,
@@ -182,6 +193,20 @@ impl Journal {
         let (job, rx) = Op::boxed(durability == Durability::Lazy, f);
         tx.send(job).map_err(|_| JournalError::WriterGone)?;
         Ok(rx)
+    }
+
+    /// Resolves once the writer has taken SQLite's write lock and committed an empty batch: the
+    /// journal can be written now (readiness; waits while another process holds the lock).
+    pub async fn ping_writer(&self) -> Result<()> {
+        self.write(Durability::Durable, |_| Ok(())).await
+    }
+
+    /// How many workflows are in each state.
+    pub fn count_by_state(&self) -> Result<Vec<(String, u64)>> {
+        let c = self.inner.reader.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = c.prepare_cached("SELECT state, COUNT(*) FROM workflows GROUP BY state")?;
+        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// Records a new workflow, or recognises a repeated submission of the same one.

@@ -22,3 +22,4 @@ pub use journal::{
 pub use owner::{Owner, owner_is_gone};
 pub use projection::{StepState, StepView, Summary, WorkflowState, WorkflowView};
 pub use prune::{Pruned, archive_path};
+pub use writer::CommitObserver;

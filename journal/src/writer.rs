@@ -1,7 +1,7 @@
 //! Group commit: one thread owns the write connection and commits the queued operations of every
 //! workflow together, one fsync for many records.
 
-use std::sync::mpsc;
+use std::sync::{Arc, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
@@ -95,8 +95,12 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
+/// Told of every batch the writer committed (or failed to): how long it took and how many
+/// operations it held. For metrics; must be cheap.
+pub type CommitObserver = Box<dyn Fn(Duration, usize) + Send + Sync>;
+
 /// The writer thread's loop: returns when every sender is gone.
-pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Box<dyn Job>>) {
+pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Box<dyn Job>>, observer: Arc<OnceLock<CommitObserver>>) {
     while let Some(first) = next_job(&rx) {
         let mut batch = vec![first];
         drain(&rx, &mut batch);
@@ -116,7 +120,11 @@ pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Box<dyn Job>>) {
                 }
             }
         }
+        let (started, size) = (Instant::now(), batch.len());
         commit_batch(&mut conn, batch);
+        if let Some(observe) = observer.get() {
+            observe(started.elapsed(), size);
+        }
     }
 }
 

@@ -29,10 +29,23 @@ impl AwsEnv {
     }
 
     /// `infraflow ARGS` against `endpoint` (moto, or a proxy in front of it).
+    /// A `run` through one of the test proxies is also checked against the IAM policy of its
+    /// workflow: every AWS call it made must be granted by `infraflow policy WORKFLOW`.
     pub fn cli_at(&self, endpoint: &str, args: &[&str]) -> std::process::Output {
         let env = aws_env(endpoint);
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        self.s.cli_env(args, &env)
+        let workflow = match args {
+            ["run", workflow, ..] => Some(*workflow),
+            _ => None,
+        };
+        let before = workflow.and_then(|_| super::proxy::iam_counts_at(endpoint));
+        let out = self.s.cli_env(args, &env);
+        if let (Some(workflow), Some(before)) = (workflow, before)
+            && let Some(after) = super::proxy::iam_counts_at(endpoint)
+        {
+            super::iam::assert_policy_covers(workflow, &before, &after);
+        }
+        out
     }
 
     pub fn cli(&self, args: &[&str]) -> std::process::Output {

@@ -157,6 +157,7 @@ pub fn lines_of(path: &Path) -> Vec<String> {
 }
 
 pub mod aws;
+pub mod iam;
 pub mod inventory;
 pub mod moto;
 pub mod proxy;

@@ -3,9 +3,10 @@
 //! moto acted but before the client hears back. moto has no fault injection of its own.
 
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use super::strict::{Strict, StrictState};
@@ -26,6 +27,23 @@ struct State {
     /// Calls seen since `kill_at` armed, and the SIGKILL it arms.
     seen: u32,
     kill_at: Option<KillAt>,
+    /// Calls by IAM action (`ec2:CreateVpc`), for the policy completeness check.
+    iam: BTreeMap<String, u32>,
+}
+
+/// Every live proxy by port, so that a command run against one can be checked against the IAM
+/// policy of its workflow (`AwsEnv::cli_at`).
+fn registry() -> &'static Mutex<HashMap<u16, Weak<Mutex<State>>>> {
+    static PROXIES: OnceLock<Mutex<HashMap<u16, Weak<Mutex<State>>>>> = OnceLock::new();
+    PROXIES.get_or_init(Default::default)
+}
+
+/// The IAM-action counts of the proxy serving `endpoint`, if it is one of ours.
+pub fn iam_counts_at(endpoint: &str) -> Option<BTreeMap<String, u32>> {
+    let port: u16 = endpoint.rsplit(':').next()?.parse().ok()?;
+    let state = registry().lock().unwrap().get(&port)?.upgrade()?;
+    let counts = state.lock().unwrap().iam.clone();
+    Some(counts)
 }
 
 /// SIGKILL the client process at its `call`-th API call (1-based, from arming): before the call
@@ -50,6 +68,7 @@ impl Proxy {
         if let Some(strict) = Strict::from_env() {
             state.lock().unwrap().strict.config = strict;
         }
+        registry().lock().unwrap().insert(port, Arc::downgrade(&state));
         let st = state.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
@@ -284,6 +303,7 @@ fn forward(req: &Request, upstream: u16) -> std::io::Result<Vec<u8>> {
 fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>) -> std::io::Result<()> {
     let Some(req) = read_request(&mut conn)? else { return Ok(()) };
     let act = action(&req);
+    *st.lock().unwrap().iam.entry(super::iam::iam_action(&req.head, &act)).or_insert(0) += 1;
     let latency = st.lock().unwrap().latency;
     std::thread::sleep(latency);
     let reply = match decide(st, &act) {

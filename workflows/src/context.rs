@@ -100,10 +100,20 @@ impl Run {
         failure: Option<Event>,
         reason: String,
     ) -> Result<StepError, JournalError> {
+        let (attempt, activity) = match &failure {
+            Some(Event::StepFailed { attempt, activity, .. }) => (*attempt, activity.clone()),
+            _ => (0, String::new()),
+        };
         let mut events: Vec<Event> = failure.into_iter().collect();
         events.push(Event::Paused { step: Some(key.clone()), reason: reason.clone() });
         self.record(events, Durability::Durable).await?;
-        self.report(Progress::StepFailed { workflow: self.id.clone(), step: key.clone(), error: reason.clone() });
+        self.report(Progress::StepFailed {
+            workflow: self.id.clone(),
+            step: key.clone(),
+            activity,
+            attempt,
+            error: reason.clone(),
+        });
         self.failing.store(true, Ordering::SeqCst);
         Ok(StepError::Paused { step: key, reason })
     }
@@ -357,7 +367,12 @@ impl WfCtx {
             // have started before it acts. Other starts are recorded only if the step is still
             // running after a moment (as Temporal does): a fast step's completion says it all,
             // and the journal stays half the size.
-            run.report(Progress::StepStarted { workflow: run.id.clone(), step: key.clone(), attempt: total });
+            run.report(Progress::StepStarted {
+                workflow: run.id.clone(),
+                step: key.clone(),
+                activity: activity.to_string(),
+                attempt: total,
+            });
             let t0 = Instant::now();
             let result = if options.undo.is_some() {
                 run.record(vec![started], Durability::Durable).await?;
@@ -422,6 +437,8 @@ impl WfCtx {
                     run.report(Progress::StepCompleted {
                         workflow: run.id.clone(),
                         step: key,
+                        activity: activity.to_string(),
+                        attempt: total,
                         millis: t0.elapsed().as_millis() as u64,
                     });
                     return Ok(out);
@@ -447,6 +464,7 @@ impl WfCtx {
                     run.report(Progress::StepRetrying {
                         workflow: run.id.clone(),
                         step: key.clone(),
+                        activity: activity.to_string(),
                         attempt: total,
                         error: error.to_string(),
                         delay_ms: delay.as_millis() as u64,
@@ -467,6 +485,8 @@ impl WfCtx {
                     run.report(Progress::StepFailed {
                         workflow: run.id.clone(),
                         step: key.clone(),
+                        activity: activity.to_string(),
+                        attempt: total,
                         error: error.to_string(),
                     });
                     return Err(StepError::Failed { step: key, error });

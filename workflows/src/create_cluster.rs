@@ -156,6 +156,15 @@ impl WorkflowDef for CreateCluster {
         })
     }
 
+    /// What its three parts call: provision-infra, create-privatelink and scale-nodepool.
+    fn iam_actions(&self) -> std::collections::BTreeSet<&'static str> {
+        let pool = self.pool.clone();
+        let mut all = crate::provision_infra::ProvisionInfra { pool: pool.clone() }.iam_actions();
+        all.extend(crate::create_privatelink::CreatePrivateLink { pool: pool.clone() }.iam_actions());
+        all.extend(crate::scale_nodepool::ScaleNodePool { pool }.iam_actions());
+        all
+    }
+
     fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
         let region =
             serde_json::from_value::<CreateClusterInput>(input.clone()).map(|c| c.infra.region).unwrap_or_default();

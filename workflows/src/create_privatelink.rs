@@ -143,6 +143,19 @@ impl WorkflowDef for CreatePrivateLink {
         })
     }
 
+    fn iam_actions(&self) -> std::collections::BTreeSet<&'static str> {
+        use crate::policy::*;
+        actions(&[
+            (NETWORK, Use::Read),
+            (SECURITY, Use::Manage),
+            (ELB, Use::Manage),
+            (PRIVATELINK, Use::Manage),
+            (ENDPOINTS, Use::Manage),
+            (DNS, Use::Manage),
+            (RESOURCES, Use::Read),
+        ])
+    }
+
     fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
         let region = serde_json::from_value::<PrivateLinkInput>(input.clone()).map(|p| p.region).unwrap_or_default();
         Some(probe_environment(&self.pool, &region))

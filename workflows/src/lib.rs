@@ -19,6 +19,7 @@ mod validate;
 pub mod canary;
 pub mod create_cluster;
 pub mod create_privatelink;
+pub mod policy;
 pub mod provision_infra;
 pub mod scale_nodepool;
 pub mod teardown;

@@ -5,13 +5,56 @@ use std::sync::Arc;
 /// One thing that happened to a running workflow.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Progress {
-    StepStarted { workflow: String, step: String, attempt: u32 },
-    StepCompleted { workflow: String, step: String, millis: u64 },
-    StepRetrying { workflow: String, step: String, attempt: u32, error: String, delay_ms: u64 },
-    StepFailed { workflow: String, step: String, error: String },
-    Compensating { workflow: String, reason: String },
-    Waiting { workflow: String, reason: String },
-    Finished { workflow: String, state: String },
+    StepStarted {
+        workflow: String,
+        step: String,
+        activity: String,
+        attempt: u32,
+    },
+    StepCompleted {
+        workflow: String,
+        step: String,
+        activity: String,
+        attempt: u32,
+        millis: u64,
+    },
+    StepRetrying {
+        workflow: String,
+        step: String,
+        activity: String,
+        attempt: u32,
+        error: String,
+        delay_ms: u64,
+    },
+    /// A step failed for good, or paused the workflow (`activity` empty when no attempt failed).
+    StepFailed {
+        workflow: String,
+        step: String,
+        activity: String,
+        attempt: u32,
+        error: String,
+    },
+    Compensating {
+        workflow: String,
+        reason: String,
+    },
+    Waiting {
+        workflow: String,
+        reason: String,
+    },
+    Finished {
+        workflow: String,
+        state: String,
+    },
+    /// This process took the workflow's lease; `previous` is the owner it took it from.
+    LeaseTaken {
+        workflow: String,
+        previous: Option<String>,
+    },
+    /// One heartbeat renewed this process's leases (`ok`), or could not reach the journal.
+    LeasesRenewed {
+        ok: bool,
+    },
 }
 
 /// Receives progress; must be cheap and never block.

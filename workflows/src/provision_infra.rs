@@ -251,6 +251,19 @@ impl WorkflowDef for ProvisionInfra {
         })
     }
 
+    fn iam_actions(&self) -> std::collections::BTreeSet<&'static str> {
+        use crate::policy::*;
+        actions(&[
+            (NETWORK, Use::Manage),
+            (NAT, Use::Manage),
+            (ROUTING, Use::Manage),
+            (SECURITY, Use::Manage),
+            (ENDPOINTS, Use::Manage),
+            (DNS, Use::Manage),
+            (RESOURCES, Use::Read),
+        ])
+    }
+
     fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
         let region = serde_json::from_value::<ProvisionInput>(input.clone()).map(|p| p.region).unwrap_or_default();
         Some(probe_environment(&self.pool, &region))

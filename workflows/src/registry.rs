@@ -46,6 +46,11 @@ pub trait WorkflowDef: Send + Sync + 'static {
     fn environment(&self, _input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
         None
     }
+    /// Every AWS action this workflow may call, compensation included (`crate::policy`): what
+    /// `infraflow policy` grants. Empty for workflows that never call AWS.
+    fn iam_actions(&self) -> std::collections::BTreeSet<&'static str> {
+        std::collections::BTreeSet::new()
+    }
 }
 
 pub type UndoFn = Arc<dyn Fn(Value) -> BoxFuture<Result<Value, ActivityError>> + Send + Sync>;

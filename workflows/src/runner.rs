@@ -53,6 +53,7 @@ impl Held {
         let sent = Instant::now();
         match engine.journal.renew(&engine.owner.id, ids, now, ttl).await {
             Ok(renewals) => {
+                (engine.observer)(&Progress::LeasesRenewed { ok: true });
                 let leases = self.leases.lock().unwrap();
                 for r in renewals {
                     let Some((lease, signals)) = leases.get(&r.id) else { continue };
@@ -67,7 +68,10 @@ impl Held {
                     }
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "lease renewal failed; will try again"),
+            Err(e) => {
+                (engine.observer)(&Progress::LeasesRenewed { ok: false });
+                tracing::warn!(error = %e, "lease renewal failed; will try again")
+            }
         }
     }
 }
@@ -232,6 +236,7 @@ impl Engine {
                     match self.journal.acquire(&id, &self.owner.id, now, ttl).await {
                         Ok(AcquireOutcome::Acquired { previous }) => {
                             tracing::info!(workflow = %id, previous = ?previous, "claimed");
+                            (self.observer)(&Progress::LeaseTaken { workflow: id.clone(), previous: previous.clone() });
                             let lease = Arc::new(LeaseCell::new(now + ttl, ttl, sent));
                             let signals = Arc::new(Signals::default());
                             held.insert(&id, lease.clone(), signals.clone());

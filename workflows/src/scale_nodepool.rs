@@ -152,6 +152,11 @@ impl WorkflowDef for ScaleNodePool {
         })
     }
 
+    fn iam_actions(&self) -> std::collections::BTreeSet<&'static str> {
+        use crate::policy::*;
+        actions(&[(NETWORK, Use::Read), (COMPUTE, Use::Manage), (ENDPOINTS, Use::Manage), (RESOURCES, Use::Read)])
+    }
+
     fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
         let region = serde_json::from_value::<ScaleInput>(input.clone())
             .map(|s| s.region.unwrap_or_default())

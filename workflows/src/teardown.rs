@@ -137,6 +137,23 @@ impl WorkflowDef for Teardown {
         })
     }
 
+    fn iam_actions(&self) -> std::collections::BTreeSet<&'static str> {
+        use crate::policy::*;
+        actions(&[
+            (NETWORK, Use::Remove),
+            (NAT, Use::Remove),
+            (ROUTING, Use::Remove),
+            (SECURITY, Use::Remove),
+            (ENDPOINTS, Use::Remove),
+            (PRIVATELINK, Use::Remove),
+            (ELB, Use::Remove),
+            (CLASSIC_ELB, Use::Remove),
+            (COMPUTE, Use::Remove),
+            (DNS, Use::Remove),
+            (RESOURCES, Use::Read),
+        ])
+    }
+
     fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
         let region = serde_json::from_value::<TeardownInput>(input.clone()).map(|t| t.region).unwrap_or_default();
         Some(probe_environment(&self.pool, &region))

@@ -1,0 +1,42 @@
+//! AWS calls counted for metrics: an SDK interceptor on every client reports each call's service,
+//! operation and HTTP status to one process-wide observer (none unless the binary installs one).
+
+use std::sync::{Arc, OnceLock};
+
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::FinalizerInterceptorContextRef;
+use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::ConfigBag;
+
+/// Called once per AWS call: (service, operation, HTTP status; None when no response came back).
+pub type CallObserver = Arc<dyn Fn(&str, &str, Option<u16>) + Send + Sync>;
+
+static OBSERVER: OnceLock<CallObserver> = OnceLock::new();
+
+/// Installs the process's call observer; false if one was installed already.
+pub fn observe_calls(f: CallObserver) -> bool {
+    OBSERVER.set(f).is_ok()
+}
+
+#[derive(Debug)]
+pub(crate) struct CallCounter;
+
+impl Intercept for CallCounter {
+    fn name(&self) -> &'static str {
+        "infraflow-call-counter"
+    }
+
+    fn read_after_execution(
+        &self,
+        context: &FinalizerInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let (Some(observe), Some(meta)) = (OBSERVER.get(), cfg.load::<Metadata>()) {
+            observe(meta.service(), meta.name(), context.response().map(|r| r.status().as_u16()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,165 @@
+//! The daemon's Prometheus metrics (exposition by `prometheus-client`): what the engine reports
+//! (steps, retries, compensations, lease takeovers and renewals), what the journal measures (commit
+//! latency and batch size), every AWS call, and the workflows by state, read at each scrape.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use infraflow_journal::Journal;
+use infraflow_workflows::{Observer, Progress};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn step_histogram() -> Histogram {
+    // 10 ms to ~20 min: a no-op step to a NAT gateway's wait.
+    Histogram::new(exponential_buckets(0.01, 3.0, 12))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    workflows: Family<Labels, Gauge>,
+    steps: Family<Labels, Counter>,
+    step_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    retries: Family<Labels, Counter>,
+    compensations: Counter,
+    lease_takeovers: Counter,
+    renewals: Family<Labels, Counter>,
+    commit_seconds: Histogram,
+    commit_batch: Histogram,
+    aws_calls: Family<Labels, Counter>,
+    /// The last heartbeat could not renew this process's leases.
+    renewal_failing: AtomicBool,
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Metrics> {
+        let mut registry = Registry::with_prefix("infraflow");
+        let m = Metrics {
+            workflows: Family::default(),
+            steps: Family::default(),
+            step_seconds: Family::new_with_constructor(step_histogram),
+            retries: Family::default(),
+            compensations: Counter::default(),
+            lease_takeovers: Counter::default(),
+            renewals: Family::default(),
+            commit_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
+            commit_batch: Histogram::new(exponential_buckets(1.0, 2.0, 13)),
+            aws_calls: Family::default(),
+            renewal_failing: AtomicBool::new(false),
+            registry: Registry::default(),
+        };
+        // Registered under the `infraflow_` prefix; the families are shared handles.
+        registry.register("workflows", "Workflows in the journal, by state", m.workflows.clone());
+        registry.register(
+            "steps",
+            "Step attempts by activity and outcome (started, completed, failed)",
+            m.steps.clone(),
+        );
+        registry.register("step_duration_seconds", "Time of completed steps, by activity", m.step_seconds.clone());
+        registry.register(
+            "step_retries",
+            "Step attempts that failed and will be retried, by activity",
+            m.retries.clone(),
+        );
+        registry.register("compensations", "Workflows that started compensating", m.compensations.clone());
+        registry.register(
+            "lease_takeovers",
+            "Leases this process took over from another owner (expired or dead)",
+            m.lease_takeovers.clone(),
+        );
+        registry.register("lease_renewals", "Heartbeats, by outcome (ok, failed)", m.renewals.clone());
+        registry.register("journal_commit_seconds", "Time of one journal commit batch", m.commit_seconds.clone());
+        registry.register(
+            "journal_commit_batch_size",
+            "Operations in one journal commit batch",
+            m.commit_batch.clone(),
+        );
+        registry.register(
+            "aws_calls",
+            "AWS API calls by service, operation and HTTP status (none: no answer)",
+            m.aws_calls.clone(),
+        );
+        Arc::new(Metrics { registry, ..m })
+    }
+
+    /// Where the engine's progress goes: these counters, then `next` (the log lines).
+    pub fn observer(self: &Arc<Self>, next: Observer) -> Observer {
+        let m = self.clone();
+        Arc::new(move |p: &Progress| {
+            m.record(p);
+            next(p);
+        })
+    }
+
+    fn record(&self, p: &Progress) {
+        let step = |activity: &str, outcome: &str| {
+            self.steps.get_or_create(&labels(&[("activity", activity), ("outcome", outcome)])).inc();
+        };
+        match p {
+            Progress::StepStarted { activity, .. } => step(activity, "started"),
+            Progress::StepCompleted { activity, millis, .. } => {
+                step(activity, "completed");
+                let seconds = Duration::from_millis(*millis).as_secs_f64();
+                self.step_seconds.get_or_create(&labels(&[("activity", activity)])).observe(seconds);
+            }
+            Progress::StepRetrying { activity, .. } => {
+                self.retries.get_or_create(&labels(&[("activity", activity)])).inc();
+            }
+            Progress::StepFailed { activity, .. } => step(activity, "failed"),
+            Progress::Compensating { .. } => {
+                self.compensations.inc();
+            }
+            Progress::LeaseTaken { previous: Some(_), .. } => {
+                self.lease_takeovers.inc();
+            }
+            Progress::LeasesRenewed { ok } => {
+                self.renewal_failing.store(!ok, Ordering::SeqCst);
+                self.renewals.get_or_create(&labels(&[("outcome", if *ok { "ok" } else { "failed" })])).inc();
+            }
+            Progress::LeaseTaken { previous: None, .. } | Progress::Waiting { .. } | Progress::Finished { .. } => {}
+        }
+    }
+
+    /// Counts every journal commit and every AWS call of this process.
+    pub fn watch(self: &Arc<Self>, journal: &Journal) {
+        let m = self.clone();
+        journal.observe_commits(Box::new(move |took, size| {
+            m.commit_seconds.observe(took.as_secs_f64());
+            m.commit_batch.observe(size as f64);
+        }));
+        let m = self.clone();
+        infraflow_activities::observe::observe_calls(Arc::new(move |service, operation, status| {
+            let status = status.map_or_else(|| "none".to_string(), |s| s.to_string());
+            m.aws_calls
+                .get_or_create(&labels(&[("service", service), ("operation", operation), ("status", &status)]))
+                .inc();
+        }));
+    }
+
+    pub fn renewal_failing(&self) -> bool {
+        self.renewal_failing.load(Ordering::SeqCst)
+    }
+
+    /// The text exposition, with the workflow counts read from the journal now.
+    pub fn render(&self, journal: &Journal) -> Result<String, String> {
+        let counts = journal.count_by_state().map_err(|e| e.to_string())?;
+        for state in infraflow_journal::WorkflowState::ALL {
+            let n = counts.iter().find(|(s, _)| s == state.as_str()).map_or(0, |(_, n)| *n);
+            self.workflows.get_or_create(&labels(&[("state", state.as_str())])).set(n as i64);
+        }
+        let mut out = String::new();
+        encode(&mut out, &self.registry).map_err(|e| e.to_string())?;
+        Ok(out)
+    }
+}

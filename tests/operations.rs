@@ -1,0 +1,199 @@
+//! Running infraflow as a service: structured logs a pipeline can parse, the IAM policy a security
+//! team grants, and the systemd unit.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::*;
+
+#[test]
+fn the_daemon_logs_one_json_object_a_line_with_the_workflow_step_and_attempt() {
+    let s = Scratch::new();
+    let input = s.write_json("in.json", &json!({"steps": 5}));
+    assert!(s.cli(&["submit", "canary", "--input", input.to_str().unwrap(), "--id", "logged"]).status.success());
+    let mut d = s.spawn_daemon(&[], &[("INFRAFLOW_LOG_FORMAT", "json")]);
+    s.wait_for_state("logged", &["completed"], Duration::from_secs(60));
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+    let log = s.daemon_log();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not one JSON object ({e}): {l}")))
+        .collect();
+    assert!(lines.iter().any(|l| l["message"] == "daemon started" && l["level"] == "INFO"), "{log}");
+    let steps: Vec<&Value> = lines.iter().filter(|l| l["message"] == "step completed").collect();
+    assert_eq!(steps.len(), 5, "{log}");
+    for l in steps {
+        assert_eq!(l["workflow"], "logged", "{l}");
+        assert!(l["step"].as_str().is_some_and(|k| !k.is_empty()), "{l}");
+        assert_eq!(l["activity"], "canary.tick", "{l}");
+        assert_eq!(l["attempt"], 1, "{l}");
+        assert!(l["timestamp"].is_string(), "{l}");
+    }
+}
+
+#[test]
+fn an_unknown_log_format_is_refused_naming_the_choices() {
+    let s = Scratch::new();
+    let out = s.cli(&["--log-format", "xml", "status"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("xml") && err.contains("json"), "{err}");
+}
+
+#[test]
+fn the_systemd_unit_restarts_on_failure_keeps_state_and_is_sandboxed() {
+    let unit = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../contrib/infraflow.service")).unwrap();
+    for line in [
+        "ExecStart=/usr/local/bin/infraflow daemon",
+        "Restart=on-failure",
+        "StateDirectory=infraflow",
+        "Environment=INFRAFLOW_DB=/var/lib/infraflow/journal.sqlite3",
+        "ProtectSystem=strict",
+        "NoNewPrivileges=yes",
+    ] {
+        assert!(unit.lines().any(|l| l.starts_with(line)), "the unit lacks {line}");
+    }
+    // systemd's own checker, where the machine has it: nothing but the missing binary to complain of.
+    if let Ok(out) = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../contrib/infraflow.service"))
+        .output()
+    {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let other: Vec<&str> =
+            err.lines().filter(|l| !l.contains("is not executable") && !l.trim().is_empty()).collect();
+        assert!(other.is_empty(), "systemd-analyze verify: {err}");
+    }
+}
+
+fn policy(args: &[&str]) -> std::process::Output {
+    Scratch::new().cli(&[&["policy"], args].concat())
+}
+
+#[test]
+fn every_policy_is_iam_json_and_teardown_may_create_nothing() {
+    let out = policy(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["Version"], "2012-10-17");
+    let statements = doc["Statement"].as_array().unwrap();
+    let sids: Vec<&str> = statements.iter().map(|s| s["Sid"].as_str().unwrap()).collect();
+    assert_eq!(sids, ["CreateCluster", "CreatePrivatelink", "ProvisionInfra", "ScaleNodepool", "Teardown"]);
+    for s in statements {
+        assert_eq!(s["Effect"], "Allow");
+        assert_eq!(s["Resource"], "*");
+        let actions = s["Action"].as_array().unwrap();
+        assert!(actions.iter().all(|a| a.as_str().unwrap().split_once(':').is_some()), "{s}");
+    }
+    let teardown: Value = serde_json::from_slice(&policy(&["teardown"]).stdout).unwrap();
+    let actions: Vec<&str> =
+        teardown["Statement"][0]["Action"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(actions.contains(&"ec2:DeleteVpc") && actions.contains(&"elasticloadbalancing:DeleteLoadBalancer"));
+    let creates: Vec<&&str> = actions.iter().filter(|a| a.contains(":Create") || a.contains(":Run")).collect();
+    assert!(creates.is_empty(), "teardown is granted {creates:?}");
+}
+
+#[test]
+fn a_policy_for_an_unknown_workflow_exits_2_naming_the_known_ones() {
+    let out = policy(&["provision-infr"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("unknown workflow \"provision-infr\"") && stderr(&out).contains("provision-infra"));
+}
+
+#[test]
+#[should_panic(expected = "lacks [\"ec2:CreateVpc\"]")]
+fn a_call_the_policy_does_not_grant_fails_the_completeness_check() {
+    let before = std::collections::BTreeMap::new();
+    let after = std::collections::BTreeMap::from([("ec2:CreateVpc".to_string(), 1), ("ec2:DeleteVpc".to_string(), 2)]);
+    support::iam::assert_policy_covers("teardown", &before, &after);
+}
+
+/// `GET path` on the daemon's listener: (status code, body).
+fn get(port: u16, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(c, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    let status = out.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+/// The value of the sample `name{labels}` in a text exposition (0 when absent).
+fn sample(body: &str, name_and_labels: &str) -> f64 {
+    body.lines().find_map(|l| l.strip_prefix(name_and_labels).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn metrics_move_during_a_run_and_readyz_turns_unready_while_the_journal_cannot_be_written() {
+    let s = Scratch::new();
+    let port = free_port();
+    let input = s.write_json("in.json", &json!({"steps": 40, "stepMillis": 50}));
+    assert!(s.cli(&["submit", "canary", "--input", input.to_str().unwrap(), "--id", "watched"]).status.success());
+    let listen = format!("127.0.0.1:{port}");
+    let mut d = s.spawn_daemon(&["--listen", &listen], &[]);
+    assert!(wait_until(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()));
+    assert_eq!(get(port, "/healthz").0, 200);
+
+    let completed = r#"infraflow_steps_total{activity="canary.tick",outcome="completed"}"#;
+    let first = get(port, "/metrics");
+    assert_eq!(first.0, 200);
+    assert!(first.1.contains("# TYPE infraflow_journal_commit_seconds histogram"), "{}", first.1);
+    assert!(wait_until(Duration::from_secs(30), || {
+        let now = sample(&get(port, "/metrics").1, completed);
+        now > sample(&first.1, completed) && now > 0.0
+    }));
+    s.wait_for_state("watched", &["completed"], Duration::from_secs(60));
+    let done = get(port, "/metrics").1;
+    assert_eq!(sample(&done, completed), 40.0, "{done}");
+    assert_eq!(sample(&done, r#"infraflow_workflows{state="completed"}"#), 1.0, "{done}");
+    assert!(sample(&done, "infraflow_journal_commit_batch_size_count") > 0.0, "{done}");
+    assert!(wait_until(Duration::from_secs(10), || get(port, "/readyz").0 == 200));
+
+    // Another process holds SQLite's write lock: the journal cannot be written, the daemon says so.
+    let mut holder = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import sqlite3, sys, time\nc = sqlite3.connect(sys.argv[1], isolation_level=None)\nc.execute('BEGIN IMMEDIATE')\nprint('held', flush=True)\ntime.sleep(6)\nc.execute('COMMIT')")
+        .arg(s.db())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(holder.stdout.take().unwrap()), &mut line).unwrap();
+    assert_eq!(line.trim(), "held");
+    let (status, body) = get(port, "/readyz");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("journal"), "{body}");
+    assert!(holder.wait().unwrap().success());
+    assert!(wait_until(Duration::from_secs(20), || get(port, "/readyz").0 == 200), "ready again once the lock is gone");
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+}
+
+#[test]
+fn a_listen_address_in_use_is_refused_with_exit_2() {
+    let s = Scratch::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = s.cli(&["daemon", "--listen", &addr]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("cannot listen on {addr}")), "{}", stderr(&out));
+}

@@ -1,0 +1,80 @@
+//! The IAM action of an API call the proxy saw, and the check that every call a workflow made is in
+//! the policy `infraflow policy WORKFLOW` prints: the proof that the declared policies are complete.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, OnceLock};
+
+/// The IAM action of a request: from the SDK's `api/<service>/<version>` user-agent metadata and
+/// the query `Action`, or, for Route53's REST API, from the method and path shape.
+pub fn iam_action(head: &str, action: &str) -> String {
+    if let Some(rest) = action.strip_prefix("route53 ") {
+        return format!("route53:{}", route53_action(rest));
+    }
+    let service = head
+        .lines()
+        .filter(|l| {
+            l.to_ascii_lowercase().starts_with("x-amz-user-agent:") || l.to_ascii_lowercase().starts_with("user-agent:")
+        })
+        .find_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("api/")).and_then(|a| a.split('/').next()))
+        .unwrap_or("unknown");
+    let prefix = match service {
+        "elasticloadbalancingv2" | "elasticloadbalancing" => "elasticloadbalancing",
+        other => other,
+    };
+    format!("{prefix}:{action}")
+}
+
+fn route53_action(method_and_shape: &str) -> &'static str {
+    match method_and_shape {
+        "GET /hostedzone" => "ListHostedZones",
+        "POST /hostedzone" => "CreateHostedZone",
+        "GET /hostedzone/{id}" => "GetHostedZone",
+        "DELETE /hostedzone/{id}" => "DeleteHostedZone",
+        "POST /hostedzone/{id}" => "UpdateHostedZoneComment",
+        "GET /hostedzone/{id}/rrset" => "ListResourceRecordSets",
+        "POST /hostedzone/{id}/rrset" => "ChangeResourceRecordSets",
+        "POST /hostedzone/{id}/associatevpc" => "AssociateVPCWithHostedZone",
+        "POST /hostedzone/{id}/disassociatevpc" => "DisassociateVPCFromHostedZone",
+        "GET /hostedzonesbyname" => "ListHostedZonesByName",
+        "GET /hostedzonesbyvpc" => "ListHostedZonesByVPC",
+        "GET /tags/hostedzone/{id}" => "ListTagsForResource",
+        "POST /tags/hostedzone/{id}" => "ChangeTagsForResource",
+        "POST /tags/hostedzone" => "ListTagsForResources",
+        "GET /change/{id}" => "GetChange",
+        _ => "UnknownRoute53Call",
+    }
+}
+
+/// The actions of `infraflow policy WORKFLOW`, asked once per workflow per test binary.
+fn policy_of(workflow: &str) -> BTreeSet<String> {
+    static CACHE: OnceLock<Mutex<HashMap<String, BTreeSet<String>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(p) = cache.lock().unwrap().get(workflow) {
+        return p.clone();
+    }
+    let out = std::process::Command::new(super::infraflow()).args(["policy", workflow]).output().unwrap();
+    assert!(out.status.success(), "infraflow policy {workflow}: {}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["Version"], "2012-10-17");
+    let actions: BTreeSet<String> = doc["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["Action"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()))
+        .collect();
+    cache.lock().unwrap().insert(workflow.to_string(), actions.clone());
+    actions
+}
+
+/// Panics naming every call `workflow` made (between two snapshots of a proxy's IAM counts) that
+/// its policy does not grant.
+pub fn assert_policy_covers(workflow: &str, before: &BTreeMap<String, u32>, after: &BTreeMap<String, u32>) {
+    let policy = policy_of(workflow);
+    let missing: Vec<&String> = after
+        .iter()
+        .filter(|(a, n)| before.get(*a).copied().unwrap_or(0) < **n)
+        .map(|(a, _)| a)
+        .filter(|a| !policy.contains(*a))
+        .collect();
+    assert!(missing.is_empty(), "`infraflow policy {workflow}` lacks {missing:?}, which the workflow called");
+}
