@@ -52,6 +52,25 @@ fn provision_one_zone_creates_the_exact_inventory_and_hypershift_output() {
     assert!(zone_ids.contains(&out["localZoneID"].as_str().unwrap()));
     let st = e.s.status("p1");
     assert!(st["steps"].as_array().unwrap().iter().all(|s| s["completions"] == 1));
+    // The run drawn: every step a node, the zone's branch hanging off the root chain and joining it.
+    let graph = e.s.cli(&["graph", "provision-infra"]);
+    assert!(graph.status.success(), "{}", stderr(&graph));
+    let text = stdout(&graph);
+    let nodes: Vec<&str> = text.lines().filter(|l| l.contains("[\"")).collect();
+    assert_eq!(nodes.len(), st["steps"].as_array().unwrap().len(), "{text}");
+    let id_of = |key: &str| {
+        nodes
+            .iter()
+            .find(|l| l.contains(&format!("[\"{key}<br/>")))
+            .map(|l| l.trim().split('[').next().unwrap().to_string())
+    };
+    let (vpc, nat, public_rt) =
+        (id_of("vpc").unwrap(), id_of("zone/us-east-1a/nat-gateway").unwrap(), id_of("public-route-table").unwrap());
+    let edges: Vec<&str> = text.lines().filter(|l| l.contains(" --> ")).map(str::trim).collect();
+    assert!(edges.len() + 1 >= nodes.len(), "{text}");
+    assert!(edges.iter().any(|e| e.starts_with(&format!("{vpc} --> "))), "{text}");
+    assert!(edges.iter().any(|e| e.ends_with(&format!(" --> {nat}"))), "{text}");
+    assert!(text.contains(&format!("{public_rt}[")), "{text}");
 }
 
 #[test]

@@ -197,3 +197,51 @@ fn a_listen_address_in_use_is_refused_with_exit_2() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains(&format!("cannot listen on {addr}")), "{}", stderr(&out));
 }
+
+/// Checks a mermaid flowchart by shape: a header, node lines, edge lines between declared nodes,
+/// class lines; returns (nodes, edges).
+fn mermaid_shape(text: &str) -> (Vec<String>, Vec<(String, String)>) {
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("---"), "{text}");
+    assert!(lines.next().is_some_and(|l| l.starts_with("title: ")), "{text}");
+    assert_eq!(lines.next(), Some("---"));
+    assert_eq!(lines.next(), Some("flowchart TD"));
+    let (mut nodes, mut edges) = (Vec::new(), Vec::new());
+    for l in lines {
+        let l = l.trim();
+        if let Some((a, b)) = l.split_once(" --> ") {
+            edges.push((a.to_string(), b.to_string()));
+        } else if let Some((id, rest)) = l.split_once("[\"") {
+            assert!(rest.contains("\"]:::"), "a node line: {l}");
+            nodes.push(id.to_string());
+        } else {
+            assert!(l.starts_with("classDef "), "unexpected line {l:?} in\n{text}");
+        }
+    }
+    for (a, b) in &edges {
+        assert!(nodes.contains(a) && nodes.contains(b), "edge {a} --> {b} names an undeclared node");
+    }
+    (nodes, edges)
+}
+
+#[test]
+fn a_run_draws_as_one_chain_per_branch_in_mermaid_and_dot() {
+    let s = Scratch::new();
+    let input = s.write_json("in.json", &json!({"steps": 3, "branches": 2}));
+    assert!(s.cli(&["run", "canary", "--input", input.to_str().unwrap(), "--id", "drawn"]).status.success());
+    let out = s.cli(&["graph", "drawn"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let (nodes, edges) = mermaid_shape(&text);
+    assert_eq!(nodes.len(), 6, "{text}");
+    assert_eq!(edges.len(), 4, "two chains of three: {text}");
+    assert!(text.contains("b1/s3<br/>canary.tick<br/>completed · 1 attempt"), "{text}");
+    // The workflow's name draws its latest run; dot draws the same graph.
+    let dot = stdout(&s.cli(&["graph", "canary", "--format", "dot"]));
+    assert!(dot.starts_with("digraph \"canary drawn\" {") && dot.trim_end().ends_with('}'), "{dot}");
+    assert_eq!(dot.matches(" -> ").count(), 4, "{dot}");
+    assert_eq!(dot.matches("fillcolor=palegreen").count(), 6, "{dot}");
+    let missing = s.cli(&["graph", "nothing-like-it"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("no workflow with id nothing-like-it"), "{}", stderr(&missing));
+}

@@ -22,7 +22,12 @@ pub const IAM_WRITE: &[&str] = &[
     "ec2:CreateTags",
 ];
 /// The IAM actions of its deletes.
-pub const IAM_DELETE: &[&str] = &["ec2:DeleteRouteTable", "ec2:DisassociateRouteTable"];
+pub const IAM_DELETE: &[&str] = &[
+    "ec2:DeleteRouteTable",
+    "ec2:DisassociateRouteTable",
+    // Deleting a table that became the VPC's main one hands that role to another table first.
+    "ec2:ReplaceRouteTableAssociation",
+];
 
 /// Where a default route points.
 #[derive(Clone, Debug, PartialEq, Eq)]

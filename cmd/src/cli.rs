@@ -72,6 +72,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Draw one journaled run's steps (or a workflow's latest run) as a graph: state, attempts
+    /// and duration of each step.
+    Graph {
+        /// A workflow id, or a workflow name for its latest run.
+        target: String,
+        #[arg(long, value_enum, default_value_t = crate::graph::GraphFormat::Mermaid)]
+        format: crate::graph::GraphFormat,
+    },
     /// Print the least-privilege IAM policy (JSON) that the named workflows need, compensation
     /// included [default: every workflow].
     Policy {

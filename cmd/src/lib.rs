@@ -5,6 +5,7 @@ mod bench;
 pub mod cli;
 mod execute;
 mod failure;
+mod graph;
 mod input;
 mod metrics;
 mod paths;
@@ -59,6 +60,7 @@ pub fn main_infraflow() -> ExitCode {
             Command::History { id, json } => status::history(&db, &id, json),
             Command::Prune { before, json } => status::prune(&db, before, json),
             Command::Policy { workflows } => policy::policy(&workflows),
+            Command::Graph { target, format } => graph::graph(&db, &target, format),
             command => runtime()?.block_on(async {
                 match command {
                     Command::Daemon { workers, listen } => execute::daemon(&db, workers, listen).await,
@@ -76,7 +78,11 @@ pub fn main_infraflow() -> ExitCode {
                         };
                         bench::bench(&dir, steps, rounds, json).await
                     }
-                    Command::Status(_) | Command::History { .. } | Command::Prune { .. } | Command::Policy { .. } => {
+                    Command::Status(_)
+                    | Command::History { .. }
+                    | Command::Prune { .. }
+                    | Command::Policy { .. }
+                    | Command::Graph { .. } => {
                         unreachable!("handled above")
                     }
                 }

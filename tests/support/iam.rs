@@ -24,8 +24,23 @@ pub fn iam_action(head: &str, action: &str) -> String {
     format!("{prefix}:{action}")
 }
 
-fn route53_action(method_and_shape: &str) -> &'static str {
-    match method_and_shape {
+fn route53_action(method_and_shape: &str) -> String {
+    // Any path segment that is not one of Route53's words is an id, whatever its length.
+    const WORDS: [&str; 8] = [
+        "hostedzone",
+        "rrset",
+        "associatevpc",
+        "disassociatevpc",
+        "hostedzonesbyname",
+        "hostedzonesbyvpc",
+        "tags",
+        "change",
+    ];
+    let (method, path) = method_and_shape.split_once(' ').unwrap_or((method_and_shape, ""));
+    let shape: Vec<&str> =
+        path.split('/').filter(|s| !s.is_empty()).map(|s| if WORDS.contains(&s) { s } else { "{id}" }).collect();
+    let normalized = format!("{method} /{}", shape.join("/"));
+    let known = match normalized.as_str() {
         "GET /hostedzone" => "ListHostedZones",
         "POST /hostedzone" => "CreateHostedZone",
         "GET /hostedzone/{id}" => "GetHostedZone",
@@ -41,8 +56,9 @@ fn route53_action(method_and_shape: &str) -> &'static str {
         "POST /tags/hostedzone/{id}" => "ChangeTagsForResource",
         "POST /tags/hostedzone" => "ListTagsForResources",
         "GET /change/{id}" => "GetChange",
-        _ => "UnknownRoute53Call",
-    }
+        _ => "",
+    };
+    if known.is_empty() { format!("Unknown({normalized})") } else { known.to_string() }
 }
 
 /// The actions of `infraflow policy WORKFLOW`, asked once per workflow per test binary.
