@@ -67,9 +67,13 @@ fn durations(events: &[infraflow_journal::EventRecord]) -> HashMap<String, i64> 
     out
 }
 
-/// (scope, n) of a step from its recorded position; steps without one (the environment probe,
-/// compensations, steps of journals older than positions) go last in the root scope, in order.
+/// (scope, n) of a step from its recorded position; the environment probe goes first, other
+/// steps without one (compensations, journals older than positions) last in the root scope.
 fn place(s: &StepView) -> (String, u64) {
+    if s.key == "environment" {
+        // The environment probe runs before the body.
+        return (String::new(), 0);
+    }
     s.position
         .as_deref()
         .and_then(|p| p.rsplit_once('#'))
@@ -95,6 +99,8 @@ fn shape(steps: &[StepView], durations: &HashMap<String, i64>) -> (Vec<Node>, Ve
         chain.sort();
     }
     let mut edges = Vec::new();
+    // Parent steps a branch sits between: their direct edge is drawn through the branch instead.
+    let mut bridged = Vec::new();
     for (scope, chain) in &scopes {
         edges.extend(chain.windows(2).map(|w| (w[0].1, w[1].1)));
         if scope.is_empty() {
@@ -110,17 +116,19 @@ fn shape(steps: &[StepView], durations: &HashMap<String, i64>) -> (Vec<Node>, Ve
         let Some(parent_chain) = scopes.get(&parent) else { continue };
         let (first, last) = (chain[0].1, chain[chain.len() - 1].1);
         let order = |i: usize| steps[i].order;
-        if let Some(&(_, before)) =
-            parent_chain.iter().filter(|(_, p)| order(*p) < order(first)).max_by_key(|(_, p)| order(*p))
-        {
-            edges.push((before, first));
+        let before = parent_chain.iter().filter(|(_, p)| order(*p) < order(first)).max_by_key(|(_, p)| order(*p));
+        let after = parent_chain.iter().filter(|(_, p)| order(*p) > order(last)).min_by_key(|(_, p)| order(*p));
+        if let Some(&(_, b)) = before {
+            edges.push((b, first));
         }
-        if let Some(&(_, after)) =
-            parent_chain.iter().filter(|(_, p)| order(*p) > order(last)).min_by_key(|(_, p)| order(*p))
-        {
-            edges.push((last, after));
+        if let Some(&(_, a)) = after {
+            edges.push((last, a));
+        }
+        if let (Some(&(_, b)), Some(&(_, a))) = (before, after) {
+            bridged.push((b, a));
         }
     }
+    edges.retain(|e| !bridged.contains(e));
     edges.sort();
     edges.dedup();
     (nodes, edges)
