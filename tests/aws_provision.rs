@@ -625,3 +625,33 @@ fn teardown_pauses_naming_what_blocks_the_vpc_never_deletes_it_and_retry_finishe
     assert_eq!(res.status.code(), Some(0), "{}", stderr(&res));
     assert_eq!(Inventory::read(&e.c, "block-abcde").total(), 0);
 }
+
+#[test]
+fn the_daemon_counts_aws_calls_and_errors_by_operation_in_its_metrics() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    proxy.fail_with("CreateSubnet", "RequestLimitExceeded", 1);
+    let input = e.input("p.json", provision_input("met", "met-abcde", &["us-east-1a"]));
+    assert!(e.cli(&["submit", "provision-infra", "--input", &input, "--id", "met"]).status.success());
+    let port = free_port();
+    let mut d = e.daemon_with(&proxy.endpoint(), &["--listen", &format!("127.0.0.1:{port}")]);
+    e.s.wait_for_state("met", &["completed"], Duration::from_secs(120));
+    let body = http_get(port, "/metrics").1;
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+    assert_eq!(
+        sample(&body, r#"infraflow_aws_calls_total{service="ec2",operation="CreateVpc",status="200"}"#),
+        1.0,
+        "{body}"
+    );
+    assert_eq!(
+        sample(&body, r#"infraflow_aws_calls_total{service="ec2",operation="CreateSubnet",status="400"}"#),
+        1.0,
+        "{body}"
+    );
+    assert_eq!(
+        sample(&body, r#"infraflow_aws_errors_total{operation="CreateSubnet",code="RequestLimitExceeded"}"#),
+        1.0,
+        "{body}"
+    );
+    assert!(sample(&body, r#"infraflow_step_retries_total{activity="ec2.ensure-subnet"}"#) >= 1.0, "{body}");
+}

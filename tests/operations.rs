@@ -110,39 +110,6 @@ fn a_call_the_policy_does_not_grant_fails_the_completeness_check() {
     support::iam::assert_policy_covers("teardown", &before, &after);
 }
 
-/// `GET path` on the daemon's listener: (status code, body).
-fn get(port: u16, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(c, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
-    let mut out = String::new();
-    c.read_to_string(&mut out).unwrap();
-    let status = out.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (status, body)
-}
-
-/// The value of the sample `name{labels}` in a text exposition (0 when absent).
-fn sample(body: &str, name_and_labels: &str) -> f64 {
-    body.lines().find_map(|l| l.strip_prefix(name_and_labels).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
-    let start = std::time::Instant::now();
-    while start.elapsed() < limit {
-        if ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
-}
-
 #[test]
 fn metrics_move_during_a_run_and_readyz_turns_unready_while_the_journal_cannot_be_written() {
     let s = Scratch::new();
@@ -152,22 +119,22 @@ fn metrics_move_during_a_run_and_readyz_turns_unready_while_the_journal_cannot_b
     let listen = format!("127.0.0.1:{port}");
     let mut d = s.spawn_daemon(&["--listen", &listen], &[]);
     assert!(wait_until(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()));
-    assert_eq!(get(port, "/healthz").0, 200);
+    assert_eq!(http_get(port, "/healthz").0, 200);
 
     let completed = r#"infraflow_steps_total{activity="canary.tick",outcome="completed"}"#;
-    let first = get(port, "/metrics");
+    let first = http_get(port, "/metrics");
     assert_eq!(first.0, 200);
     assert!(first.1.contains("# TYPE infraflow_journal_commit_seconds histogram"), "{}", first.1);
     assert!(wait_until(Duration::from_secs(30), || {
-        let now = sample(&get(port, "/metrics").1, completed);
+        let now = sample(&http_get(port, "/metrics").1, completed);
         now > sample(&first.1, completed) && now > 0.0
     }));
     s.wait_for_state("watched", &["completed"], Duration::from_secs(60));
-    let done = get(port, "/metrics").1;
+    let done = http_get(port, "/metrics").1;
     assert_eq!(sample(&done, completed), 40.0, "{done}");
     assert_eq!(sample(&done, r#"infraflow_workflows{state="completed"}"#), 1.0, "{done}");
     assert!(sample(&done, "infraflow_journal_commit_batch_size_count") > 0.0, "{done}");
-    assert!(wait_until(Duration::from_secs(10), || get(port, "/readyz").0 == 200));
+    assert!(wait_until(Duration::from_secs(10), || http_get(port, "/readyz").0 == 200));
 
     // Another process holds SQLite's write lock: the journal cannot be written, the daemon says so.
     let mut holder = std::process::Command::new("python3")
@@ -180,11 +147,14 @@ fn metrics_move_during_a_run_and_readyz_turns_unready_while_the_journal_cannot_b
     let mut line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(holder.stdout.take().unwrap()), &mut line).unwrap();
     assert_eq!(line.trim(), "held");
-    let (status, body) = get(port, "/readyz");
+    let (status, body) = http_get(port, "/readyz");
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("journal"), "{body}");
     assert!(holder.wait().unwrap().success());
-    assert!(wait_until(Duration::from_secs(20), || get(port, "/readyz").0 == 200), "ready again once the lock is gone");
+    assert!(
+        wait_until(Duration::from_secs(20), || http_get(port, "/readyz").0 == 200),
+        "ready again once the lock is gone"
+    );
     assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
 }
 

@@ -131,6 +131,18 @@ pub fn classify<E>(operation: &'static str, err: SdkError<E, HttpResponse>) -> A
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
+    let e = classify_unobserved(operation, err);
+    crate::observe::error_seen(
+        operation,
+        e.code.as_deref().unwrap_or(if e.retryable { "Transport" } else { "Unknown" }),
+    );
+    e
+}
+
+fn classify_unobserved<E>(operation: &'static str, err: SdkError<E, HttpResponse>) -> AwsError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
     let status = err.raw_response().map(|r| r.status().as_u16());
     match &err {
         SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) | SdkError::ResponseError(_) => {

@@ -1,5 +1,6 @@
 //! AWS calls counted for metrics: an SDK interceptor on every client reports each call's service,
-//! operation and HTTP status to one process-wide observer (none unless the binary installs one).
+//! operation and HTTP status, and `classify` each error's AWS code, to process-wide observers
+//! (none unless the binary installs them).
 
 use std::sync::{Arc, OnceLock};
 
@@ -18,6 +19,22 @@ static OBSERVER: OnceLock<CallObserver> = OnceLock::new();
 /// Installs the process's call observer; false if one was installed already.
 pub fn observe_calls(f: CallObserver) -> bool {
     OBSERVER.set(f).is_ok()
+}
+
+/// Called once per AWS error: (operation, AWS error code, or `Transport` when none came back).
+pub type ErrorObserver = Arc<dyn Fn(&str, &str) + Send + Sync>;
+
+static ERRORS: OnceLock<ErrorObserver> = OnceLock::new();
+
+/// Installs the process's error observer; false if one was installed already.
+pub fn observe_errors(f: ErrorObserver) -> bool {
+    ERRORS.set(f).is_ok()
+}
+
+pub(crate) fn error_seen(operation: &str, code: &str) {
+    if let Some(observe) = ERRORS.get() {
+        observe(operation, code);
+    }
 }
 
 #[derive(Debug)]

@@ -38,6 +38,7 @@ pub struct Metrics {
     commit_seconds: Histogram,
     commit_batch: Histogram,
     aws_calls: Family<Labels, Counter>,
+    aws_errors: Family<Labels, Counter>,
     /// The last heartbeat could not renew this process's leases.
     renewal_failing: AtomicBool,
 }
@@ -56,6 +57,7 @@ impl Metrics {
             commit_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
             commit_batch: Histogram::new(exponential_buckets(1.0, 2.0, 13)),
             aws_calls: Family::default(),
+            aws_errors: Family::default(),
             renewal_failing: AtomicBool::new(false),
             registry: Registry::default(),
         };
@@ -90,6 +92,7 @@ impl Metrics {
             "AWS API calls by service, operation and HTTP status (none: no answer)",
             m.aws_calls.clone(),
         );
+        registry.register("aws_errors", "AWS errors by operation and AWS error code", m.aws_errors.clone());
         Arc::new(Metrics { registry, ..m })
     }
 
@@ -141,9 +144,16 @@ impl Metrics {
         let m = self.clone();
         infraflow_activities::observe::observe_calls(Arc::new(move |service, operation, status| {
             let status = status.map_or_else(|| "none".to_string(), |s| s.to_string());
+            // "Route 53" -> "route53", "Elastic Load Balancing v2" -> "elasticloadbalancingv2".
+            let service: String = service.chars().filter(|c| !c.is_whitespace()).flat_map(char::to_lowercase).collect();
+            let service = service.as_str();
             m.aws_calls
                 .get_or_create(&labels(&[("service", service), ("operation", operation), ("status", &status)]))
                 .inc();
+        }));
+        let m = self.clone();
+        infraflow_activities::observe::observe_errors(Arc::new(move |operation, code| {
+            m.aws_errors.get_or_create(&labels(&[("operation", operation), ("code", code)])).inc();
         }));
     }
 

@@ -88,9 +88,14 @@ impl AwsEnv {
     }
 
     pub fn daemon_at(&self, endpoint: &str) -> std::process::Child {
+        self.daemon_with(endpoint, &[])
+    }
+
+    /// A daemon against `endpoint` with extra arguments (`--listen ADDR`).
+    pub fn daemon_with(&self, endpoint: &str, extra: &[&str]) -> std::process::Child {
         let env = aws_env(endpoint);
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        self.s.spawn_daemon(&[], &env)
+        self.s.spawn_daemon(extra, &env)
     }
 
     /// Kills daemons (SIGKILL) at random moments while `id` runs, then lets one finish it.
