@@ -20,6 +20,36 @@ fn strict() -> (Moto, Proxy, Clients) {
     (moto, proxy, c)
 }
 
+/// A VPC with one subnet in `cidr` (a /16 and its first /24), each past the consistency lag.
+fn vpc_with_subnet(c: &Clients, cidr16: &str) -> String {
+    let vpc = c
+        .block_on(c.ec2.create_vpc().cidr_block(format!("{cidr16}.0.0/16")).send())
+        .unwrap()
+        .vpc()
+        .unwrap()
+        .vpc_id()
+        .unwrap()
+        .to_string();
+    std::thread::sleep(Duration::from_millis(1600));
+    let subnet = c
+        .block_on(
+            c.ec2
+                .create_subnet()
+                .vpc_id(&vpc)
+                .cidr_block(format!("{cidr16}.0.0/24"))
+                .availability_zone("us-east-1a")
+                .send(),
+        )
+        .unwrap()
+        .subnet()
+        .unwrap()
+        .subnet_id()
+        .unwrap()
+        .to_string();
+    std::thread::sleep(Duration::from_millis(1600));
+    subnet
+}
+
 #[test]
 fn a_client_token_gets_its_first_answer_again_and_other_parameters_are_refused() {
     let (_moto, proxy, c) = strict();
@@ -126,23 +156,7 @@ fn route53_refuses_more_than_ten_tags_a_call_and_throttles_past_five_requests_a_
 #[test]
 fn a_nat_gateway_comes_up_and_goes_away_slowly_and_keeps_its_address_and_subnet_meanwhile() {
     let (_moto, proxy, c) = strict();
-    let vpc = c
-        .block_on(c.ec2.create_vpc().cidr_block("10.2.0.0/16").send())
-        .unwrap()
-        .vpc()
-        .unwrap()
-        .vpc_id()
-        .unwrap()
-        .to_string();
-    std::thread::sleep(Duration::from_millis(1600));
-    let subnet = c
-        .block_on(c.ec2.create_subnet().vpc_id(&vpc).cidr_block("10.2.0.0/24").send())
-        .unwrap()
-        .subnet()
-        .unwrap()
-        .subnet_id()
-        .unwrap()
-        .to_string();
+    let subnet = vpc_with_subnet(&c, "10.2");
     let eip = c.block_on(c.ec2.allocate_address().send()).unwrap().allocation_id().unwrap().to_string();
     std::thread::sleep(Duration::from_millis(1600));
     let nat = c
@@ -191,24 +205,7 @@ fn a_nat_gateway_comes_up_and_goes_away_slowly_and_keeps_its_address_and_subnet_
 fn a_load_balancer_provisions_slowly_and_its_interfaces_outlive_it() {
     use aws_sdk_elasticloadbalancingv2::types::{LoadBalancerSchemeEnum, LoadBalancerStateEnum, LoadBalancerTypeEnum};
     let (_moto, proxy, c) = strict();
-    let vpc = c
-        .block_on(c.ec2.create_vpc().cidr_block("10.3.0.0/16").send())
-        .unwrap()
-        .vpc()
-        .unwrap()
-        .vpc_id()
-        .unwrap()
-        .to_string();
-    std::thread::sleep(Duration::from_millis(1600));
-    let subnet = c
-        .block_on(c.ec2.create_subnet().vpc_id(&vpc).cidr_block("10.3.0.0/24").availability_zone("us-east-1a").send())
-        .unwrap()
-        .subnet()
-        .unwrap()
-        .subnet_id()
-        .unwrap()
-        .to_string();
-    std::thread::sleep(Duration::from_millis(1600));
+    let subnet = vpc_with_subnet(&c, "10.3");
     let lb = c
         .block_on(
             c.elb

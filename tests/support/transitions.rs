@@ -120,46 +120,53 @@ impl Transitions {
                 let ids = list(p, &["InstanceId."]);
                 ids.iter().filter_map(|id| self.release(id, until + 3 * span)).last()
             }
-            "DescribeNatGateways" => {
-                let before = payload.clone();
-                *payload = rewrite_elements(payload, "natGatewaySet", "item", |item| {
-                    let id = between(item, "<natGatewayId>", "</natGatewayId>").unwrap_or_default();
-                    Some(if live(&self.starting, id) {
+            "DescribeNatGateways" => self
+                .report(payload, ("natGatewaySet", "item", "natGatewayId"), |id, item| {
+                    if live(&self.starting, id) {
                         item.replace("<state>available</state>", "<state>pending</state>")
                     } else if live(&self.deleting, id) {
                         item.replace("<state>deleted</state>", "<state>deleting</state>")
                     } else {
                         item.to_string()
-                    })
-                });
-                (*payload != before).then_some("nat-gateway-in-transition")
-            }
-            "DescribeLoadBalancers" => {
-                let before = payload.clone();
-                *payload = rewrite_elements(payload, "LoadBalancers", "member", |item| {
-                    let id = between(item, "<LoadBalancerArn>", "</LoadBalancerArn>").unwrap_or_default();
-                    Some(if live(&self.starting, id) {
+                    }
+                })
+                .then_some("nat-gateway-in-transition"),
+            "DescribeLoadBalancers" => self
+                .report(payload, ("LoadBalancers", "member", "LoadBalancerArn"), |id, item| {
+                    if live(&self.starting, id) {
                         item.replace("<Code>active</Code>", "<Code>provisioning</Code>")
                     } else {
                         item.to_string()
-                    })
-                });
-                (*payload != before).then_some("load-balancer-provisioning")
-            }
-            "DescribeVpcEndpoints" => {
-                let before = payload.clone();
-                *payload = rewrite_elements(payload, "vpcEndpointSet", "item", |item| {
-                    let id = between(item, "<vpcEndpointId>", "</vpcEndpointId>").unwrap_or_default();
-                    Some(if live(&self.starting, id) {
+                    }
+                })
+                .then_some("load-balancer-provisioning"),
+            "DescribeVpcEndpoints" => self
+                .report(payload, ("vpcEndpointSet", "item", "vpcEndpointId"), |id, item| {
+                    if live(&self.starting, id) {
                         item.replace("<state>available</state>", "<state>pending</state>")
                     } else {
                         item.to_string()
-                    })
-                });
-                (*payload != before).then_some("endpoint-pending")
-            }
+                    }
+                })
+                .then_some("endpoint-pending"),
             _ => None,
         }
+    }
+
+    /// Rewrites each listed item (`set`, `elem`, the element of its own id) with `f(id, item)`;
+    /// true if anything changed.
+    fn report(
+        &self,
+        payload: &mut String,
+        (set, elem, own): (&str, &str, &str),
+        f: impl Fn(&str, &str) -> String,
+    ) -> bool {
+        let before = payload.clone();
+        *payload = rewrite_elements(payload, set, elem, |item| {
+            let id = between(item, &format!("<{own}>"), &format!("</{own}>")).unwrap_or_default();
+            Some(f(id, item))
+        });
+        *payload != before
     }
 
     /// A resource is gone, its network interfaces not yet: what they held stays busy.
