@@ -13,6 +13,6 @@ cargo test --workspace -- --test-threads=2 "$@"
 # remembers idempotency tokens, hides new ids for a moment (eventual consistency), lists an
 # opted-in Local Zone, and holds Route53 to its tag and rate limits (tests/support/strict.rs).
 if [ "$#" -eq 0 ]; then
-  INFRAFLOW_TEST_STRICT=1 cargo test -p infraflow-cmd --test aws_provision --test aws_privatelink \
+  INFRAFLOW_TEST_STRICT=1 cargo test -p infraflow-cmd --test aws_provision --test aws_teardown --test aws_privatelink \
     --test aws_nodepool -- --test-threads=2
 fi

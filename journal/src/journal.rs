@@ -203,10 +203,11 @@ impl Journal {
 
     /// How many workflows are in each state.
     pub fn count_by_state(&self) -> Result<Vec<(String, u64)>> {
-        let c = self.inner.reader.lock().unwrap_or_else(|p| p.into_inner());
-        let mut st = c.prepare_cached("SELECT state, COUNT(*) FROM workflows GROUP BY state")?;
-        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.read(|c| {
+            let mut st = c.prepare_cached("SELECT state, COUNT(*) FROM workflows GROUP BY state")?;
+            let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
     }
 
     /// Records a new workflow, or recognises a repeated submission of the same one.

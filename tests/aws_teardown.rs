@@ -1,0 +1,255 @@
+//! teardown, black box: the real binaries against moto on loopback, a real journal, and the AWS
+//! state read back through the SDK — what a running cluster adds, account-scale reads, and
+//! dependencies that block a delete.
+
+mod support;
+
+
+use serde_json::{Value, json};
+use support::aws::{AwsEnv as Env, ok};
+use support::inventory::Inventory;
+use support::proxy::Proxy;
+use support::strict::Strict;
+use support::*;
+
+fn provision_input(name: &str, infra: &str, zones: &[&str]) -> Value {
+    json!({"name": name, "infraID": infra, "region": "us-east-1", "zones": zones, "baseDomain": "example.com"})
+}
+
+#[test]
+fn teardown_among_three_hundred_unrelated_private_zones_at_five_route53_requests_a_second() {
+    use aws_sdk_route53::types::{HostedZoneConfig, Vpc, VpcRegion};
+    let e = Env::new();
+    let input = e.input("p.json", provision_input("busy", "busy-abcde", &["us-east-1a"]));
+    ok(&e.cli(&["run", "provision-infra", "--input", &input]));
+    // A management account: hundreds of other clusters' private zones.
+    let other_vpc = e.c.block_on(e.c.ec2.create_vpc().cidr_block("10.20.0.0/16").send()).unwrap();
+    let other_vpc = other_vpc.vpc().unwrap().vpc_id().unwrap().to_string();
+    for i in 0..300 {
+        let vpc = Vpc::builder().vpc_id(&other_vpc).vpc_region(VpcRegion::UsEast1).build();
+        let config = HostedZoneConfig::builder().private_zone(true).comment(format!("cluster {i}")).build();
+        e.c.block_on(
+            e.c.r53
+                .create_hosted_zone()
+                .name(format!("c{i}.example.net"))
+                .caller_reference(format!("other-{i}"))
+                .vpc(vpc)
+                .hosted_zone_config(config)
+                .send(),
+        )
+        .unwrap();
+    }
+    let proxy = Proxy::start(e.moto.port);
+    proxy.set_strict(Strict { route53_limits: true, route53_rate: 5, ..Strict::default() });
+    let t = e.input("t.json", json!({"infraID": "busy-abcde", "region": "us-east-1"}));
+    ok(&e.cli_at(&proxy.endpoint(), &["run", "teardown", "--input", &t, "--id", "busy"]));
+    assert_eq!(Inventory::read(&e.c, "busy-abcde").total(), 0);
+    let zones = e.c.block_on(e.c.r53.get_hosted_zone_count().send()).unwrap().hosted_zone_count();
+    assert_eq!(zones, 301, "the 300 other zones and the public one are untouched");
+    let route53: u32 = proxy.counts().iter().filter(|(a, _)| a.starts_with("route53")).map(|(_, n)| n).sum();
+    let throttled = proxy.strict_effects().get("route53-throttled").copied().unwrap_or(0);
+    eprintln!("BENCH teardown among 300 zones: {route53} Route53 calls ({throttled} throttled)");
+    assert!(route53 <= 60, "scoped reads, not a scan per zone: {:?}", proxy.counts());
+}
+
+#[test]
+fn teardown_removes_classic_elbs_referenced_groups_failed_endpoints_and_the_apps_record_and_nothing_foreign() {
+    use aws_sdk_ec2::types::{IpPermission, ResourceType, Tag, TagSpecification, UserIdGroupPair};
+    use aws_sdk_route53::types::{Change, ChangeAction, ChangeBatch, ResourceRecord, ResourceRecordSet, RrType};
+    let e = Env::new();
+    let input = e.input("p.json", provision_input("run", "run-abcde", &["us-east-1a"]));
+    let out = ok(&e.cli(&["run", "provision-infra", "--input", &input]));
+    let (vpc, worker) = (out["vpcID"].as_str().unwrap(), out["securityGroupID"].as_str().unwrap());
+    // The cloud provider's load balancer group, owned by the cluster, and rules naming each other.
+    let owned = Tag::builder().key("kubernetes.io/cluster/run-abcde").value("owned").build();
+    let spec = TagSpecification::builder().resource_type(ResourceType::SecurityGroup).tags(owned).build();
+    let elb_sg =
+        e.c.block_on(
+            e.c.ec2
+                .create_security_group()
+                .group_name("k8s-elb-a1")
+                .description("elb")
+                .vpc_id(vpc)
+                .tag_specifications(spec)
+                .send(),
+        )
+        .unwrap()
+        .group_id()
+        .unwrap()
+        .to_string();
+    let from = |group: &str| {
+        IpPermission::builder()
+            .ip_protocol("tcp")
+            .from_port(30000)
+            .to_port(32767)
+            .user_id_group_pairs(UserIdGroupPair::builder().group_id(group).build())
+            .build()
+    };
+    e.c.block_on(e.c.ec2.authorize_security_group_ingress().group_id(worker).ip_permissions(from(&elb_sg)).send())
+        .unwrap();
+    e.c.block_on(e.c.ec2.authorize_security_group_ingress().group_id(&elb_sg).ip_permissions(from(worker)).send())
+        .unwrap();
+    // The ingress's record in the public zone, and someone else's record beside it.
+    let public = out["publicZoneID"].as_str().unwrap();
+    let a = |name: &str| {
+        let set = ResourceRecordSet::builder()
+            .name(name)
+            .r#type(RrType::A)
+            .ttl(60)
+            .resource_records(ResourceRecord::builder().value("192.0.2.10").build().unwrap())
+            .build()
+            .unwrap();
+        Change::builder().action(ChangeAction::Create).resource_record_set(set).build().unwrap()
+    };
+    let batch =
+        ChangeBatch::builder().changes(a("*.apps.run.example.com")).changes(a("www.example.com")).build().unwrap();
+    e.c.block_on(e.c.r53.change_resource_record_sets().hosted_zone_id(public).change_batch(batch).send()).unwrap();
+
+    // The cloud provider's classic load balancer for a Service, in the cluster's subnet behind
+    // the k8s-elb group, and a classic one of another cluster that must survive.
+    let subnet = out["zones"][0]["subnetID"].as_str().unwrap();
+    let listener = aws_sdk_elasticloadbalancing::types::Listener::builder()
+        .protocol("TCP")
+        .load_balancer_port(443)
+        .instance_port(30443)
+        .build()
+        .unwrap();
+    let classic_tag = |infra: &str| {
+        aws_sdk_elasticloadbalancing::types::Tag::builder()
+            .key(format!("kubernetes.io/cluster/{infra}"))
+            .value("owned")
+            .build()
+            .unwrap()
+    };
+    e.c.block_on(
+        e.c.classic
+            .create_load_balancer()
+            .load_balancer_name("a1b2c3d4e5f6")
+            .listeners(listener.clone())
+            .subnets(subnet)
+            .security_groups(&elb_sg)
+            .scheme("internal")
+            .tags(classic_tag("run-abcde"))
+            .send(),
+    )
+    .unwrap();
+    e.c.block_on(
+        e.c.classic
+            .create_load_balancer()
+            .load_balancer_name("foreign-service")
+            .listeners(listener)
+            .availability_zones("us-east-1a")
+            .tags(classic_tag("third-abcde"))
+            .send(),
+    )
+    .unwrap();
+    // An interface endpoint the cluster owns that AWS reports `failed`: it still sits in the VPC.
+    let endpoint_spec = TagSpecification::builder()
+        .resource_type(ResourceType::VpcEndpoint)
+        .tags(Tag::builder().key("kubernetes.io/cluster/run-abcde").value("owned").build())
+        .build();
+    e.c.block_on(
+        e.c.ec2
+            .create_vpc_endpoint()
+            .vpc_id(vpc)
+            .vpc_endpoint_type(aws_sdk_ec2::types::VpcEndpointType::Interface)
+            .service_name("com.amazonaws.us-east-1.sts")
+            .subnet_ids(subnet)
+            .security_group_ids(&elb_sg)
+            .tag_specifications(endpoint_spec)
+            .send(),
+    )
+    .unwrap();
+    e.proxy.set_strict(Strict { failed_endpoints: true, ..Strict::from_env().unwrap_or_default() });
+
+    // A teardown of another infraID that names this cluster must not touch its record.
+    let wrong = e.input(
+        "w.json",
+        json!({"infraID": "other-abcde", "region": "us-east-1", "baseDomain": "example.com", "name": "run"}),
+    );
+    let res = ok(&e.cli(&["run", "teardown", "--input", &wrong, "--id", "wrong"]));
+    assert!(res["deleted"].get("public-record").is_none(), "{res}");
+    let t = e.input(
+        "t.json",
+        json!({"infraID": "run-abcde", "region": "us-east-1", "baseDomain": "example.com", "name": "run"}),
+    );
+    let res = ok(&e.cli(&["run", "teardown", "--input", &t, "--id", "down"]));
+    assert_eq!(Inventory::read(&e.c, "run-abcde").total(), 0, "{res}");
+    assert_eq!(res["deleted"]["security-group"].as_array().unwrap().len(), 2, "{res}");
+    assert_eq!(res["deleted"]["public-record"], json!(["*.apps.run.example.com"]));
+    assert_eq!(res["deleted"]["classic-load-balancer"], json!(["a1b2c3d4e5f6"]), "{res}");
+    assert_eq!(res["deleted"]["vpc-endpoint"].as_array().unwrap().len(), 2, "gateway and failed interface: {res}");
+    assert!(e.proxy.strict_effects().contains_key("endpoint-reported-failed"));
+    assert_eq!(e.c.classic_load_balancers(), vec!["foreign-service".to_string()], "the other cluster's is untouched");
+    let left = e.c.block_on(e.c.r53.list_resource_record_sets().hosted_zone_id(public).send()).unwrap();
+    let names: Vec<&str> = left.resource_record_sets().iter().map(|r| r.name()).collect();
+    assert!(names.contains(&"www.example.com.") && !names.iter().any(|n| n.contains("apps")), "{names:?}");
+}
+
+#[test]
+fn teardown_removes_everything_owned_and_spares_other_clusters_and_untagged_vpcs() {
+    let e = Env::new();
+    let a = e.input("a.json", provision_input("alpha", "alpha-abcde", &["us-east-1a", "us-east-1b"]));
+    let b = e.input("b.json", provision_input("beta", "beta-abcde", &["us-east-1a"]));
+    ok(&e.cli(&["run", "provision-infra", "--input", &a]));
+    ok(&e.cli(&["run", "provision-infra", "--input", &b]));
+    let untagged =
+        e.c.block_on(e.c.ec2.create_vpc().cidr_block("10.9.0.0/16").send())
+            .unwrap()
+            .vpc()
+            .unwrap()
+            .vpc_id()
+            .unwrap()
+            .to_string();
+    let beta_before = Inventory::read(&e.c, "beta-abcde");
+
+    let t = e.input("t.json", json!({"infraID": "alpha-abcde", "region": "us-east-1"}));
+    let out = ok(&e.cli(&["run", "teardown", "--input", &t, "--id", "t1"]));
+    let left = Inventory::read(&e.c, "alpha-abcde");
+    assert_eq!(left.total(), 0, "nothing owned is left: {:?} {:?}", left.counts(), left.endpoints);
+    let deleted = out["deleted"].as_object().unwrap();
+    assert_eq!(deleted["vpc"].as_array().unwrap().len(), 1);
+    assert_eq!(deleted["nat-gateway"].as_array().unwrap().len(), 2);
+    assert_eq!(deleted["hosted-zone"].as_array().unwrap().len(), 2);
+
+    assert_eq!(Inventory::read(&e.c, "beta-abcde").ids(), beta_before.ids(), "another cluster is untouched");
+    let still = e.c.block_on(e.c.ec2.describe_vpcs().vpc_ids(&untagged).send()).unwrap();
+    assert_eq!(still.vpcs().len(), 1, "an untagged VPC is untouched");
+
+    let again = ok(&e.cli(&["run", "teardown", "--input", &t, "--id", "t2"]));
+    assert_eq!(again["deleted"], json!({}), "running it twice succeeds and finds nothing");
+}
+
+#[test]
+fn teardown_pauses_naming_what_blocks_the_vpc_never_deletes_it_and_retry_finishes() {
+    let e = Env::new();
+    let input = e.input("p.json", provision_input("block", "block-abcde", &["us-east-1a"]));
+    let out = ok(&e.cli(&["run", "provision-infra", "--input", &input]));
+    let vpc = out["vpcID"].as_str().unwrap();
+    // Someone else's subnet inside the cluster's VPC: not tagged, so not teardown's to delete.
+    let foreign = e
+        .c
+        .block_on(e.c.ec2.create_subnet().vpc_id(vpc).cidr_block("10.0.64.0/20").availability_zone("us-east-1a").send())
+        .unwrap()
+        .subnet()
+        .unwrap()
+        .subnet_id()
+        .unwrap()
+        .to_string();
+
+    let t = e.input("t.json", json!({"infraID": "block-abcde", "region": "us-east-1", "maxDeleteAttempts": 2}));
+    let res = e.cli(&["run", "teardown", "--input", &t, "--id", "blocked"]);
+    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
+    let st = e.s.status("blocked");
+    assert_eq!(st["state"], "paused", "{st}");
+    let err = st["error"].as_str().unwrap();
+    assert!(err.contains(vpc) && err.contains(&format!("subnet {foreign}")), "names the VPC and its blocker: {err}");
+    let still = e.c.block_on(e.c.ec2.describe_subnets().subnet_ids(&foreign).send()).unwrap();
+    assert_eq!(still.subnets().len(), 1, "the foreign subnet is never deleted");
+
+    // The owner removes their subnet; retry finishes from the paused step.
+    e.c.block_on(e.c.ec2.delete_subnet().subnet_id(&foreign).send()).unwrap();
+    let res = e.cli(&["retry", "blocked"]);
+    assert_eq!(res.status.code(), Some(0), "{}", stderr(&res));
+    assert_eq!(Inventory::read(&e.c, "block-abcde").total(), 0);
+}
