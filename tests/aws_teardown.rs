@@ -4,7 +4,6 @@
 
 mod support;
 
-
 use serde_json::{Value, json};
 use support::aws::{AwsEnv as Env, ok};
 use support::inventory::Inventory;
@@ -193,14 +192,7 @@ fn teardown_removes_everything_owned_and_spares_other_clusters_and_untagged_vpcs
     let b = e.input("b.json", provision_input("beta", "beta-abcde", &["us-east-1a"]));
     ok(&e.cli(&["run", "provision-infra", "--input", &a]));
     ok(&e.cli(&["run", "provision-infra", "--input", &b]));
-    let untagged =
-        e.c.block_on(e.c.ec2.create_vpc().cidr_block("10.9.0.0/16").send())
-            .unwrap()
-            .vpc()
-            .unwrap()
-            .vpc_id()
-            .unwrap()
-            .to_string();
+    let untagged = e.c.create_vpc("10.9.0.0/16");
     let beta_before = Inventory::read(&e.c, "beta-abcde");
 
     let t = e.input("t.json", json!({"infraID": "alpha-abcde", "region": "us-east-1"}));

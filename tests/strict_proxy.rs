@@ -22,14 +22,7 @@ fn strict() -> (Moto, Proxy, Clients) {
 
 /// A VPC with one subnet in `cidr` (a /16 and its first /24), each past the consistency lag.
 fn vpc_with_subnet(c: &Clients, cidr16: &str) -> String {
-    let vpc = c
-        .block_on(c.ec2.create_vpc().cidr_block(format!("{cidr16}.0.0/16")).send())
-        .unwrap()
-        .vpc()
-        .unwrap()
-        .vpc_id()
-        .unwrap()
-        .to_string();
+    let vpc = c.create_vpc(&format!("{cidr16}.0.0/16"));
     std::thread::sleep(Duration::from_millis(1600));
     let subnet = c
         .block_on(
@@ -89,14 +82,7 @@ fn a_caller_reference_is_never_accepted_twice_even_after_the_zone_is_deleted() {
 #[test]
 fn a_new_id_is_not_found_and_unlisted_until_it_is_consistent() {
     let (_moto, _proxy, c) = strict();
-    let vpc = c
-        .block_on(c.ec2.create_vpc().cidr_block("10.1.0.0/16").send())
-        .unwrap()
-        .vpc()
-        .unwrap()
-        .vpc_id()
-        .unwrap()
-        .to_string();
+    let vpc = c.create_vpc("10.1.0.0/16");
     let listed = || {
         let out = c.block_on(c.ec2.describe_vpcs().send()).unwrap();
         out.vpcs().iter().any(|v| v.vpc_id() == Some(vpc.as_str()))

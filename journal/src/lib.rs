@@ -2,6 +2,7 @@
 //! written in the same transaction, leases with fencing, and group commit. It knows nothing of AWS
 //! and nothing of what any particular workflow does.
 
+mod append;
 mod bench;
 mod error;
 mod event;

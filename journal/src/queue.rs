@@ -3,9 +3,10 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::append::append_tx;
 use crate::error::{JournalError, Result};
 use crate::event::Event;
-use crate::journal::{AcquireOutcome, append_tx};
+use crate::journal::AcquireOutcome;
 use crate::owner::owner_is_gone;
 use crate::projection::WorkflowState;
 

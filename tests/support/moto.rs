@@ -114,6 +114,12 @@ impl Clients {
         }
     }
 
+    /// A bare VPC, as a user or another tool makes one: its id.
+    pub fn create_vpc(&self, cidr: &str) -> String {
+        let out = self.block_on(self.ec2.create_vpc().cidr_block(cidr).send()).unwrap();
+        out.vpc().unwrap().vpc_id().unwrap().to_string()
+    }
+
     /// Names of the classic load balancers left in the account.
     pub fn classic_load_balancers(&self) -> Vec<String> {
         let out = self.block_on(self.classic.describe_load_balancers().send()).unwrap();

@@ -1,0 +1,144 @@
+//! The write path's transactions: loading a workflow's summary, appending events and folding them
+//! into the summary row (fenced by the lease), and recording a new workflow. They run on the
+//! writer thread, inside the batch transaction of `writer`.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+
+use crate::error::{JournalError, Result};
+use crate::event::Event;
+use crate::journal::{NewWorkflow, SubmitOutcome};
+use crate::projection::{Summary, WorkflowState};
+
+/// The summary row of a workflow plus its last sequence number and lease owner.
+pub(crate) fn load_summary(c: &Connection, id: &str) -> Result<(Summary, (i64, Option<String>))> {
+    let mut st = c.prepare_cached(
+        "SELECT state, seq, current_step, attempts, error, output, cancel_requested, lease_owner, compensating FROM workflows WHERE id = ?1",
+    )?;
+    let row = st
+        .query_row([id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get::<_, u32>(3)?,
+                r.get::<_, Option<String>>(4)?,
+                r.get::<_, Option<String>>(5)?,
+                r.get::<_, i64>(6)?,
+                r.get::<_, Option<String>>(7)?,
+                r.get::<_, i64>(8)?,
+            ))
+        })
+        .optional()?
+        .ok_or_else(|| JournalError::UnknownWorkflow(id.to_string()))?;
+    let (state, seq, current_step, attempts, error, output, cancel, owner, compensating) = row;
+    let summary = Summary {
+        state: WorkflowState::parse(&state).unwrap_or(WorkflowState::Failed),
+        current_step,
+        attempts,
+        error,
+        output: output.map(|o| serde_json::from_str(&o)).transpose()?,
+        cancel_requested: cancel != 0,
+        compensating: compensating != 0,
+    };
+    Ok((summary, (seq, owner)))
+}
+
+/// Appends events and folds them into the summary row, in the caller's transaction.
+pub(crate) fn append_tx(
+    c: &Connection,
+    id: &str,
+    fence: Option<&str>,
+    events: &[Event],
+    at: i64,
+) -> Result<WorkflowState> {
+    let (mut summary, (mut seq, owner)) = load_summary(c, id)?;
+    if let Some(me) = fence
+        && owner.as_deref() != Some(me)
+    {
+        return Err(JournalError::LeaseLost {
+            workflow: id.to_string(),
+            holder: owner.unwrap_or_else(|| "nobody".into()),
+        });
+    }
+    let (output_before, state_before) = (summary.output.clone(), summary.state);
+    let mut ins = c.prepare_cached(
+        "INSERT INTO events (workflow_id, seq, at, kind, step, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for ev in events {
+        seq += 1;
+        summary.apply(ev);
+        ins.execute(params![id, seq, at, ev.kind(), ev.step(), serde_json::to_string(ev)?])?;
+    }
+    let output = if summary.output != output_before {
+        summary.output.as_ref().map(serde_json::to_string).transpose()?
+    } else {
+        None
+    };
+    // A finished workflow needs no owner: its lease goes in the same transaction. `state` is
+    // set only when it changes: SQLite rewrites the entries of every index on a column the SET
+    // names, and two indexes hold `state` — on a step that leaves it as it was, that is two more
+    // pages in the WAL for every commit (measured: BENCHMARKS.md). ?2 stays bound but unused.
+    let mut up = c.prepare_cached(if summary.state != state_before {
+        "UPDATE workflows SET state = ?2, seq = ?3, current_step = ?4, attempts = ?5, error = ?6,
+            output = COALESCE(?7, output), cancel_requested = ?8, updated_at = ?9,
+            lease_owner = CASE WHEN ?10 THEN NULL ELSE lease_owner END,
+            lease_expires_at = CASE WHEN ?10 THEN NULL ELSE lease_expires_at END,
+            compensating = ?11
+         WHERE id = ?1"
+    } else {
+        "UPDATE workflows SET seq = ?3, current_step = ?4, attempts = ?5, error = ?6,
+            output = COALESCE(?7, output), cancel_requested = ?8, updated_at = ?9,
+            lease_owner = CASE WHEN ?10 THEN NULL ELSE lease_owner END,
+            lease_expires_at = CASE WHEN ?10 THEN NULL ELSE lease_expires_at END,
+            compensating = ?11
+         WHERE id = ?1"
+    })?;
+    up.execute(params![
+        id,
+        summary.state.as_str(),
+        seq,
+        summary.current_step,
+        summary.attempts,
+        summary.error,
+        output,
+        summary.cancel_requested as i64,
+        at,
+        summary.state.is_finished(),
+        summary.compensating as i64
+    ])?;
+    Ok(summary.state)
+}
+
+pub(crate) fn submit_tx(c: &Connection, new: &NewWorkflow) -> Result<SubmitOutcome> {
+    let existing: Option<(String, String, i64)> = c
+        .prepare_cached("SELECT workflow, input, no_rollback FROM workflows WHERE id = ?1")?
+        .query_row([&new.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    if let Some((workflow, input, no_rollback)) = existing {
+        let input: Value = serde_json::from_str(&input)?;
+        return Ok(if workflow == new.workflow && input == new.input && (no_rollback != 0) == new.no_rollback {
+            SubmitOutcome::AlreadyExists
+        } else {
+            SubmitOutcome::Conflict { existing_workflow: workflow }
+        });
+    }
+    c.prepare_cached(
+        "INSERT INTO workflows (id, workflow, input, cluster, no_rollback, created_at, updated_at, seq, state, attempts, cancel_requested, ticket)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 0, 'pending', 0, 0, (SELECT COALESCE(MAX(ticket), 0) + 1 FROM workflows))",
+    )?
+    .execute(params![new.id, new.workflow, serde_json::to_string(&new.input)?, new.cluster, new.no_rollback as i64, new.at])?;
+    append_tx(
+        c,
+        &new.id,
+        None,
+        &[Event::Submitted {
+            workflow: new.workflow.clone(),
+            input: new.input.clone(),
+            no_rollback: new.no_rollback,
+            code_version: new.code_version,
+        }],
+        new.at,
+    )?;
+    Ok(SubmitOutcome::Created)
+}
