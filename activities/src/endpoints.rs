@@ -5,6 +5,7 @@ use aws_sdk_ec2::types::{ResourceType, VpcEndpointType};
 use crate::client::Aws;
 use crate::consistency::once_consistent;
 use crate::error::{AwsResult, classify};
+use crate::inventory::Lookup;
 use crate::network::missing;
 use crate::tags::{Identity, TagQuery};
 use crate::wait::{WAIT_BUDGET, poll_until};
@@ -50,8 +51,15 @@ pub async fn find_vpc_endpoints_to_delete(aws: &Aws, q: &TagQuery) -> AwsResult<
 }
 
 /// The S3 gateway endpoint of the VPC, on the given route tables.
-pub async fn ensure_s3_endpoint(aws: &Aws, id: &Identity, vpc_id: &str, route_tables: &[String]) -> AwsResult<String> {
-    if let Some((vpce, _)) = find_vpc_endpoints(aws, &id.query()).await?.into_iter().next() {
+pub async fn ensure_s3_endpoint(
+    aws: &Aws,
+    id: &Identity,
+    vpc_id: &str,
+    route_tables: &[String],
+    lookup: Lookup,
+) -> AwsResult<String> {
+    let found = if lookup.first() { find_vpc_endpoints(aws, &id.query()).await?.into_iter().next() } else { None };
+    if let Some((vpce, _)) = found {
         let out = aws
             .ec2
             .describe_vpc_endpoints()

@@ -10,6 +10,7 @@ pub mod dns;
 pub mod elb;
 pub mod endpoints;
 mod error;
+pub mod inventory;
 pub mod nat;
 pub mod network;
 pub mod observe;
@@ -23,5 +24,6 @@ pub mod wait;
 
 pub use client::{Aws, AwsPool, Environment, IAM_ENVIRONMENT};
 pub use error::{AwsError, AwsResult, classify};
+pub use inventory::{Inventory, Lookup};
 pub use resources::{Kind, Scope};
 pub use tags::Identity;

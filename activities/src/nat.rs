@@ -5,6 +5,7 @@ use aws_sdk_ec2::types::{DomainType, NatGatewayState, ResourceType};
 use crate::client::Aws;
 use crate::consistency::once_consistent;
 use crate::error::{AwsError, AwsResult, classify};
+use crate::inventory::Lookup;
 use crate::network::{gone_ok, missing};
 use crate::tags::{Identity, TagQuery, filter};
 use crate::wait::{WAIT_BUDGET, poll_until};
@@ -29,8 +30,10 @@ pub async fn find_addresses(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
 }
 
 /// An Elastic IP for a NAT gateway, tagged at allocation.
-pub async fn ensure_eip(aws: &Aws, id: &Identity) -> AwsResult<String> {
-    if let Some(a) = find_addresses(aws, &id.query()).await?.into_iter().next() {
+pub async fn ensure_eip(aws: &Aws, id: &Identity, lookup: Lookup) -> AwsResult<String> {
+    if lookup.first()
+        && let Some(a) = find_addresses(aws, &id.query()).await?.into_iter().next()
+    {
         return Ok(a);
     }
     let out = aws
@@ -75,8 +78,14 @@ pub async fn find_nat_gateways(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String
 }
 
 /// A NAT gateway in the public subnet with the given Elastic IP.
-pub async fn ensure_nat_gateway(aws: &Aws, id: &Identity, subnet_id: &str, allocation_id: &str) -> AwsResult<String> {
-    let live = find_nat_gateways(aws, &id.query()).await?;
+pub async fn ensure_nat_gateway(
+    aws: &Aws,
+    id: &Identity,
+    subnet_id: &str,
+    allocation_id: &str,
+    lookup: Lookup,
+) -> AwsResult<String> {
+    let live = if lookup.first() { find_nat_gateways(aws, &id.query()).await? } else { Vec::new() };
     if let Some((nat, _)) =
         live.iter().find(|(_, s)| matches!(s, NatGatewayState::Pending | NatGatewayState::Available))
     {

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::client::Aws;
 use crate::consistency::once_consistent;
 use crate::error::{AwsError, AwsResult, classify};
+use crate::inventory::Lookup;
 use crate::tags::{Identity, TagQuery, filter};
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
@@ -105,8 +106,9 @@ async fn vpcs_using_dhcp_options(aws: &Aws, dopt_id: &str) -> AwsResult<Vec<Stri
 }
 
 /// A VPC with DNS support and DNS hostnames, found by identity or created.
-pub async fn ensure_vpc(aws: &Aws, id: &Identity, cidr: &str) -> AwsResult<String> {
-    let vpc_id = match find_vpcs(aws, &id.query()).await?.into_iter().next() {
+pub async fn ensure_vpc(aws: &Aws, id: &Identity, cidr: &str, lookup: Lookup) -> AwsResult<String> {
+    let found = if lookup.first() { find_vpcs(aws, &id.query()).await?.into_iter().next() } else { None };
+    let vpc_id = match found {
         Some(v) => v,
         None => {
             let out = aws
@@ -120,9 +122,10 @@ pub async fn ensure_vpc(aws: &Aws, id: &Identity, cidr: &str) -> AwsResult<Strin
             out.vpc().and_then(|v| v.vpc_id()).ok_or_else(|| missing("CreateVpc", "VPC id"))?.to_string()
         }
     };
-    // One attribute per call: AWS refuses both at once. In place while the new id settles.
+    // One attribute per call: AWS refuses both at once, but takes the two calls side by side.
+    // In place while the new id settles.
     let on = || AttributeBooleanValue::builder().value(true).build();
-    once_consistent(|| async {
+    let support = once_consistent(|| async {
         aws.ec2
             .modify_vpc_attribute()
             .vpc_id(&vpc_id)
@@ -130,9 +133,8 @@ pub async fn ensure_vpc(aws: &Aws, id: &Identity, cidr: &str) -> AwsResult<Strin
             .send()
             .await
             .map_err(|e| classify("ModifyVpcAttribute", e))
-    })
-    .await?;
-    once_consistent(|| async {
+    });
+    let hostnames = once_consistent(|| async {
         aws.ec2
             .modify_vpc_attribute()
             .vpc_id(&vpc_id)
@@ -140,8 +142,8 @@ pub async fn ensure_vpc(aws: &Aws, id: &Identity, cidr: &str) -> AwsResult<Strin
             .send()
             .await
             .map_err(|e| classify("ModifyVpcAttribute", e))
-    })
-    .await?;
+    });
+    tokio::try_join!(support, hostnames)?;
     Ok(vpc_id)
 }
 
@@ -166,8 +168,15 @@ pub async fn find_dhcp_options(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>
 }
 
 /// DHCP options with the region's internal domain, associated with the VPC.
-pub async fn ensure_dhcp_options(aws: &Aws, id: &Identity, domain: &str, vpc_id: &str) -> AwsResult<String> {
-    let dopt = match find_dhcp_options(aws, &id.query()).await?.into_iter().next() {
+pub async fn ensure_dhcp_options(
+    aws: &Aws,
+    id: &Identity,
+    domain: &str,
+    vpc_id: &str,
+    lookup: Lookup,
+) -> AwsResult<String> {
+    let found = if lookup.first() { find_dhcp_options(aws, &id.query()).await?.into_iter().next() } else { None };
+    let dopt = match found {
         Some(d) => d,
         None => {
             let conf = |k: &str, v: &str| NewDhcpConfiguration::builder().key(k).values(v).build();
@@ -247,36 +256,41 @@ pub async fn find_internet_gateways(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<St
 }
 
 /// An internet gateway attached to the VPC.
-pub async fn ensure_internet_gateway(aws: &Aws, id: &Identity, vpc_id: &str) -> AwsResult<String> {
-    let out = aws
-        .ec2
-        .describe_internet_gateways()
-        .filters(id.query().filter())
-        .send()
-        .await
-        .map_err(|e| classify("DescribeInternetGateways", e))?;
+pub async fn ensure_internet_gateway(aws: &Aws, id: &Identity, vpc_id: &str, lookup: Lookup) -> AwsResult<String> {
     let q = id.query();
-    let (igw, attached) = match out.internet_gateways().iter().find(|g| q.matches(g.tags())) {
-        Some(g) => (
-            g.internet_gateway_id().ok_or_else(|| missing("DescribeInternetGateways", "gateway id"))?.to_string(),
-            g.attachments().iter().any(|a| a.vpc_id() == Some(vpc_id)),
-        ),
-        None => {
-            let out = aws
-                .ec2
-                .create_internet_gateway()
-                .tag_specifications(id.tag_spec(ResourceType::InternetGateway))
+    let found = match lookup {
+        Lookup::First => Some(
+            aws.ec2
+                .describe_internet_gateways()
+                .filters(q.filter())
                 .send()
                 .await
-                .map_err(|e| classify("CreateInternetGateway", e))?;
-            let igw = out
-                .internet_gateway()
-                .and_then(|g| g.internet_gateway_id())
-                .ok_or_else(|| missing("CreateInternetGateway", "gateway id"))?
-                .to_string();
-            (igw, false)
-        }
+                .map_err(|e| classify("DescribeInternetGateways", e))?,
+        ),
+        Lookup::Skip => None,
     };
+    let (igw, attached) =
+        match found.as_ref().and_then(|out| out.internet_gateways().iter().find(|g| q.matches(g.tags()))) {
+            Some(g) => (
+                g.internet_gateway_id().ok_or_else(|| missing("DescribeInternetGateways", "gateway id"))?.to_string(),
+                g.attachments().iter().any(|a| a.vpc_id() == Some(vpc_id)),
+            ),
+            None => {
+                let out = aws
+                    .ec2
+                    .create_internet_gateway()
+                    .tag_specifications(id.tag_spec(ResourceType::InternetGateway))
+                    .send()
+                    .await
+                    .map_err(|e| classify("CreateInternetGateway", e))?;
+                let igw = out
+                    .internet_gateway()
+                    .and_then(|g| g.internet_gateway_id())
+                    .ok_or_else(|| missing("CreateInternetGateway", "gateway id"))?
+                    .to_string();
+                (igw, false)
+            }
+        };
     if !attached {
         let r = once_consistent(|| async {
             aws.ec2
@@ -376,8 +390,17 @@ pub async fn describe_subnets(aws: &Aws, ids: &[String]) -> AwsResult<Vec<Subnet
         .collect())
 }
 
-pub async fn ensure_subnet(aws: &Aws, id: &Identity, vpc_id: &str, cidr: &str, zone: &str) -> AwsResult<SubnetInfo> {
-    if let Some(s) = find_subnets(aws, &id.query()).await?.into_iter().next() {
+pub async fn ensure_subnet(
+    aws: &Aws,
+    id: &Identity,
+    vpc_id: &str,
+    cidr: &str,
+    zone: &str,
+    lookup: Lookup,
+) -> AwsResult<SubnetInfo> {
+    if lookup.first()
+        && let Some(s) = find_subnets(aws, &id.query()).await?.into_iter().next()
+    {
         return Ok(s);
     }
     // NotFound on a VPC made moments ago means nothing was created: retried in place.

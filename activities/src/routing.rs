@@ -5,7 +5,8 @@ use aws_sdk_ec2::types::{ResourceType, RouteTable};
 
 use crate::client::Aws;
 use crate::consistency::once_consistent;
-use crate::error::{AwsResult, classify};
+use crate::error::{AwsError, AwsResult, classify};
+use crate::inventory::Lookup;
 use crate::network::{gone_ok, missing};
 use crate::tags::{IDENTITY_TAG, Identity, TagQuery, filter};
 
@@ -60,9 +61,14 @@ pub async fn ensure_route_table(
     target: &Target,
     subnets: &[String],
     main: bool,
+    lookup: Lookup,
 ) -> AwsResult<String> {
     let q = id.query();
-    let table = match describe(aws, q.filter()).await?.into_iter().find(|t| q.matches(t.tags())) {
+    let found = match lookup {
+        Lookup::First => describe(aws, q.filter()).await?.into_iter().find(|t| q.matches(t.tags())),
+        Lookup::Skip => None,
+    };
+    let table = match found {
         Some(t) => t,
         None => {
             let out = once_consistent(|| async {
@@ -81,16 +87,23 @@ pub async fn ensure_route_table(
     };
     let rt = table.route_table_id().ok_or_else(|| missing("DescribeRouteTables", "route table id"))?.to_string();
     // The table, its target and the subnets may all be moments old: each call waits in place.
-    once_consistent(|| ensure_default_route(aws, &table, &rt, target)).await?;
-    for subnet in subnets {
-        let done = table.associations().iter().any(|a| a.subnet_id() == Some(subnet.as_str()));
-        if !done {
-            once_consistent(|| associate(aws, &rt, subnet)).await?;
+    // Route, associations and main-ness are independent: side by side.
+    let route = once_consistent(|| ensure_default_route(aws, &table, &rt, target));
+    let todo: Vec<&str> = subnets
+        .iter()
+        .map(String::as_str)
+        .filter(|s| !table.associations().iter().any(|a| a.subnet_id() == Some(*s)))
+        .collect();
+    let associations =
+        async { if todo.is_empty() { Ok(()) } else { once_consistent(|| associate(aws, &rt, &todo)).await } };
+    let is_main = async {
+        if main && !table.associations().iter().any(|a| a.main() == Some(true)) {
+            once_consistent(|| make_main(aws, &rt, vpc_id)).await
+        } else {
+            Ok(())
         }
-    }
-    if main && !table.associations().iter().any(|a| a.main() == Some(true)) {
-        once_consistent(|| make_main(aws, &rt, vpc_id)).await?;
-    }
+    };
+    tokio::try_join!(route, associations, is_main)?;
     Ok(rt)
 }
 
@@ -124,34 +137,43 @@ async fn ensure_default_route(aws: &Aws, table: &RouteTable, rt: &str, target: &
     }
 }
 
-/// Associates the subnet, moving it from another table if it had one.
-async fn associate(aws: &Aws, rt: &str, subnet: &str) -> AwsResult<()> {
-    let current = describe(aws, filter("association.subnet-id", &[subnet])).await?;
-    let assoc = current
-        .iter()
-        .flat_map(|t| t.associations())
-        .find(|a| a.subnet_id() == Some(subnet))
-        .and_then(|a| a.route_table_association_id().map(str::to_string));
-    match assoc {
-        Some(assoc) => {
-            aws.ec2
-                .replace_route_table_association()
-                .association_id(assoc)
-                .route_table_id(rt)
-                .send()
-                .await
-                .map_err(|e| classify("ReplaceRouteTableAssociation", e))?;
+/// Associates the subnets, moving each from another table if it had one: one read of where
+/// they are, then a call per subnet, side by side.
+async fn associate(aws: &Aws, rt: &str, subnets: &[&str]) -> AwsResult<()> {
+    let current = describe(aws, filter("association.subnet-id", subnets)).await?;
+    let one = |subnet: &str| {
+        let found = current.iter().find_map(|t| {
+            let a = t.associations().iter().find(|a| a.subnet_id() == Some(subnet))?;
+            Some((t.route_table_id() == Some(rt), a.route_table_association_id().map(str::to_string)))
+        });
+        let subnet = subnet.to_string();
+        async move {
+            match found {
+                // Done by an earlier pass of this same call (retried in place on NotFound).
+                Some((true, _)) => {}
+                Some((false, assoc)) => {
+                    aws.ec2
+                        .replace_route_table_association()
+                        .set_association_id(assoc)
+                        .route_table_id(rt)
+                        .send()
+                        .await
+                        .map_err(|e| classify("ReplaceRouteTableAssociation", e))?;
+                }
+                None => {
+                    aws.ec2
+                        .associate_route_table()
+                        .route_table_id(rt)
+                        .subnet_id(&subnet)
+                        .send()
+                        .await
+                        .map_err(|e| classify("AssociateRouteTable", e))?;
+                }
+            }
+            Ok::<_, AwsError>(())
         }
-        None => {
-            aws.ec2
-                .associate_route_table()
-                .route_table_id(rt)
-                .subnet_id(subnet)
-                .send()
-                .await
-                .map_err(|e| classify("AssociateRouteTable", e))?;
-        }
-    }
+    };
+    futures::future::try_join_all(subnets.iter().map(|s| one(s))).await?;
     Ok(())
 }
 

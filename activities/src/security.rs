@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::client::Aws;
 use crate::consistency::once_consistent;
 use crate::error::{AwsError, AwsResult, classify};
+use crate::inventory::Lookup;
 use crate::network::{gone_ok, missing};
 use crate::tags::{Identity, TagQuery, filter};
 
@@ -84,8 +85,11 @@ pub async fn ensure_security_group(
     group_name: &str,
     description: &str,
     rules: &[Rule],
+    lookup: Lookup,
 ) -> AwsResult<String> {
-    let mut found = find_security_groups(aws, &id.query()).await?;
+    let mut found = if lookup.first() { find_security_groups(aws, &id.query()).await? } else { Vec::new() };
+    // A group this call created has no ingress rules yet: nothing to read before authorizing.
+    let mut created = false;
     if found.is_empty() {
         let r = once_consistent(|| async {
             aws.ec2
@@ -101,6 +105,7 @@ pub async fn ensure_security_group(
         .await;
         match r {
             Ok(out) => {
+                created = true;
                 found.push(out.group_id().ok_or_else(|| missing("CreateSecurityGroup", "group id"))?.to_string())
             }
             // Same name in our own VPC: made by us before its tags were visible.
@@ -118,22 +123,27 @@ pub async fn ensure_security_group(
         }
     }
     let group = found.swap_remove(0);
-    once_consistent(|| authorize(aws, &group, rules)).await?;
+    once_consistent(|| authorize(aws, &group, rules, created)).await?;
     Ok(group)
 }
 
 /// Adds the ingress rules the group lacks, in one call: a re-run (after a lost reply, a crash)
-/// reads what is there instead of re-sending every rule.
-async fn authorize(aws: &Aws, group: &str, rules: &[Rule]) -> AwsResult<()> {
-    let out = aws
-        .ec2
-        .describe_security_groups()
-        .group_ids(group)
-        .send()
-        .await
-        .map_err(|e| classify("DescribeSecurityGroups", e))?;
+/// reads what is there instead of re-sending every rule; a group just created has none.
+async fn authorize(aws: &Aws, group: &str, rules: &[Rule], created: bool) -> AwsResult<()> {
+    let out = if created {
+        None
+    } else {
+        Some(
+            aws.ec2
+                .describe_security_groups()
+                .group_ids(group)
+                .send()
+                .await
+                .map_err(|e| classify("DescribeSecurityGroups", e))?,
+        )
+    };
     let present = |r: &Rule| {
-        out.security_groups().iter().flat_map(|g| g.ip_permissions()).any(|p| {
+        out.iter().flat_map(|o| o.security_groups()).flat_map(|g| g.ip_permissions()).any(|p| {
             p.ip_protocol() == Some(r.protocol.as_str())
                 && (r.protocol == "icmp" || (p.from_port() == Some(r.from) && p.to_port() == Some(r.to)))
                 && p.ip_ranges().iter().any(|ip| ip.cidr_ip() == Some(r.cidr.as_str()))

@@ -33,3 +33,21 @@ where
 {
     retry_in_place(call, throttled, THROTTLE_BUDGET, Duration::from_millis(200), Duration::from_secs(2)).await
 }
+
+/// How long one read is retried in place.
+pub const READ_BUDGET: Duration = Duration::from_secs(30);
+
+fn retryable(e: &AwsError) -> bool {
+    e.retryable
+}
+
+/// Runs a read (it changes nothing in AWS) until it fails with anything but a retryable error —
+/// throttling, a 5xx, a dropped connection — for at most `READ_BUDGET`: a step that makes many
+/// reads side by side would otherwise seldom see all of them succeed in one attempt.
+pub async fn read_retrying<T, F, Fut>(call: F) -> AwsResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = AwsResult<T>>,
+{
+    retry_in_place(call, retryable, READ_BUDGET, Duration::from_millis(200), Duration::from_secs(2)).await
+}

@@ -35,9 +35,14 @@ fn init_logging(default: &str, format: LogFormat) {
     }
 }
 
+const WORKER_STACK: usize = 8 << 20;
+
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // As much as the main thread that `run` drives workflows on: a workflow's future nests
+        // every concurrent branch's SDK calls, and debug builds keep their frames large.
+        .thread_stack_size(WORKER_STACK)
         .build()
         .map_err(|e| Failure::other(format!("cannot start the async runtime: {e}")))
 }

@@ -132,7 +132,11 @@ impl Summary {
             Event::StepFailed { step, attempt, error, .. } => {
                 self.current_step = Some(step.clone());
                 self.attempts = *attempt;
-                self.error = Some(format!("{step}: {error}"));
+                // While compensating, the workflow's error stays what caused it: an undo's failed
+                // attempt is its step's (a compensation that fails for good says so itself).
+                if !self.compensating {
+                    self.error = Some(format!("{step}: {error}"));
+                }
             }
             Event::Paused { reason, .. } => {
                 self.state = S::Paused;
@@ -386,5 +390,32 @@ impl WorkflowView {
 
     pub fn step(&self, key: &str) -> Option<&StepView> {
         self.steps.iter().find(|s| s.key == key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(step: &str, error: &str) -> Event {
+        Event::StepFailed {
+            step: step.into(),
+            attempt: 1,
+            activity: "a".into(),
+            error: error.into(),
+            retryable: true,
+            next_attempt_at: None,
+        }
+    }
+
+    #[test]
+    fn an_undo_that_failed_once_does_not_replace_the_cause_of_the_compensation() {
+        let mut s = Summary::new();
+        s.apply(&failed("nat", "InvalidParameterValue"));
+        s.apply(&Event::CompensationStarted { reason: "nat failed".into() });
+        s.apply(&failed("undo:zone", "Throttling"));
+        s.apply(&Event::Compensated);
+        assert_eq!(s.state, WorkflowState::Compensated);
+        assert_eq!(s.error.as_deref(), Some("nat: InvalidParameterValue"));
     }
 }

@@ -9,7 +9,10 @@ use infraflow_journal::Undo;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+use infraflow_activities::{Inventory, Lookup};
 
 use crate::context::{StepOptions, WfCtx};
 use crate::error::ActivityError;
@@ -37,6 +40,28 @@ pub fn aws_retry() -> RetryPolicy {
         max_interval: Duration::from_secs(15),
         max_attempts: 20,
         jitter: 0.2,
+    }
+}
+
+/// Whether a create step looks up before creating: its first attempt may skip the lookup when an
+/// inventory taken by this same execution, under the cluster's lease, says nothing is there
+/// (`Inventory::lookup_for`); every later attempt (a retry in place, a resume after a crash, a
+/// `retry` command) looks up, since an earlier attempt may have created it.
+pub struct FirstAttempt {
+    skip: bool,
+    tried: AtomicBool,
+}
+
+impl FirstAttempt {
+    /// `inventory` is None unless this execution took it.
+    pub fn new(inventory: Option<&Inventory>, id: &Identity) -> FirstAttempt {
+        let skip = inventory.is_some_and(|i| i.lookup_for(id) == Lookup::Skip);
+        FirstAttempt { skip, tried: AtomicBool::new(false) }
+    }
+
+    /// What this attempt does; call once per attempt.
+    pub fn lookup(&self) -> Lookup {
+        if self.skip && !self.tried.swap(true, Ordering::SeqCst) { Lookup::Skip } else { Lookup::First }
     }
 }
 

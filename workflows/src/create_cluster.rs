@@ -91,6 +91,11 @@ impl WorkflowDef for CreateCluster {
         "provision-infra, create-privatelink (private clusters) and a node pool per zone, as one workflow"
     }
 
+    /// 2: provision-infra's steps start as soon as their inputs exist, which moved their positions.
+    fn version(&self) -> u32 {
+        2
+    }
+
     fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError> {
         let mut c: CreateClusterInput = validate::decode(input)?;
         c.infra = c

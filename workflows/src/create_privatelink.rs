@@ -7,7 +7,7 @@ use infraflow_activities::elb::{self, short_name};
 use infraflow_activities::network::{self, SubnetInfo};
 use infraflow_activities::privatelink::{self, EndpointService};
 use infraflow_activities::security::{self, Rule};
-use infraflow_activities::{AwsPool, Identity, Kind, dns};
+use infraflow_activities::{AwsPool, Identity, Kind, Lookup, dns};
 use infraflow_journal::Undo;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -303,6 +303,7 @@ pub async fn create_privatelink(
                     &sg_name,
                     "PrivateLink endpoint",
                     &rules,
+                    Lookup::First,
                 )
                 .await?)
             },

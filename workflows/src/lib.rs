@@ -10,6 +10,7 @@ mod error;
 mod ids;
 mod lease;
 mod progress;
+mod provision_dag;
 mod registry;
 mod retry;
 mod runner;

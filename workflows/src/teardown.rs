@@ -174,14 +174,14 @@ pub async fn teardown(
         let inventory: BTreeMap<Kind, Vec<String>> = rctx
             .step_with("discover", "aws.discover-owned", &(infra_id, region), read_opts(), || async {
                 let aws = pool.region(region).await;
-                let mut found = BTreeMap::new();
-                for kind in Kind::TEARDOWN_ORDER {
-                    let ids = resources::find(&aws, kind, &Scope::Owned(infra_id.to_string())).await?;
-                    if !ids.is_empty() {
-                        found.insert(kind, ids);
-                    }
-                }
-                Ok(found)
+                let scope = Scope::Owned(infra_id.to_string());
+                // Every kind is read side by side: one round trip, not fifteen.
+                let reads = Kind::TEARDOWN_ORDER.map(|kind| {
+                    let (aws, scope) = (&aws, &scope);
+                    async move { resources::find(aws, kind, scope).await.map(|ids| (kind, ids)) }
+                });
+                let found = futures::future::try_join_all(reads).await?;
+                Ok(found.into_iter().filter(|(_, ids)| !ids.is_empty()).collect::<BTreeMap<_, _>>())
             })
             .await?;
         out.rounds = round;

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs provision-infra, create-cluster and teardown against moto through the test proxy with a
+# fixed delay on every AWS call (INFRAFLOW_BENCH_DELAY_MS, default 150), and prints calls,
+# mutating calls, wall time and wall / (calls x delay): the table BENCHMARKS.md records.
+# INFRAFLOW_TEST_STRICT=1 runs it under the strict-AWS proxy; INFRAFLOW_BENCH_VERBOSE=1 lists
+# the calls.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+INFRAFLOW_MOTO_SERVER="$(scripts/moto.sh install)"
+export INFRAFLOW_MOTO_SERVER
+cargo test -p infraflow-cmd --test latency_bench -- --ignored --nocapture 2>&1 | grep -E '^(delay|\||  )'

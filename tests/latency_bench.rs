@@ -1,0 +1,98 @@
+//! A benchmark, not a test: provision-infra, create-cluster and teardown through the test proxy
+//! with a fixed delay on every AWS call, as AWS answers in 50–300 ms. Run by
+//! `scripts/bench-latency.sh`; prints calls, mutating calls, wall time and wall / (calls × delay),
+//! the share of the calls' summed latency that the run waited for (1.0: fully sequential).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::aws::AwsEnv;
+use support::*;
+
+struct Row {
+    what: String,
+    calls: u32,
+    mutating: u32,
+    wall: Duration,
+}
+
+/// Lookups, reads and waits do not change AWS; everything else does.
+fn is_mutating(action: &str) -> bool {
+    match action.strip_prefix("route53 ") {
+        Some(rest) => !rest.starts_with("GET"),
+        None => !["Describe", "List", "Get"].iter().any(|p| action.starts_with(p)),
+    }
+}
+
+fn measure(e: &AwsEnv, what: &str, args: &[&str]) -> Row {
+    e.proxy.reset_counts();
+    let t0 = Instant::now();
+    let out = e.cli(args);
+    let wall = t0.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr(&out));
+    let counts = e.proxy.counts();
+    if std::env::var_os("INFRAFLOW_BENCH_VERBOSE").is_some() {
+        eprintln!("{}", stderr(&out));
+        for (action, n) in &counts {
+            eprintln!("  {what}: {n:>3}  {action}");
+        }
+    }
+    let calls = counts.values().sum();
+    let mutating = counts.iter().filter(|(a, _)| is_mutating(a)).map(|(_, n)| n).sum();
+    Row { what: what.to_string(), calls, mutating, wall }
+}
+
+#[test]
+#[ignore = "a benchmark: scripts/bench-latency.sh runs it"]
+fn provision_create_cluster_and_teardown_at_a_fixed_delay_per_call() {
+    let delay_ms: u64 = std::env::var("INFRAFLOW_BENCH_DELAY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
+    let delay = Duration::from_millis(delay_ms);
+    let zones = json!(["us-east-1a", "us-east-1b", "us-east-1c"]);
+    let mut rows = Vec::new();
+
+    let e = AwsEnv::new();
+    // moto builds each service's state on its first request (seconds, once): not AWS's cost.
+    e.c.block_on(e.c.ec2.describe_availability_zones().send()).unwrap();
+    e.c.block_on(e.c.ec2.describe_vpcs().send()).unwrap();
+    e.c.block_on(e.c.elb.describe_load_balancers().send()).unwrap();
+    e.c.block_on(e.c.classic.describe_load_balancers().send()).unwrap();
+    e.proxy.set_latency(delay);
+    let infra = json!({"name": "lat", "infraID": "lat-abcde", "region": "us-east-1", "zones": zones,
+                       "baseDomain": "example.com"});
+    let input = e.input("p.json", infra);
+    rows.push(measure(&e, "provision-infra (3 zones)", &["run", "provision-infra", "--input", &input, "--id", "p"]));
+    let down = e.input("t.json", json!({"infraID": "lat-abcde", "region": "us-east-1"}));
+    rows.push(measure(&e, "teardown of it", &["run", "teardown", "--input", &down, "--id", "t"]));
+
+    let cluster: Value = json!({
+        "infra": {"name": "cc", "infraID": "cc-abcde", "region": "us-east-1", "zones": zones,
+                  "baseDomain": "example.com", "endpointAccess": "PublicAndPrivate"},
+        "nodePool": {"replicas": 1, "instanceType": "m6i.xlarge", "imageID": "ami-12c6146b"},
+        "privateLink": {"allowedPrincipals": ["arn:aws:iam::123456789012:role/cpo"]}
+    });
+    let input = e.input("c.json", cluster);
+    rows.push(measure(
+        &e,
+        "create-cluster (3 zones, PrivateLink, 1 node/zone)",
+        &["run", "create-cluster", "--input", &input, "--id", "c"],
+    ));
+    let down = e.input("t2.json", json!({"infraID": "cc-abcde", "region": "us-east-1"}));
+    rows.push(measure(&e, "teardown of it", &["run", "teardown", "--input", &down, "--id", "t2"]));
+
+    println!("delay per AWS call: {delay_ms} ms");
+    println!("| run | calls | mutating | wall (s) | wall / (calls x delay) |");
+    println!("|---|---|---|---|---|");
+    for r in &rows {
+        let serial = delay.as_secs_f64() * f64::from(r.calls);
+        println!(
+            "| {} | {} | {} | {:.2} | {:.2} |",
+            r.what,
+            r.calls,
+            r.mutating,
+            r.wall.as_secs_f64(),
+            r.wall.as_secs_f64() / serial
+        );
+    }
+}
