@@ -3,7 +3,8 @@
 # fixed delay on every AWS call (INFRAFLOW_BENCH_DELAY_MS, default 150), and prints calls,
 # mutating calls, wall time and wall / (calls x delay): the table BENCHMARKS.md records.
 # INFRAFLOW_TEST_STRICT=1 runs it under the strict-AWS proxy; INFRAFLOW_BENCH_VERBOSE=1 lists
-# the calls.
+# the calls; INFRAFLOW_BENCH_BASELINE=/path/to/another/infraflow measures that build too, in the
+# same run (build an earlier commit in a worktree with its own CARGO_TARGET_DIR).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"

@@ -66,12 +66,12 @@ fn ten_thousand_waiting_workflows_and_a_restart_with_a_thousand_in_flight() {
     let (idle_rss, _) = memory_mib(d.id());
     terminate(&mut d, Duration::from_secs(30));
 
-    // 10,000 canaries on 10 clusters: 10 run (a step of ten minutes), 9,990 wait their turn.
+    // 10,000 canaries on 10 clusters: 10 run (a step of a minute), 9,990 wait their turn.
     let waiting = Scratch::new();
     let t0 = Instant::now();
     submit_canaries(
         &waiting,
-        (0..10_000).map(|i| json!({"steps": 1, "stepMillis": 600_000, "cluster": format!("c{}", i % 10)})),
+        (0..10_000).map(|i| json!({"steps": 1, "stepMillis": 60_000, "cluster": format!("c{}", i % 10)})),
     );
     let submit_secs = t0.elapsed().as_secs_f64();
     let mut d = waiting.spawn_daemon(&["--workers", "16"], &[]);
@@ -86,7 +86,7 @@ fn ten_thousand_waiting_workflows_and_a_restart_with_a_thousand_in_flight() {
 
     // 1,000 canaries on their own clusters, all in flight; kill -9; a new daemon takes them over.
     let flight = Scratch::new();
-    submit_canaries(&flight, (0..1_000).map(|_| json!({"steps": 2, "stepMillis": 600_000})));
+    submit_canaries(&flight, (0..1_000).map(|_| json!({"steps": 2, "stepMillis": 60_000})));
     let mut d = flight.spawn_daemon(&["--workers", "1000"], &[]);
     flight.wait_for_daemon_start(1);
     let first = format!(":{}:", d.id());

@@ -5,6 +5,7 @@
 
 mod support;
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -26,10 +27,20 @@ fn is_mutating(action: &str) -> bool {
     }
 }
 
-fn measure(e: &AwsEnv, what: &str, args: &[&str]) -> Row {
+/// `bin --db <journal> ARGS` through the env's proxy.
+fn run(e: &AwsEnv, bin: &Path, args: &[&str]) -> std::process::Output {
+    let mut c = std::process::Command::new(bin);
+    c.arg("--db").arg(e.s.db()).args(args).stdin(std::process::Stdio::null());
+    for (k, v) in support::moto::aws_env(&e.proxy.endpoint()) {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn measure(e: &AwsEnv, bin: &Path, what: &str, args: &[&str]) -> Row {
     e.proxy.reset_counts();
     let t0 = Instant::now();
-    let out = e.cli(args);
+    let out = run(e, bin, args);
     let wall = t0.elapsed();
     assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr(&out));
     let counts = e.proxy.counts();
@@ -44,14 +55,10 @@ fn measure(e: &AwsEnv, what: &str, args: &[&str]) -> Row {
     Row { what: what.to_string(), calls, mutating, wall }
 }
 
-#[test]
-#[ignore = "a benchmark: scripts/bench-latency.sh runs it"]
-fn provision_create_cluster_and_teardown_at_a_fixed_delay_per_call() {
-    let delay_ms: u64 = std::env::var("INFRAFLOW_BENCH_DELAY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
-    let delay = Duration::from_millis(delay_ms);
+/// The four runs on a fresh moto with `bin`.
+fn suite(bin: &Path, delay: Duration) -> Vec<Row> {
     let zones = json!(["us-east-1a", "us-east-1b", "us-east-1c"]);
     let mut rows = Vec::new();
-
     let e = AwsEnv::new();
     // moto builds each service's state on its first request (seconds, once): not AWS's cost.
     e.c.block_on(e.c.ec2.describe_availability_zones().send()).unwrap();
@@ -62,9 +69,14 @@ fn provision_create_cluster_and_teardown_at_a_fixed_delay_per_call() {
     let infra = json!({"name": "lat", "infraID": "lat-abcde", "region": "us-east-1", "zones": zones,
                        "baseDomain": "example.com"});
     let input = e.input("p.json", infra);
-    rows.push(measure(&e, "provision-infra (3 zones)", &["run", "provision-infra", "--input", &input, "--id", "p"]));
+    rows.push(measure(
+        &e,
+        bin,
+        "provision-infra (3 zones)",
+        &["run", "provision-infra", "--input", &input, "--id", "p"],
+    ));
     let down = e.input("t.json", json!({"infraID": "lat-abcde", "region": "us-east-1"}));
-    rows.push(measure(&e, "teardown of it", &["run", "teardown", "--input", &down, "--id", "t"]));
+    rows.push(measure(&e, bin, "teardown of it", &["run", "teardown", "--input", &down, "--id", "t"]));
 
     let cluster: Value = json!({
         "infra": {"name": "cc", "infraID": "cc-abcde", "region": "us-east-1", "zones": zones,
@@ -75,24 +87,42 @@ fn provision_create_cluster_and_teardown_at_a_fixed_delay_per_call() {
     let input = e.input("c.json", cluster);
     rows.push(measure(
         &e,
+        bin,
         "create-cluster (3 zones, PrivateLink, 1 node/zone)",
         &["run", "create-cluster", "--input", &input, "--id", "c"],
     ));
     let down = e.input("t2.json", json!({"infraID": "cc-abcde", "region": "us-east-1"}));
-    rows.push(measure(&e, "teardown of it", &["run", "teardown", "--input", &down, "--id", "t2"]));
+    rows.push(measure(&e, bin, "teardown of it", &["run", "teardown", "--input", &down, "--id", "t2"]));
+    rows
+}
 
-    println!("delay per AWS call: {delay_ms} ms");
+#[test]
+#[ignore = "a benchmark: scripts/bench-latency.sh runs it"]
+fn provision_create_cluster_and_teardown_at_a_fixed_delay_per_call() {
+    let delay_ms: u64 = std::env::var("INFRAFLOW_BENCH_DELAY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
+    let delay = Duration::from_millis(delay_ms);
+    // Another build of infraflow (an earlier commit, say) measured in the same run, on its own moto.
+    let baseline = std::env::var_os("INFRAFLOW_BENCH_BASELINE").map(PathBuf::from);
+    let rows = suite(&infraflow(), delay);
+    let base = baseline.as_deref().map(|b| suite(b, delay));
+
+    println!("delay per AWS call: {delay_ms} ms{}", if base.is_some() { "; baseline in brackets" } else { "" });
     println!("| run | calls | mutating | wall (s) | wall / (calls x delay) |");
     println!("|---|---|---|---|---|");
-    for r in &rows {
-        let serial = delay.as_secs_f64() * f64::from(r.calls);
+    let ratio = |r: &Row| r.wall.as_secs_f64() / (delay.as_secs_f64() * f64::from(r.calls));
+    for (i, r) in rows.iter().enumerate() {
+        let b = base.as_ref().map(|b| &b[i]);
+        let with = |now: String, then: Option<String>| match then {
+            Some(t) => format!("{now} [{t}]"),
+            None => now,
+        };
         println!(
-            "| {} | {} | {} | {:.2} | {:.2} |",
+            "| {} | {} | {} | {} | {} |",
             r.what,
-            r.calls,
-            r.mutating,
-            r.wall.as_secs_f64(),
-            r.wall.as_secs_f64() / serial
+            with(r.calls.to_string(), b.map(|b| b.calls.to_string())),
+            with(r.mutating.to_string(), b.map(|b| b.mutating.to_string())),
+            with(format!("{:.2}", r.wall.as_secs_f64()), b.map(|b| format!("{:.2}", b.wall.as_secs_f64()))),
+            with(format!("{:.2}", ratio(r)), b.map(|b| format!("{:.2}", ratio(b)))),
         );
     }
 }

@@ -140,3 +140,22 @@ pub async fn take_inventory(aws: &Aws, keys: &BTreeSet<String>) -> AwsResult<Inv
     }
     Ok(Inventory { looked: wanted, present })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(role: &str) -> Identity {
+        Identity::new("c-abcde", role, None, String::new())
+    }
+
+    #[test]
+    fn only_a_cluster_with_nothing_of_its_own_skips_lookups_and_only_for_keys_it_read() {
+        let looked: BTreeSet<String> = [id("vpc").key(), id("nat").key()].into();
+        let empty = Inventory { looked: looked.clone(), present: BTreeSet::new() };
+        assert_eq!(empty.lookup_for(&id("vpc")), Lookup::Skip);
+        assert_eq!(empty.lookup_for(&id("igw")), Lookup::First, "a key it did not read");
+        let live = Inventory { looked, present: [id("nat").key()].into() };
+        assert_eq!(live.lookup_for(&id("vpc")), Lookup::First, "anything present: look up everything");
+    }
+}

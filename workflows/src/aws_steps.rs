@@ -203,3 +203,19 @@ pub fn register(r: &mut Registry, pool: AwsPool) {
         }
     });
 }
+
+#[cfg(test)]
+mod first_attempt_tests {
+    use super::*;
+
+    #[test]
+    fn only_the_first_attempt_of_this_execution_skips_the_lookup() {
+        let id = Identity::new("c-abcde", "vpc", None, String::new());
+        let empty = Inventory { looked: [id.key()].into(), present: Default::default() };
+        let f = FirstAttempt::new(Some(&empty), &id);
+        assert_eq!(f.lookup(), Lookup::Skip);
+        assert_eq!(f.lookup(), Lookup::First, "a retry looks up: the first attempt may have created it");
+        let replayed = FirstAttempt::new(None, &id);
+        assert_eq!(replayed.lookup(), Lookup::First, "an inventory from the journal is history");
+    }
+}
