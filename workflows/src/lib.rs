@@ -2,27 +2,51 @@
 //! engine journals each step, skips completed ones on replay, retries durably, compensates on
 //! failure, and runs workflows under leases so two processes never run the same one.
 
-mod aws_steps;
+// The engine (`engine/`): journaled steps, replay, retries, compensation, leases. It never
+// imports a workflow or `infraflow_activities`. Paths keep the flat module names.
+#[path = "engine/clock.rs"]
 mod clock;
+#[path = "engine/context.rs"]
 mod context;
+#[path = "engine/engine.rs"]
 mod engine;
+#[path = "engine/error.rs"]
 mod error;
+#[path = "engine/ids.rs"]
 mod ids;
+#[path = "engine/lease.rs"]
 mod lease;
+#[path = "engine/progress.rs"]
 mod progress;
-mod provision_dag;
+#[path = "engine/registry.rs"]
 mod registry;
+#[path = "engine/retry.rs"]
 mod retry;
+#[path = "engine/runner.rs"]
 mod runner;
+#[path = "engine/signals.rs"]
 mod signals;
-mod validate;
 
+// The workflows (`flows/`), built on the engine and the AWS activities.
+#[path = "flows/aws_steps.rs"]
+mod aws_steps;
+#[path = "flows/provision_dag.rs"]
+mod provision_dag;
+#[path = "flows/validate.rs"]
+mod validate;
+#[path = "flows/canary.rs"]
 pub mod canary;
+#[path = "flows/create_cluster.rs"]
 pub mod create_cluster;
+#[path = "flows/create_privatelink.rs"]
 pub mod create_privatelink;
+#[path = "flows/policy.rs"]
 pub mod policy;
+#[path = "flows/provision_infra.rs"]
 pub mod provision_infra;
+#[path = "flows/scale_nodepool.rs"]
 pub mod scale_nodepool;
+#[path = "flows/teardown.rs"]
 pub mod teardown;
 
 pub use clock::{Clock, Sleep, SystemClock, TestClock};
