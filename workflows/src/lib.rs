@@ -30,10 +30,6 @@ mod signals;
 // The workflows (`flows/`), built on the engine and the AWS activities.
 #[path = "flows/aws_steps.rs"]
 mod aws_steps;
-#[path = "flows/provision_dag.rs"]
-mod provision_dag;
-#[path = "flows/validate.rs"]
-mod validate;
 #[path = "flows/canary.rs"]
 pub mod canary;
 #[path = "flows/create_cluster.rs"]
@@ -42,12 +38,16 @@ pub mod create_cluster;
 pub mod create_privatelink;
 #[path = "flows/policy.rs"]
 pub mod policy;
+#[path = "flows/provision_dag.rs"]
+mod provision_dag;
 #[path = "flows/provision_infra.rs"]
 pub mod provision_infra;
 #[path = "flows/scale_nodepool.rs"]
 pub mod scale_nodepool;
 #[path = "flows/teardown.rs"]
 pub mod teardown;
+#[path = "flows/validate.rs"]
+mod validate;
 
 pub use clock::{Clock, Sleep, SystemClock, TestClock};
 pub use context::{Signals, StepOptions, WfCtx, input_hash, join_branches};

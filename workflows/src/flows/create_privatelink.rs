@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::aws_steps::{RESTORE_RECORDS, RestoreRecords, aws_retry, create_opts, probe_environment, read_opts};
-use crate::context::{StepOptions, WfCtx, join_branches};
+use crate::context::{StepOptions, WfCtx, join_branches, join_pair};
 use crate::error::{ActivityError, InputError, StepError};
 use crate::registry::{BoxFuture, Validated, WorkflowDef};
 use crate::validate;
@@ -189,6 +189,9 @@ async fn service_side(
     let name = short_name(&format!("{}-{role}", p.infra_id));
     let ident = |r: &str| Identity::new(&p.infra_id, r, None, name.clone()).with_tags(&[], ctx.workflow_id());
     let tg_id = ident(&format!("{role}-tg"));
+    // One after the other although neither needs the other: the listener links them, and only
+    // deleting the load balancer removes it, so compensation (newest first) must meet the load
+    // balancer before the target group.
     let tg: String = sctx
         .step_with(
             "target-group",
@@ -270,6 +273,33 @@ pub async fn create_privatelink(
         })
         .await?;
 
+    let mut rules = vec![Rule::new("tcp", 443, 443, &p.guest.machine_cidr)];
+    if p.expose_api_server {
+        rules.push(Rule::new("tcp", 6443, 6443, &p.guest.machine_cidr));
+    }
+    let sg_ident = Identity::new(&p.infra_id, "vpce-sg", None, format!("{}-vpce-private-router", p.infra_id))
+        .with_tags(&[], ctx.workflow_id());
+    let sg_name = format!("{}-vpce-private-router", p.infra_id);
+    let sg = ctx.step_with(
+        "security-group",
+        "ec2.ensure-security-group",
+        &(&sg_ident, &rules),
+        create_opts(region, Kind::SecurityGroup, &sg_ident),
+        || async {
+            let aws = pool.region(region).await;
+            Ok(security::ensure_security_group(
+                &aws,
+                &sg_ident,
+                &p.guest.vpc_id,
+                &sg_name,
+                "PrivateLink endpoint",
+                &rules,
+                Lookup::First,
+            )
+            .await?)
+        },
+    );
+
     let router = service_side(ctx, pool, p, "private-router", 443);
     let api = async {
         if p.expose_api_server {
@@ -278,37 +308,9 @@ pub async fn create_privatelink(
             Ok(None)
         }
     };
-    let (router, api) = futures::join!(router, api);
-    let (router, api) = (router?, api?);
-
-    let mut rules = vec![Rule::new("tcp", 443, 443, &p.guest.machine_cidr)];
-    if p.expose_api_server {
-        rules.push(Rule::new("tcp", 6443, 6443, &p.guest.machine_cidr));
-    }
-    let sg_ident = Identity::new(&p.infra_id, "vpce-sg", None, format!("{}-vpce-private-router", p.infra_id))
-        .with_tags(&[], ctx.workflow_id());
-    let sg_name = format!("{}-vpce-private-router", p.infra_id);
-    let sg: String = ctx
-        .step_with(
-            "security-group",
-            "ec2.ensure-security-group",
-            &(&sg_ident, &rules),
-            create_opts(region, Kind::SecurityGroup, &sg_ident),
-            || async {
-                let aws = pool.region(region).await;
-                Ok(security::ensure_security_group(
-                    &aws,
-                    &sg_ident,
-                    &p.guest.vpc_id,
-                    &sg_name,
-                    "PrivateLink endpoint",
-                    &rules,
-                    Lookup::First,
-                )
-                .await?)
-            },
-        )
-        .await?;
+    // The endpoint's security group needs only the guest VPC: beside the services. (Created
+    // first, it keeps its place among the steps: positions are counted at the call.)
+    let (sg, (router, api)): (String, _) = join_pair(sg, join_pair(router, api)).await?;
 
     // Zone names are per-account aliases: compare zone IDs (seeds/000).
     let services: Vec<&EndpointService> =
