@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use aws_sdk_ec2::types::{Filter, Tag};
 use futures::FutureExt;
+use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
@@ -48,16 +49,22 @@ impl Inventory {
     }
 }
 
-fn keys_in<'a>(tags: impl Iterator<Item = &'a [Tag]>, wanted: &BTreeSet<String>, into: &mut BTreeSet<String>) {
-    for tag in tags.flatten() {
-        // Checked on what comes back: some implementations ignore tag filters on some calls.
-        if tag.key() == Some(IDENTITY_TAG)
-            && let Some(v) = tag.value()
-            && wanted.contains(v)
-        {
-            into.insert(v.to_string());
-        }
-    }
+/// What one read found: the wanted identity keys it listed, and whether a page was left unread.
+struct Found {
+    keys: BTreeSet<String>,
+    truncated: bool,
+}
+
+fn found<'a>(tags: impl Iterator<Item = &'a [Tag]>, next_token: Option<&str>, wanted: &BTreeSet<String>) -> Found {
+    // Checked on what comes back: some implementations ignore tag filters on some calls.
+    let keys = tags
+        .flatten()
+        .filter(|t| t.key() == Some(IDENTITY_TAG))
+        .filter_map(|t| t.value())
+        .filter(|v| wanted.contains(*v))
+        .map(str::to_string)
+        .collect();
+    Found { keys, truncated: next_token.is_some_and(|t| !t.is_empty()) }
 }
 
 /// Reads, in parallel, the VPCs, DHCP options, internet gateways, security groups, subnets,
@@ -67,77 +74,70 @@ pub async fn take_inventory(aws: &Aws, keys: &BTreeSet<String>) -> AwsResult<Inv
     let f = || {
         Filter::builder().name(format!("tag:{IDENTITY_TAG}")).set_values(Some(wanted.iter().cloned().collect())).build()
     };
-    let ec2 = &aws.ec2;
+    let (ec2, w) = (&aws.ec2, &wanted);
     // Each read retried in place (nine must succeed together) and boxed (nine SDK futures
     // inline would make one very large future).
-    let (vpcs, dopts, igws, groups, subnets, addrs, nats, tables, endpoints) = tokio::try_join!(
+    let reads: Vec<BoxFuture<'_, AwsResult<Found>>> = vec![
         read_retrying(|| async {
-            ec2.describe_vpcs().filters(f()).send().await.map_err(|e| classify("DescribeVpcs", e))
+            let o = ec2.describe_vpcs().filters(f()).send().await.map_err(|e| classify("DescribeVpcs", e))?;
+            Ok(found(o.vpcs().iter().map(|r| r.tags()), o.next_token(), w))
         })
         .boxed(),
         read_retrying(|| async {
-            ec2.describe_dhcp_options().filters(f()).send().await.map_err(|e| classify("DescribeDhcpOptions", e))
+            let o = ec2.describe_dhcp_options().filters(f()).send().await;
+            let o = o.map_err(|e| classify("DescribeDhcpOptions", e))?;
+            Ok(found(o.dhcp_options().iter().map(|r| r.tags()), o.next_token(), w))
         })
         .boxed(),
         read_retrying(|| async {
-            ec2.describe_internet_gateways()
-                .filters(f())
-                .send()
-                .await
-                .map_err(|e| classify("DescribeInternetGateways", e))
+            let o = ec2.describe_internet_gateways().filters(f()).send().await;
+            let o = o.map_err(|e| classify("DescribeInternetGateways", e))?;
+            Ok(found(o.internet_gateways().iter().map(|r| r.tags()), o.next_token(), w))
         })
         .boxed(),
         read_retrying(|| async {
-            ec2.describe_security_groups().filters(f()).send().await.map_err(|e| classify("DescribeSecurityGroups", e))
+            let o = ec2.describe_security_groups().filters(f()).send().await;
+            let o = o.map_err(|e| classify("DescribeSecurityGroups", e))?;
+            Ok(found(o.security_groups().iter().map(|r| r.tags()), o.next_token(), w))
         })
         .boxed(),
         read_retrying(|| async {
-            ec2.describe_subnets().filters(f()).send().await.map_err(|e| classify("DescribeSubnets", e))
+            let o = ec2.describe_subnets().filters(f()).send().await.map_err(|e| classify("DescribeSubnets", e))?;
+            Ok(found(o.subnets().iter().map(|r| r.tags()), o.next_token(), w))
         })
         .boxed(),
         read_retrying(|| async {
-            ec2.describe_addresses().filters(f()).send().await.map_err(|e| classify("DescribeAddresses", e))
+            let o = ec2.describe_addresses().filters(f()).send().await;
+            let o = o.map_err(|e| classify("DescribeAddresses", e))?;
+            // DescribeAddresses has no pages.
+            Ok(found(o.addresses().iter().map(|r| r.tags()), None, w))
         })
         .boxed(),
         read_retrying(|| async {
-            ec2.describe_nat_gateways().filter(f()).send().await.map_err(|e| classify("DescribeNatGateways", e))
+            let o = ec2.describe_nat_gateways().filter(f()).send().await;
+            let o = o.map_err(|e| classify("DescribeNatGateways", e))?;
+            Ok(found(o.nat_gateways().iter().map(|r| r.tags()), o.next_token(), w))
         })
         .boxed(),
         read_retrying(|| async {
-            ec2.describe_route_tables().filters(f()).send().await.map_err(|e| classify("DescribeRouteTables", e))
+            let o = ec2.describe_route_tables().filters(f()).send().await;
+            let o = o.map_err(|e| classify("DescribeRouteTables", e))?;
+            Ok(found(o.route_tables().iter().map(|r| r.tags()), o.next_token(), w))
         })
         .boxed(),
         read_retrying(|| async {
-            ec2.describe_vpc_endpoints().filters(f()).send().await.map_err(|e| classify("DescribeVpcEndpoints", e))
+            let o = ec2.describe_vpc_endpoints().filters(f()).send().await;
+            let o = o.map_err(|e| classify("DescribeVpcEndpoints", e))?;
+            Ok(found(o.vpc_endpoints().iter().map(|r| r.tags()), o.next_token(), w))
         })
         .boxed(),
-    )?;
-    let mut present = BTreeSet::new();
-    keys_in(vpcs.vpcs().iter().map(|r| r.tags()), &wanted, &mut present);
-    keys_in(dopts.dhcp_options().iter().map(|r| r.tags()), &wanted, &mut present);
-    keys_in(igws.internet_gateways().iter().map(|r| r.tags()), &wanted, &mut present);
-    keys_in(groups.security_groups().iter().map(|r| r.tags()), &wanted, &mut present);
-    keys_in(subnets.subnets().iter().map(|r| r.tags()), &wanted, &mut present);
-    keys_in(addrs.addresses().iter().map(|r| r.tags()), &wanted, &mut present);
-    keys_in(nats.nat_gateways().iter().map(|r| r.tags()), &wanted, &mut present);
-    keys_in(tables.route_tables().iter().map(|r| r.tags()), &wanted, &mut present);
-    keys_in(endpoints.vpc_endpoints().iter().map(|r| r.tags()), &wanted, &mut present);
-    let truncated = [
-        vpcs.next_token(),
-        dopts.next_token(),
-        igws.next_token(),
-        groups.next_token(),
-        subnets.next_token(),
-        nats.next_token(),
-        tables.next_token(),
-        endpoints.next_token(),
-    ]
-    .iter()
-    .any(|t| t.is_some_and(|t| !t.is_empty()));
-    if truncated {
+    ];
+    let all = futures::future::try_join_all(reads).await?;
+    if all.iter().any(|f| f.truncated) {
         // A page was left unread: nothing may be presumed absent.
         return Ok(Inventory { looked: wanted, present: keys.clone() });
     }
+    let present = all.into_iter().flat_map(|f| f.keys).collect();
     Ok(Inventory { looked: wanted, present })
 }
 
