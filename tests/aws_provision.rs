@@ -298,7 +298,9 @@ fn throttling_5xx_and_dropped_connections_on_a_quarter_of_requests_still_give_th
     let faults = proxy.faults();
     eprintln!("faults injected: {faults:?}");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(faults.values().sum::<u32>() >= 10, "the chaos was real: {faults:?}");
+    // A quarter of ~64 calls (and their retries): 16 expected; 5 rules out a proxy that injected
+    // nothing without failing one seed in a thousand.
+    assert!(faults.values().sum::<u32>() >= 5, "the chaos was real: {faults:?}");
     Inventory::read(&e.c, "chaos-abcde").assert_provisioned(&e.c, 3, 3, "chaos", "example.com");
 }
 

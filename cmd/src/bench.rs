@@ -1,11 +1,12 @@
-//! `infraflow bench`: durable no-op steps per second on this disk, against SQLite's own ceiling
-//! measured in the same run and mode, so the figures travel between machines as ratios.
+//! `infraflow bench`: durable no-op steps per second on this disk (SQLite) or server
+//! (PostgreSQL), against the backend's own raw commit ceiling measured in the same run, so the
+//! figures travel between machines as ratios.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use infraflow_journal::{Journal, WorkflowState};
+use infraflow_journal::{Journal, Location, PgTarget, WorkflowState};
 use infraflow_workflows::{Engine, EngineConfig, Signals, Submission, SystemClock, base_registry};
 use serde_json::json;
 
@@ -41,8 +42,8 @@ impl Drop for Scratch {
     }
 }
 
-async fn steps_per_second(path: &Path, workflows: u32, steps: u32) -> Result<f64, Failure> {
-    let journal = Journal::open(path)?;
+async fn steps_per_second(location: &Location, workflows: u32, steps: u32) -> Result<f64, Failure> {
+    let journal = Journal::open_at(location)?;
     let engine = Arc::new(Engine::new(journal, base_registry(), Arc::new(SystemClock), EngineConfig::default()));
     let mut ids = Vec::new();
     for _ in 0..workflows {
@@ -85,8 +86,8 @@ async fn round(scratch: &Scratch, steps: u32) -> Result<(f64, f64, f64), Failure
     let c = tokio::task::spawn_blocking(move || infraflow_journal::raw_insert_ceiling(&raw_path, RAW_TRANSACTIONS))
         .await
         .map_err(|e| Failure::other(e.to_string()))??;
-    let a = steps_per_second(&scratch.file("seq"), 1, steps).await?;
-    let b = steps_per_second(&scratch.file("par"), CONCURRENT_WORKFLOWS, CONCURRENT_STEPS).await?;
+    let a = steps_per_second(&Location::Sqlite(scratch.file("seq")), 1, steps).await?;
+    let b = steps_per_second(&Location::Sqlite(scratch.file("par")), CONCURRENT_WORKFLOWS, CONCURRENT_STEPS).await?;
     scratch.clear();
     Ok((c, a, b))
 }
@@ -137,6 +138,63 @@ pub async fn bench(dir: &Path, steps: u32, rounds: u32, json_out: bool) -> CmdRe
         println!(
             "(b) {CONCURRENT_WORKFLOWS} workflows x {CONCURRENT_STEPS} steps, all at once:                     {b:>9.0} steps/s   b/c = {:.2}",
             b / c
+        );
+    }
+    Ok(OK)
+}
+
+/// Clients of pgbench's usual many-client figure.
+const PG_CLIENTS: u32 = 16;
+
+/// The same (a) and (b) on a PostgreSQL journal, against the server's single-row INSERT ceiling
+/// from 1 and from 16 clients. The bench's workflows stay in the database (they are finished
+/// canaries; `prune` removes them).
+pub async fn bench_postgres(target: &PgTarget, steps: u32, rounds: u32, json_out: bool) -> CmdResult {
+    if rounds == 0 {
+        return Err(Failure::usage("bench: --rounds must be at least 1"));
+    }
+    if !json_out {
+        eprintln!("infraflow bench: {rounds} rounds against {target}");
+    }
+    let location = Location::Postgres(target.clone());
+    let (mut c1s, mut c16s, mut as_, mut bs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..rounds {
+        let c1 = infraflow_journal::postgres_commit_ceiling(target, 1, RAW_TRANSACTIONS).await?;
+        let c16 = infraflow_journal::postgres_commit_ceiling(target, PG_CLIENTS, RAW_TRANSACTIONS / 4).await?;
+        let a = steps_per_second(&location, 1, steps).await?;
+        let b = steps_per_second(&location, CONCURRENT_WORKFLOWS, CONCURRENT_STEPS).await?;
+        if !json_out {
+            eprintln!("  round {}: c1 {c1:.0} tx/s, c16 {c16:.0} tx/s, a {a:.0} steps/s, b {b:.0} steps/s", i + 1);
+        }
+        c1s.push(c1);
+        c16s.push(c16);
+        as_.push(a);
+        bs.push(b);
+    }
+    let (c1, c16, a, b) = (median(c1s.clone()), median(c16s.clone()), median(as_.clone()), median(bs.clone()));
+    if json_out {
+        let v = json!({
+            "rawInsertTxPerSec1Client": c1,
+            "rawInsertTxPerSec16Clients": c16,
+            "sequentialStepsPerSec": a,
+            "concurrentStepsPerSec": b,
+            "sequentialOverRaw1Client": a / c1,
+            "rounds": { "raw1": c1s, "raw16": c16s, "sequential": as_, "concurrent": bs },
+            "sequentialSteps": steps,
+            "concurrentWorkflows": CONCURRENT_WORKFLOWS,
+            "concurrentStepsEach": CONCURRENT_STEPS,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        println!("medians of {rounds} rounds, PostgreSQL at {target}:");
+        println!("(c1) raw ceiling: single-row INSERT transactions, 1 client:   {c1:>9.0} tx/s");
+        println!("(c16) raw ceiling: single-row INSERT transactions, {PG_CLIENTS} clients: {c16:>9.0} tx/s");
+        println!(
+            "(a) 1 workflow x {steps} sequential durable steps:              {a:>9.0} steps/s   a/c1 = {:.2}",
+            a / c1
+        );
+        println!(
+            "(b) {CONCURRENT_WORKFLOWS} workflows x {CONCURRENT_STEPS} steps, all at once:                     {b:>9.0} steps/s"
         );
     }
     Ok(OK)

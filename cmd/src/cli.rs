@@ -7,9 +7,11 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "infraflow", version, about = "Durable, crash-safe provisioning of HyperShift AWS infrastructure")]
 pub struct Cli {
-    /// The journal file [default: $XDG_STATE_HOME/infraflow/journal.sqlite3]
-    #[arg(long, global = true, env = "INFRAFLOW_DB", value_name = "PATH")]
-    pub db: Option<PathBuf>,
+    /// The journal: a SQLite file, or a postgres://USER@HOST:PORT/DATABASE URL shared by daemons
+    /// on several hosts (password from the URL, PGPASSWORD or ~/.pgpass)
+    /// [default: $XDG_STATE_HOME/infraflow/journal.sqlite3]
+    #[arg(long, global = true, env = "INFRAFLOW_DB", value_name = "PATH|URL")]
+    pub db: Option<String>,
     /// Log lines on stderr: `text` for people, `json` for log pipelines (one object a line, with
     /// the workflow id, step key and attempt as fields).
     #[arg(long, global = true, env = "INFRAFLOW_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -128,8 +130,8 @@ pub struct StatusArgs {
 #[derive(Debug, Parser)]
 #[command(name = "workflow-status", version, about = "Where each infraflow workflow stands")]
 pub struct StatusCli {
-    #[arg(long, env = "INFRAFLOW_DB", value_name = "PATH")]
-    pub db: Option<PathBuf>,
+    #[arg(long, env = "INFRAFLOW_DB", value_name = "PATH|URL")]
+    pub db: Option<String>,
     #[command(flatten)]
     pub args: StatusArgs,
 }

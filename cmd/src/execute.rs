@@ -1,9 +1,8 @@
 //! `submit`, `run`, `cancel`, `retry` and `daemon`: the commands that write to the journal.
 
-use std::path::Path;
 use std::sync::Arc;
 
-use infraflow_journal::{Journal, RequestOutcome, WorkflowState};
+use infraflow_journal::{Journal, Location, RequestOutcome, WorkflowState};
 use infraflow_workflows::{Engine, EngineConfig, Observer, Registry, Signals, Submission, SystemClock};
 
 use crate::cli::SubmitArgs;
@@ -14,9 +13,9 @@ use crate::progress::{stderr_printer, tracing_observer};
 use crate::registry::full_registry;
 use crate::signals::forward_interrupts;
 
-fn open_engine(db: &Path, registry: Registry, observer: Observer) -> Result<Engine, Failure> {
+fn open_engine(db: &Location, registry: Registry, observer: Observer) -> Result<Engine, Failure> {
     prepare_dir(db)?;
-    let journal = Journal::open(db)?;
+    let journal = Journal::open_at(db)?;
     Ok(Engine::new(journal, registry, Arc::new(SystemClock), EngineConfig::default()).with_observer(observer))
 }
 
@@ -39,7 +38,7 @@ fn validated_submission(args: &SubmitArgs, registry: &Registry) -> Result<Submis
     Ok(Submission { workflow: args.workflow.clone(), input, id: Some(id), no_rollback: args.no_rollback })
 }
 
-pub async fn submit(db: &Path, args: &SubmitArgs) -> CmdResult {
+pub async fn submit(db: &Location, args: &SubmitArgs) -> CmdResult {
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
     let engine = open_engine(db, registry, tracing_observer())?;
@@ -48,7 +47,7 @@ pub async fn submit(db: &Path, args: &SubmitArgs) -> CmdResult {
     Ok(OK)
 }
 
-pub async fn run(db: &Path, args: &SubmitArgs) -> CmdResult {
+pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
     let engine = open_engine(db, registry, stderr_printer())?;
@@ -62,7 +61,7 @@ pub async fn run(db: &Path, args: &SubmitArgs) -> CmdResult {
     see_through(&engine, &submitted.id, WorkflowState::Completed).await
 }
 
-pub async fn cancel(db: &Path, id: &str, detach: bool) -> CmdResult {
+pub async fn cancel(db: &Location, id: &str, detach: bool) -> CmdResult {
     let engine = open_engine(db, full_registry(), stderr_printer())?;
     match engine.journal().request_cancel(id, SystemClock.now()).await? {
         RequestOutcome::Done(_) => eprintln!("infraflow: cancel of {id} requested"),
@@ -79,7 +78,7 @@ pub async fn cancel(db: &Path, id: &str, detach: bool) -> CmdResult {
     see_through(&engine, id, WorkflowState::Compensated).await
 }
 
-pub async fn retry(db: &Path, id: &str, detach: bool) -> CmdResult {
+pub async fn retry(db: &Location, id: &str, detach: bool) -> CmdResult {
     let engine = open_engine(db, full_registry(), stderr_printer())?;
     match engine.journal().request_resume(id, SystemClock.now()).await? {
         RequestOutcome::Done(state) => eprintln!("infraflow: {id} resumed ({state})"),
@@ -116,13 +115,13 @@ async fn see_through(engine: &Engine, id: &str, success: WorkflowState) -> CmdRe
     Ok(WORKFLOW_FAILED)
 }
 
-pub async fn daemon(db: &Path, workers: u16, listen: Option<std::net::SocketAddr>) -> CmdResult {
+pub async fn daemon(db: &Location, workers: u16, listen: Option<std::net::SocketAddr>) -> CmdResult {
     let shutdown = Arc::new(Signals::default());
     forward_interrupts(shutdown.clone(), "the daemon");
     let metrics = crate::metrics::Metrics::new();
     let engine = Arc::new(open_engine(db, full_registry(), metrics.observer(tracing_observer()))?);
     engine.journal().verify()?;
-    tracing::info!(journal = %db.display(), "journal opened and verified");
+    tracing::info!(journal = %db, "journal opened and verified");
     if let Some(addr) = listen {
         let listener = tokio::net::TcpListener::bind(addr)
             .await

@@ -52,7 +52,8 @@ impl From<JournalError> for Failure {
             e @ (JournalError::Missing { .. }
             | JournalError::UnknownWorkflow(_)
             | JournalError::NotAJournal { .. }
-            | JournalError::TooNew { .. }) => Failure::usage(e.to_string()),
+            | JournalError::TooNew { .. }
+            | JournalError::BadLocation { .. }) => Failure::usage(e.to_string()),
             e => Failure::other(e.to_string()),
         }
     }

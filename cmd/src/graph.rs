@@ -4,9 +4,8 @@
 //! and joins the parent step recorded just after it. Nodes carry state, attempts and duration.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 
-use infraflow_journal::{Event, Journal, StepView};
+use infraflow_journal::{Event, Journal, Location, StepView};
 
 use crate::failure::{CmdResult, Failure, OK};
 
@@ -21,8 +20,8 @@ struct Node {
     state: String,
 }
 
-pub fn graph(db: &Path, target: &str, format: GraphFormat) -> CmdResult {
-    let journal = Journal::open_read_only(db)?;
+pub fn graph(db: &Location, target: &str, format: GraphFormat) -> CmdResult {
+    let journal = Journal::open_read_only_at(db)?;
     let id = match journal.row(target)? {
         Some(_) => target.to_string(),
         None => journal
@@ -34,7 +33,7 @@ pub fn graph(db: &Path, target: &str, format: GraphFormat) -> CmdResult {
             .ok_or_else(|| {
                 Failure::usage(format!(
                     "no workflow with id {target} and no run of a workflow named {target} in {}; run one first",
-                    db.display()
+                    db
                 ))
             })?,
     };

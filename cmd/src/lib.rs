@@ -17,9 +17,12 @@ mod serve;
 mod signals;
 mod status;
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
+
+use infraflow_journal::Location;
 
 use crate::cli::{Cli, Command, LogFormat, StatusCli};
 use crate::failure::{CmdResult, Failure};
@@ -59,7 +62,7 @@ pub fn main_infraflow() -> ExitCode {
     let cli = Cli::parse();
     init_logging(if matches!(cli.command, Command::Daemon { .. }) { "info" } else { "warn" }, cli.log_format);
     finish((|| {
-        let db = paths::journal_path(cli.db)?;
+        let db = paths::journal_location(cli.db)?;
         match cli.command {
             Command::Status(args) => status::status(&db, &args),
             Command::History { id, json } => status::history(&db, &id, json),
@@ -73,16 +76,15 @@ pub fn main_infraflow() -> ExitCode {
                     Command::Run(args) => execute::run(&db, &args).await,
                     Command::Cancel { id, detach } => execute::cancel(&db, &id, detach).await,
                     Command::Retry { id, detach } => execute::retry(&db, &id, detach).await,
-                    Command::Bench { dir, steps, rounds, json } => {
-                        let dir = match dir {
-                            Some(d) => d,
-                            None => {
-                                paths::prepare_dir(&db)?;
-                                db.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| ".".into(), Into::into)
-                            }
-                        };
-                        bench::bench(&dir, steps, rounds, json).await
-                    }
+                    Command::Bench { dir, steps, rounds, json } => match (&db, dir) {
+                        (Location::Postgres(target), _) => bench::bench_postgres(target, steps, rounds, json).await,
+                        (_, Some(dir)) => bench::bench(&dir, steps, rounds, json).await,
+                        (Location::Sqlite(path), None) => {
+                            paths::prepare_dir(&db)?;
+                            let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                            bench::bench(dir, steps, rounds, json).await
+                        }
+                    },
                     Command::Status(_)
                     | Command::History { .. }
                     | Command::Prune { .. }
@@ -101,7 +103,7 @@ pub fn main_workflow_status() -> ExitCode {
     let cli = StatusCli::parse();
     init_logging("warn", LogFormat::Text);
     finish((|| {
-        let db = paths::journal_path(cli.db)?;
+        let db = paths::journal_location(cli.db)?;
         status::status(&db, &cli.args)
     })())
 }

@@ -17,6 +17,7 @@ pub fn list_json(rows: &[WorkflowRow]) -> Value {
                     "updatedAt": iso_time(r.updated_at),
                     "currentStep": r.current_step,
                     "error": r.error,
+                    "owner": r.lease_owner,
                 })
             })
             .collect(),

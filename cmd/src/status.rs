@@ -1,9 +1,7 @@
 //! `status`, `workflow-status` and `history`: read-only views of the journal; and `prune`, which
 //! moves what those views no longer need to the archive.
 
-use std::path::Path;
-
-use infraflow_journal::Journal;
+use infraflow_journal::{Journal, Location};
 
 use crate::cli::StatusArgs;
 use crate::failure::{CmdResult, Failure, OK};
@@ -13,8 +11,8 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-pub fn status(db: &Path, args: &StatusArgs) -> CmdResult {
-    let journal = Journal::open_read_only(db)?;
+pub fn status(db: &Location, args: &StatusArgs) -> CmdResult {
+    let journal = Journal::open_read_only_at(db)?;
     match &args.id {
         None => {
             let rows = journal.list()?;
@@ -25,7 +23,7 @@ pub fn status(db: &Path, args: &StatusArgs) -> CmdResult {
             }
         }
         Some(id) => {
-            let not_found = || Failure::usage(format!("no workflow with id {id} in {}", db.display()));
+            let not_found = || Failure::usage(format!("no workflow with id {id} in {db}"));
             let row = journal.row(id)?.ok_or_else(not_found)?;
             let view = journal.load(id)?.ok_or_else(not_found)?;
             let waiting = journal.waiting_for(id, now_ms())?;
@@ -42,10 +40,10 @@ pub fn status(db: &Path, args: &StatusArgs) -> CmdResult {
     Ok(OK)
 }
 
-pub fn history(db: &Path, id: &str, json: bool) -> CmdResult {
-    let journal = Journal::open_read_only(db)?;
+pub fn history(db: &Location, id: &str, json: bool) -> CmdResult {
+    let journal = Journal::open_read_only_at(db)?;
     if journal.row(id)?.is_none() {
-        return Err(Failure::usage(format!("no workflow with id {id} in {}", db.display())));
+        return Err(Failure::usage(format!("no workflow with id {id} in {db}")));
     }
     let events = journal.events(id)?;
     if json {
@@ -56,11 +54,13 @@ pub fn history(db: &Path, id: &str, json: bool) -> CmdResult {
     Ok(OK)
 }
 
-pub fn prune(db: &Path, before: std::time::Duration, json: bool) -> CmdResult {
-    if !db.exists() {
-        return Err(Failure::usage(format!("{}: no journal there; pass the right --db", db.display())));
+pub fn prune(db: &Location, before: std::time::Duration, json: bool) -> CmdResult {
+    if let Location::Sqlite(path) = db
+        && !path.exists()
+    {
+        return Err(Failure::usage(format!("{db}: no journal there; pass the right --db")));
     }
-    let journal = Journal::open(db)?;
+    let journal = Journal::open_at(db)?;
     let horizon = now_ms() - before.as_millis() as i64;
     let pruned = journal.prune(horizon)?;
     if json {
@@ -71,7 +71,7 @@ pub fn prune(db: &Path, before: std::time::Duration, json: bool) -> CmdResult {
             pruned.workflows,
             pruned.events,
             render::iso_time(horizon),
-            pruned.archive.display()
+            pruned.archive
         );
     }
     Ok(OK)

@@ -29,6 +29,18 @@ pub enum JournalError {
     WriterGone,
     #[error("the journal is busy (another process holds the write lock too long); try again")]
     Busy,
+    #[error("{location}: {detail}")]
+    BadLocation { location: String, detail: String },
+    #[error(
+        "{location}: cannot reach PostgreSQL ({detail}); check that the server runs and the URL, user and password are right"
+    )]
+    Unreachable { location: String, detail: String },
+    #[error(
+        "the connection to PostgreSQL was lost while committing; the transaction may or may not have been applied, so it is not retried here (the engine replays from the journal)"
+    )]
+    CommitUnknown,
+    #[error("postgres: {}", postgres_detail(.0))]
+    Postgres(#[from] tokio_postgres::Error),
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error("a journal record does not decode: {0}")]
@@ -43,12 +55,21 @@ impl JournalError {
     /// Whether the same call may succeed if made again later.
     pub fn is_retryable(&self) -> bool {
         match self {
-            JournalError::Busy => true,
+            JournalError::Busy | JournalError::Unreachable { .. } => true,
+            JournalError::Postgres(e) => crate::postgres::is_transient(e),
             JournalError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => {
                 matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
             }
             _ => false,
         }
+    }
+}
+
+/// The server's own message and SQLSTATE, which the driver's `Display` leaves out.
+fn postgres_detail(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(d) => format!("{} ({})", d.message(), d.code().code()),
+        None => e.to_string(),
     }
 }
 

@@ -124,3 +124,16 @@ pub struct EventRecord {
     #[serde(flatten)]
     pub event: Event,
 }
+
+impl EventRecord {
+    /// Decodes a stored event; one that does not decode is named, so the workflow can be paused
+    /// with that reason instead of failing again at every claim.
+    pub(crate) fn decode(workflow: &str, seq: i64, at: i64, data: &str) -> crate::error::Result<EventRecord> {
+        let event = serde_json::from_str(data).map_err(|e| crate::error::JournalError::BadRecord {
+            workflow: workflow.to_string(),
+            seq,
+            detail: e.to_string(),
+        })?;
+        Ok(EventRecord { seq, at, event })
+    }
+}

@@ -1,21 +1,56 @@
-//! The journal's API: every read and write of workflow records goes through here, so another
-//! backend (PostgreSQL) can replace SQLite without touching the engine.
+//! The journal's one API: every read and write of workflow records goes through `Journal`, which
+//! hands it to the backend the location names — a SQLite file (`sqlite/`, the embedded default)
+//! or a PostgreSQL database shared by daemons on several hosts (`postgres/`). The engine and the
+//! binaries never know which.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::Arc;
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::append::{append_tx, load_summary, submit_tx};
-use crate::error::{JournalError, Result};
+use crate::error::Result;
 use crate::event::{Event, EventRecord};
-use crate::owner::owner_is_gone;
+use crate::postgres::{PgTarget, Postgres};
 use crate::projection::{WorkflowState, WorkflowView};
-use crate::queue::{acquire_tx, cluster_blocker, ever_started};
-use crate::schema;
-use crate::writer::{self, Job, Op};
+use crate::sqlite::Sqlite;
+
+/// Where a journal lives.
+#[derive(Clone, Debug)]
+pub enum Location {
+    /// A SQLite file on this host.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database, shared by any number of daemons on any number of hosts.
+    Postgres(PgTarget),
+}
+
+impl Location {
+    /// A `postgres://` or `postgresql://` URL names a PostgreSQL database (libpq's URL form);
+    /// anything else is a file path. `password` is used when the URL carries none.
+    pub fn parse(s: &str, password: impl FnOnce(&PgTarget) -> Option<String>) -> Result<Location> {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            let mut target = PgTarget::parse(s)?;
+            if !target.has_password()
+                && let Some(p) = password(&target)
+            {
+                target.set_password(&p);
+            }
+            Ok(Location::Postgres(target))
+        } else {
+            Ok(Location::Sqlite(PathBuf::from(s)))
+        }
+    }
+}
+
+/// Shown in messages and logs: a file's path, or the URL without its password.
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Sqlite(p) => write!(f, "{}", p.display()),
+            Location::Postgres(t) => write!(f, "{t}"),
+        }
+    }
+}
 
 /// Whether the caller waits for the record to be on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,123 +132,97 @@ pub struct WorkflowRow {
     pub lease_expires_at: Option<i64>,
 }
 
-/// A handle on one journal file. Cheap to clone; the writer thread stops with the last clone.
+/// A handle on one journal. Cheap to clone; the backend's writer stops with the last clone.
 #[derive(Clone)]
 pub struct Journal {
-    inner: Arc<Inner>,
+    backend: Backend,
 }
 
-struct Inner {
-    path: PathBuf,
-    tx: Option<mpsc::Sender<Box<dyn Job>>>,
-    reader: Mutex<Connection>,
-    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
-    commit_observer: Arc<std::sync::OnceLock<writer::CommitObserver>>,
+#[derive(Clone)]
+enum Backend {
+    Sqlite(Arc<Sqlite>),
+    Postgres(Arc<Postgres>),
 }
 
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.tx.take();
-        if let Some(h) = self.writer.lock().unwrap().take() {
-            let _ = h.join();
+/// Calls the same method on whichever backend this journal has.
+macro_rules! dispatch {
+    ($self:ident, $b:ident => $e:expr) => {
+        match &$self.backend {
+            Backend::Sqlite($b) => $e,
+            Backend::Postgres($b) => $e,
         }
-    }
+    };
 }
 
 impl Journal {
-    /// Opens (creating with mode 0600 and migrating if needed) a journal for reading and writing.
-    /// Cheap whatever the journal's size: reading every page is `verify`'s job.
+    /// Opens (creating with mode 0600 and migrating if needed) a SQLite journal for reading and
+    /// writing. Cheap whatever the journal's size: reading every page is `verify`'s job.
     pub fn open(path: &Path) -> Result<Journal> {
-        let conn = schema::open_writer(path)?;
-        let reader = Connection::open(path)?;
-        reader.busy_timeout(std::time::Duration::from_secs(5))?;
-        reader.execute_batch("PRAGMA query_only=ON")?;
-        let (tx, rx) = mpsc::channel();
-        let commit_observer = Arc::new(std::sync::OnceLock::new());
-        let observer = commit_observer.clone();
-        let handle = std::thread::Builder::new()
-            .name("journal-writer".into())
-            .spawn(move || writer::run(conn, rx, observer))
-            .map_err(|e| JournalError::Create { path: path.to_path_buf(), source: e })?;
-        Ok(Journal {
-            inner: Arc::new(Inner {
-                path: path.to_path_buf(),
-                tx: Some(tx),
-                reader: Mutex::new(reader),
-                writer: Mutex::new(Some(handle)),
-                commit_observer,
-            }),
-        })
+        Ok(Journal { backend: Backend::Sqlite(Arc::new(Sqlite::open(path)?)) })
     }
 
-    /// Opens an existing journal for reading only; never creates or changes the file.
+    /// Opens an existing SQLite journal for reading only; never creates or changes the file.
     pub fn open_read_only(path: &Path) -> Result<Journal> {
-        let reader = schema::open_reader(path)?;
-        Ok(Journal {
-            inner: Arc::new(Inner {
-                path: path.to_path_buf(),
-                tx: None,
-                reader: Mutex::new(reader),
-                writer: Mutex::new(None),
-                commit_observer: Arc::new(std::sync::OnceLock::new()),
-            }),
-        })
+        Ok(Journal { backend: Backend::Sqlite(Arc::new(Sqlite::open_read_only(path)?)) })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.inner.path
+    /// Opens the journal at `location` for reading and writing, creating or migrating it.
+    pub fn open_at(location: &Location) -> Result<Journal> {
+        match location {
+            Location::Sqlite(p) => Journal::open(p),
+            Location::Postgres(t) => Ok(Journal { backend: Backend::Postgres(Arc::new(Postgres::open(t, false)?)) }),
+        }
+    }
+
+    /// Opens an existing journal at `location` for reading only.
+    pub fn open_read_only_at(location: &Location) -> Result<Journal> {
+        match location {
+            Location::Sqlite(p) => Journal::open_read_only(p),
+            Location::Postgres(t) => Ok(Journal { backend: Backend::Postgres(Arc::new(Postgres::open(t, true)?)) }),
+        }
+    }
+
+    /// Where this journal lives, for messages (never a password).
+    pub fn describe(&self) -> String {
+        dispatch!(self, b => b.describe())
     }
 
     /// Installs the observer of every commit batch (latency, size), for metrics; false if one
     /// was installed already.
-    pub fn observe_commits(&self, f: writer::CommitObserver) -> bool {
-        self.inner.commit_observer.set(f).is_ok()
+    pub fn observe_commits(&self, f: CommitObserver) -> bool {
+        dispatch!(self, b => b.observe_commits(f))
     }
 
-    /// Reads every page once (`PRAGMA quick_check`): a damaged file is found at daemon start,
-    /// not half-way through a run. Its cost grows with the journal, so it is not done per open.
+    /// Checks the journal as a whole (SQLite: reads every page; PostgreSQL: the schema's
+    /// version): a damaged journal is found at daemon start, not half-way through a run.
     pub fn verify(&self) -> Result<()> {
-        self.read(|c| schema::quick_check(c, &self.inner.path))
+        dispatch!(self, b => b.verify())
     }
 
-    async fn write<R, F>(&self, durability: Durability, f: F) -> Result<R>
-    where
-        R: Send + 'static,
-        F: FnOnce(&Connection) -> Result<R> + Send + 'static,
-    {
-        let rx = self.enqueue(durability, f)?;
-        rx.await.map_err(|_| JournalError::WriterGone)?
-    }
-
-    fn enqueue<R, F>(&self, durability: Durability, f: F) -> Result<tokio::sync::oneshot::Receiver<Result<R>>>
-    where
-        R: Send + 'static,
-        F: FnOnce(&Connection) -> Result<R> + Send + 'static,
-    {
-        let tx = self.inner.tx.as_ref().ok_or(JournalError::ReadOnly)?;
-        let (job, rx) = Op::boxed(durability == Durability::Lazy, f);
-        tx.send(job).map_err(|_| JournalError::WriterGone)?;
-        Ok(rx)
-    }
-
-    /// Resolves once the writer has taken SQLite's write lock and committed an empty batch: the
-    /// journal can be written now (readiness; waits while another process holds the lock).
+    /// Resolves once the journal can be written now (readiness; waits while another process
+    /// holds SQLite's write lock, fails while PostgreSQL is unreachable).
     pub async fn ping_writer(&self) -> Result<()> {
-        self.write(Durability::Durable, |_| Ok(())).await
+        dispatch!(self, b => b.ping_writer().await)
+    }
+
+    /// Resolves when another process may have made work claimable (PostgreSQL: a notification
+    /// on submit, resume, release or a finished workflow). SQLite has no such signal: never
+    /// resolves, and daemons find work by polling.
+    pub async fn work_arrived(&self) {
+        match &self.backend {
+            Backend::Sqlite(_) => std::future::pending().await,
+            Backend::Postgres(b) => b.work_arrived().await,
+        }
     }
 
     /// How many workflows are in each state.
     pub fn count_by_state(&self) -> Result<Vec<(String, u64)>> {
-        self.read(|c| {
-            let mut st = c.prepare_cached("SELECT state, COUNT(*) FROM workflows GROUP BY state")?;
-            let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
-        })
+        dispatch!(self, b => b.count_by_state())
     }
 
     /// Records a new workflow, or recognises a repeated submission of the same one.
     pub async fn submit(&self, new: NewWorkflow) -> Result<SubmitOutcome> {
-        self.write(Durability::Durable, move |c| submit_tx(c, &new)).await
+        dispatch!(self, b => b.submit(new).await)
     }
 
     /// Appends events of a workflow held by `owner`; refused unless `owner` still holds its lease.
@@ -225,250 +234,90 @@ impl Journal {
         at: i64,
         durability: Durability,
     ) -> Result<()> {
-        let (id, owner) = (id.to_string(), owner.to_string());
-        match durability {
-            Durability::Durable => {
-                self.write(durability, move |c| append_tx(c, &id, Some(&owner), &events, at).map(|_| ())).await
-            }
-            Durability::Lazy => {
-                // Nobody waits: a refusal resurfaces on the owner's next durable append.
-                self.enqueue(durability, move |c| append_tx(c, &id, Some(&owner), &events, at).map(|_| ()))?;
-                Ok(())
-            }
-        }
+        dispatch!(self, b => b.append(id, owner, events, at, durability).await)
     }
 
     /// Takes the lease of a runnable workflow if it is free, expired, or held by a dead process
-    /// of this host, and if no older workflow of its cluster is unfinished.
+    /// of this machine, and if no older workflow of its cluster is unfinished. `now` is the
+    /// caller's clock; PostgreSQL keeps every lease by the database's clock instead.
     pub async fn acquire(&self, id: &str, owner: &str, now: i64, ttl_ms: i64) -> Result<AcquireOutcome> {
-        let (id, owner) = (id.to_string(), owner.to_string());
-        self.write(Durability::Durable, move |c| acquire_tx(c, &id, &owner, now, ttl_ms)).await
+        dispatch!(self, b => b.acquire(id, owner, now, ttl_ms).await)
     }
 
     /// Extends the leases `owner` holds; tells which are still held and which have a cancel request.
     pub async fn renew(&self, owner: &str, ids: Vec<String>, now: i64, ttl_ms: i64) -> Result<Vec<Renewal>> {
-        let owner = owner.to_string();
-        self.write(Durability::Durable, move |c| {
-            let mut out = Vec::with_capacity(ids.len());
-            let mut up = c.prepare_cached(
-                "UPDATE workflows SET lease_expires_at = ?3 WHERE id = ?1 AND lease_owner = ?2 RETURNING cancel_requested",
-            )?;
-            for id in ids {
-                let cancel: Option<i64> = up.query_row(params![id, owner, now + ttl_ms], |r| r.get(0)).optional()?;
-                out.push(Renewal { id, held: cancel.is_some(), cancel_requested: cancel.unwrap_or(0) != 0 });
-            }
-            Ok(out)
-        })
-        .await
+        dispatch!(self, b => b.renew(owner, ids, now, ttl_ms).await)
     }
 
     /// Gives leases back, so another daemon can take over at once.
     pub async fn release(&self, owner: &str, ids: Vec<String>) -> Result<()> {
-        let owner = owner.to_string();
-        self.write(Durability::Durable, move |c| {
-            let mut up = c.prepare_cached(
-                "UPDATE workflows SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ?1 AND lease_owner = ?2",
-            )?;
-            for id in ids {
-                up.execute(params![id, owner])?;
-            }
-            Ok(())
-        })
-        .await
+        dispatch!(self, b => b.release(owner, ids).await)
     }
 
     /// Records a cancel request; the owner stops at its next step boundary and compensates.
     pub async fn request_cancel(&self, id: &str, at: i64) -> Result<RequestOutcome> {
-        let id = id.to_string();
-        self.write(Durability::Durable, move |c| {
-            let (summary, (_, owner)) = load_summary(c, &id)?;
-            if summary.state.is_finished() {
-                return Ok(RequestOutcome::NotApplicable(summary.state));
-            }
-            if summary.cancel_requested {
-                return Ok(RequestOutcome::AlreadyRequested(summary.state));
-            }
-            // Never started: nothing to compensate, so it ends now instead of waiting its turn.
-            if summary.state == WorkflowState::Pending && owner.is_none() && !ever_started(c, &id)? {
-                let s = append_tx(c, &id, None, &[Event::CancelRequested, Event::Compensated], at)?;
-                return Ok(RequestOutcome::Done(s));
-            }
-            let s = append_tx(c, &id, None, &[Event::CancelRequested], at)?;
-            Ok(RequestOutcome::Done(s))
-        })
-        .await
+        dispatch!(self, b => b.request_cancel(id, at).await)
     }
 
     /// Records a resume request for a paused, failed or compensation_failed workflow.
     pub async fn request_resume(&self, id: &str, at: i64) -> Result<RequestOutcome> {
-        let id = id.to_string();
-        self.write(Durability::Durable, move |c| {
-            let (summary, _) = load_summary(c, &id)?;
-            match summary.state {
-                WorkflowState::Paused => {
-                    let s = append_tx(c, &id, None, &[Event::ResumeRequested], at)?;
-                    Ok(RequestOutcome::Done(s))
-                }
-                // A finished workflow gave its cluster up: it queues again behind whatever has
-                // been submitted since (the serialization rule in ARCHITECTURE.md).
-                WorkflowState::Failed | WorkflowState::CompensationFailed => {
-                    let s = append_tx(c, &id, None, &[Event::ResumeRequested], at)?;
-                    c.prepare_cached(
-                        "UPDATE workflows SET ticket = (SELECT MAX(ticket) + 1 FROM workflows) WHERE id = ?1",
-                    )?
-                    .execute([&id])?;
-                    Ok(RequestOutcome::Done(s))
-                }
-                s if s.is_runnable() => Ok(RequestOutcome::AlreadyRequested(s)),
-                s => Ok(RequestOutcome::NotApplicable(s)),
-            }
-        })
-        .await
-    }
-
-    fn read<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
-        let conn = self.inner.reader.lock().unwrap_or_else(|p| p.into_inner());
-        f(&conn)
+        dispatch!(self, b => b.request_resume(id, at).await)
     }
 
     /// Every workflow, oldest first.
     pub fn list(&self) -> Result<Vec<WorkflowRow>> {
-        self.read(|c| {
-            let mut st = c.prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM workflows ORDER BY rowid"))?;
-            let rows = st.query_map([], row_from_sql)?.collect::<std::result::Result<Vec<_>, _>>()?;
-            Ok(rows)
-        })
+        dispatch!(self, b => b.list())
     }
 
     /// One workflow's summary row.
     pub fn row(&self, id: &str) -> Result<Option<WorkflowRow>> {
-        self.read(|c| {
-            let mut st = c.prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM workflows WHERE id = ?1"))?;
-            Ok(st.query_row([id], row_from_sql).optional()?)
-        })
+        dispatch!(self, b => b.row(id))
     }
 
     /// State, output and error of one workflow, from its summary row alone.
     pub fn outcome(&self, id: &str) -> Result<Option<(WorkflowState, Option<Value>, Option<String>)>> {
-        self.read(|c| {
-            let row: Option<(String, Option<String>, Option<String>)> = c
-                .prepare_cached("SELECT state, output, error FROM workflows WHERE id = ?1")?
-                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .optional()?;
-            let Some((state, output, error)) = row else { return Ok(None) };
-            let output = output.map(|o| serde_json::from_str(&o)).transpose()?;
-            Ok(Some((WorkflowState::parse(&state).unwrap_or(WorkflowState::Failed), output, error)))
-        })
+        dispatch!(self, b => b.outcome(id))
     }
 
-    /// Runnable workflows whose lease another process could take now, oldest ticket first.
-    /// Only the head of each cluster's queue is a candidate, so `limit` is never used up by
-    /// workflows that would only wait: one runnable workflow behind thousands of blocked ones on
-    /// other clusters is still found.
+    /// Runnable workflows whose lease `me` could take now, oldest ticket first. Only the head of
+    /// each cluster's queue is a candidate, so `limit` is never used up by workflows that would
+    /// only wait: one runnable workflow behind thousands of blocked ones is still found.
     pub fn claimable(&self, now: i64, me: &str, limit: usize) -> Result<Vec<String>> {
-        self.read(|c| {
-            let mut st = c.prepare_cached(
-                "WITH heads AS (
-                     SELECT cluster, MIN(ticket) AS ticket FROM workflows
-                     WHERE cluster <> '' AND state NOT IN ('completed','failed','compensated','compensation_failed')
-                     GROUP BY cluster)
-                 SELECT w.id, w.lease_owner, w.lease_expires_at FROM workflows w
-                 LEFT JOIN heads h ON h.cluster = w.cluster
-                 WHERE w.state IN ('pending','running','cancelling','compensating')
-                   AND (w.cluster = '' OR w.ticket = h.ticket)
-                 ORDER BY w.ticket",
-            )?;
-            let mut out = Vec::new();
-            let rows = st.query_map([], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?, r.get::<_, Option<i64>>(2)?))
-            })?;
-            for row in rows {
-                let (id, owner, expires) = row?;
-                let free = match owner {
-                    None => true,
-                    Some(o) if o == me => false,
-                    Some(o) => expires.is_none_or(|t| t < now) || owner_is_gone(&o),
-                };
-                if free {
-                    out.push(id);
-                    if out.len() >= limit {
-                        break;
-                    }
-                }
-            }
-            Ok(out)
-        })
+        dispatch!(self, b => b.claimable(now, me, limit))
     }
 
     /// The workflow `id` waits for on its cluster (id, workflow name, state), if it waits.
     pub fn waiting_for(&self, id: &str, now: i64) -> Result<Option<(String, String, WorkflowState)>> {
-        self.read(|c| {
-            let row: Option<(String, String, Option<String>)> = c
-                .prepare_cached("SELECT cluster, state, lease_owner FROM workflows WHERE id = ?1")?
-                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .optional()?;
-            match row {
-                Some((cluster, state, None)) if WorkflowState::parse(&state).is_some_and(|s| s.is_runnable()) => {
-                    cluster_blocker(c, id, &cluster, now)
-                }
-                _ => Ok(None),
-            }
-        })
+        dispatch!(self, b => b.waiting_for(id, now))
     }
 
     /// The complete event log of one workflow.
     pub fn events(&self, id: &str) -> Result<Vec<EventRecord>> {
-        self.read(|c| read_events(c, id))
+        dispatch!(self, b => b.events(id))
     }
 
     /// The full view of one workflow (summary, steps, lease), or None if unknown.
     pub fn load(&self, id: &str) -> Result<Option<WorkflowView>> {
-        self.read(|c| {
-            let lease: Option<(Option<String>, Option<i64>)> = c
-                .prepare_cached("SELECT lease_owner, lease_expires_at FROM workflows WHERE id = ?1")?
-                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
-            let Some((owner, expires)) = lease else { return Ok(None) };
-            let events = read_events(c, id)?;
-            let mut view = WorkflowView::fold(id, &events);
-            view.lease_owner = owner;
-            view.lease_expires_at = expires;
-            Ok(Some(view))
-        })
+        dispatch!(self, b => b.load(id))
+    }
+
+    /// Moves every workflow that finished for good (`completed`, `compensated`) before
+    /// `before_ms` (its last record's time) to the archive: for SQLite a journal file beside
+    /// this one, for PostgreSQL the `archived_*` tables of the same database.
+    pub fn prune(&self, before_ms: i64) -> Result<Pruned> {
+        dispatch!(self, b => b.prune(before_ms))
     }
 }
 
-const ROW_COLUMNS: &str = "id, workflow, state, cluster, created_at, updated_at, current_step, attempts, error, lease_owner, lease_expires_at";
+/// Told of every batch a journal's writer committed (or failed to): how long it took and how
+/// many operations it held. For metrics; must be cheap.
+pub type CommitObserver = Box<dyn Fn(std::time::Duration, usize) + Send + Sync>;
 
-fn row_from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<WorkflowRow> {
-    let state: String = r.get(2)?;
-    Ok(WorkflowRow {
-        id: r.get(0)?,
-        workflow: r.get(1)?,
-        state: WorkflowState::parse(&state).unwrap_or(WorkflowState::Failed),
-        cluster: r.get(3)?,
-        created_at: r.get(4)?,
-        updated_at: r.get(5)?,
-        current_step: r.get(6)?,
-        attempts: r.get(7)?,
-        error: r.get(8)?,
-        lease_owner: r.get(9)?,
-        lease_expires_at: r.get(10)?,
-    })
-}
-
-fn read_events(c: &Connection, id: &str) -> Result<Vec<EventRecord>> {
-    let mut st = c.prepare_cached("SELECT seq, at, data FROM events WHERE workflow_id = ?1 ORDER BY seq")?;
-    let rows = st.query_map([id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (seq, at, data) = row?;
-        let event = serde_json::from_str(&data).map_err(|e| JournalError::BadRecord {
-            workflow: id.to_string(),
-            seq,
-            detail: e.to_string(),
-        })?;
-        out.push(EventRecord { seq, at, event });
-    }
-    Ok(out)
+/// What a prune moved.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Pruned {
+    pub workflows: u64,
+    pub events: u64,
+    /// Where the archive is: the archive journal's path, or PostgreSQL's archive tables.
+    pub archive: String,
 }

@@ -193,6 +193,8 @@ pub mod aws;
 pub mod iam;
 pub mod inventory;
 pub mod moto;
+pub mod netns;
+pub mod postgres;
 pub mod proxy;
 pub mod strict;
 pub mod transitions;

@@ -261,6 +261,9 @@ impl Engine {
                     self.settle(done, &held, &mut running).await;
                 }
                 _ = self.clock.sleep_until(wake) => {}
+                // PostgreSQL tells of work committed by other processes at once; SQLite never
+                // resolves this, and the poll finds it.
+                _ = self.journal.work_arrived(), if running.len() < workers => {}
                 _ = shutdown.stopped() => {}
             }
         }

@@ -8,6 +8,7 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use crate::error::{JournalError, Result};
+use crate::journal::CommitObserver;
 
 /// How long the writer waits for company when only lazy records are queued. Nobody waits on
 /// lazy records, so lingering costs no latency and lets them share the next awaited commit.
@@ -94,10 +95,6 @@ fn next_job(rx: &mpsc::Receiver<Box<dyn Job>>) -> Option<Box<dyn Job>> {
 fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
-
-/// Told of every batch the writer committed (or failed to): how long it took and how many
-/// operations it held. For metrics; must be cheap.
-pub type CommitObserver = Box<dyn Fn(Duration, usize) + Send + Sync>;
 
 /// The writer thread's loop: returns when every sender is gone.
 pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Box<dyn Job>>, observer: Arc<OnceLock<CommitObserver>>) {

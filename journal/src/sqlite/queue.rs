@@ -3,12 +3,12 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::append::append_tx;
+use super::append::append_tx;
 use crate::error::{JournalError, Result};
 use crate::event::Event;
 use crate::journal::AcquireOutcome;
-use crate::owner::owner_is_gone;
 use crate::projection::WorkflowState;
+use crate::rules::{CLUSTER_BLOCKER_SQL, lease_is_free};
 
 /// Whether the workflow ever started: a lease was taken or a step journaled.
 pub(crate) fn ever_started(c: &Connection, id: &str) -> Result<bool> {
@@ -19,10 +19,7 @@ pub(crate) fn ever_started(c: &Connection, id: &str) -> Result<bool> {
     .query_row([id], |r| r.get(0))?)
 }
 
-/// The workflow that `id` must wait for on its cluster, if any. The rule: workflows of one
-/// cluster run one at a time in ticket order (a ticket is taken at submit, and again when a
-/// finished workflow is retried), an unfinished one (paused included) keeps the cluster, and
-/// nothing starts while another workflow of the cluster holds a live lease.
+/// The workflow that `id` must wait for on its cluster, if any (`rules::CLUSTER_BLOCKER_SQL`).
 pub(crate) fn cluster_blocker(
     c: &Connection,
     id: &str,
@@ -33,13 +30,7 @@ pub(crate) fn cluster_blocker(
         return Ok(None);
     }
     let row: Option<(String, String, String)> = c
-        .prepare_cached(
-            "SELECT o.id, o.workflow, o.state FROM workflows o, workflows w
-             WHERE w.id = ?1 AND o.cluster = ?2 AND o.id <> w.id
-               AND ((o.ticket < w.ticket AND o.state NOT IN ('completed','failed','compensated','compensation_failed'))
-                    OR (o.lease_owner IS NOT NULL AND o.lease_expires_at >= ?3))
-             ORDER BY o.ticket LIMIT 1",
-        )?
+        .prepare_cached(CLUSTER_BLOCKER_SQL)?
         .query_row(params![id, cluster, now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?;
     Ok(row
@@ -58,11 +49,8 @@ pub(crate) fn acquire_tx(c: &Connection, id: &str, me: &str, now: i64, ttl_ms: i
     if !state.is_runnable() {
         return Ok(AcquireOutcome::NotRunnable(state));
     }
-    if let Some(o) = &owner {
-        let free = o == me || expires.is_none_or(|t| t < now) || owner_is_gone(o);
-        if !free {
-            return Ok(AcquireOutcome::HeldBy(o.clone()));
-        }
+    if !lease_is_free(owner.as_deref(), expires, me, now) {
+        return Ok(AcquireOutcome::HeldBy(owner.unwrap_or_default()));
     }
     if let Some((bid, workflow, bstate)) = cluster_blocker(c, id, &cluster, now)? {
         return Ok(AcquireOutcome::WaitingFor { id: bid, workflow, state: bstate });

@@ -9,6 +9,7 @@ use crate::error::{JournalError, Result};
 use crate::event::Event;
 use crate::journal::{NewWorkflow, SubmitOutcome};
 use crate::projection::{Summary, WorkflowState};
+use crate::rules::fold_append;
 
 /// The summary row of a workflow plus its last sequence number and lease owner.
 pub(crate) fn load_summary(c: &Connection, id: &str) -> Result<(Summary, (i64, Option<String>))> {
@@ -52,34 +53,19 @@ pub(crate) fn append_tx(
     events: &[Event],
     at: i64,
 ) -> Result<WorkflowState> {
-    let (mut summary, (mut seq, owner)) = load_summary(c, id)?;
-    if let Some(me) = fence
-        && owner.as_deref() != Some(me)
-    {
-        return Err(JournalError::LeaseLost {
-            workflow: id.to_string(),
-            holder: owner.unwrap_or_else(|| "nobody".into()),
-        });
-    }
-    let (output_before, state_before) = (summary.output.clone(), summary.state);
+    let (summary, (seq, owner)) = load_summary(c, id)?;
+    let f = fold_append(id, summary, seq, owner.as_deref(), fence, events)?;
     let mut ins = c.prepare_cached(
         "INSERT INTO events (workflow_id, seq, at, kind, step, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?;
-    for ev in events {
-        seq += 1;
-        summary.apply(ev);
-        ins.execute(params![id, seq, at, ev.kind(), ev.step(), serde_json::to_string(ev)?])?;
+    for row in &f.rows {
+        ins.execute(params![id, row.seq, at, row.kind, row.step, row.data])?;
     }
-    let output = if summary.output != output_before {
-        summary.output.as_ref().map(serde_json::to_string).transpose()?
-    } else {
-        None
-    };
     // A finished workflow needs no owner: its lease goes in the same transaction. `state` is
     // set only when it changes: SQLite rewrites the entries of every index on a column the SET
     // names, and two indexes hold `state` — on a step that leaves it as it was, that is two more
     // pages in the WAL for every commit (measured: BENCHMARKS.md). ?2 stays bound but unused.
-    let mut up = c.prepare_cached(if summary.state != state_before {
+    let mut up = c.prepare_cached(if f.state_changed {
         "UPDATE workflows SET state = ?2, seq = ?3, current_step = ?4, attempts = ?5, error = ?6,
             output = COALESCE(?7, output), cancel_requested = ?8, updated_at = ?9,
             lease_owner = CASE WHEN ?10 THEN NULL ELSE lease_owner END,
@@ -94,20 +80,21 @@ pub(crate) fn append_tx(
             compensating = ?11
          WHERE id = ?1"
     })?;
+    let s = &f.summary;
     up.execute(params![
         id,
-        summary.state.as_str(),
-        seq,
-        summary.current_step,
-        summary.attempts,
-        summary.error,
-        output,
-        summary.cancel_requested as i64,
+        s.state.as_str(),
+        f.seq,
+        s.current_step,
+        s.attempts,
+        s.error,
+        f.output,
+        s.cancel_requested as i64,
         at,
-        summary.state.is_finished(),
-        summary.compensating as i64
+        s.state.is_finished(),
+        s.compensating as i64
     ])?;
-    Ok(summary.state)
+    Ok(s.state)
 }
 
 pub(crate) fn submit_tx(c: &Connection, new: &NewWorkflow) -> Result<SubmitOutcome> {

@@ -6,17 +6,9 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
 
+use super::schema;
 use crate::error::{JournalError, Result};
-use crate::journal::Journal;
-use crate::schema;
-
-/// What a prune moved.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Pruned {
-    pub workflows: u64,
-    pub events: u64,
-    pub archive: PathBuf,
-}
+use crate::journal::Pruned;
 
 /// `journal.sqlite3` -> `journal.archive.sqlite3`: itself a journal, readable by `status --db`.
 pub fn archive_path(journal: &Path) -> PathBuf {
@@ -28,9 +20,8 @@ pub fn archive_path(journal: &Path) -> PathBuf {
 /// Finished-for-good states: `retry` refuses them, so nothing will append to them again.
 const PRUNABLE: &str = "('completed', 'compensated')";
 
-impl Journal {
-    /// Moves every workflow that finished for good before `before_ms` (its last record's time)
-    /// to the archive journal. Two transactions, copy then delete, each idempotent: a crash
+impl super::Sqlite {
+    /// Moves every workflow that finished for good before `before_ms` to the archive journal. Two transactions, copy then delete, each idempotent: a crash
     /// between them leaves the copy, and the next prune completes the move.
     pub fn prune(&self, before_ms: i64) -> Result<Pruned> {
         let archive = archive_path(self.path());
@@ -75,7 +66,7 @@ impl Journal {
             Ok(())
         })?;
         conn.execute("DETACH DATABASE archive", [])?;
-        Ok(Pruned { workflows, events, archive })
+        Ok(Pruned { workflows, events, archive: archive.display().to_string() })
     }
 }
 
@@ -84,7 +75,7 @@ fn in_transaction<R>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<R>
     let start = Instant::now();
     loop {
         match conn.execute_batch("BEGIN IMMEDIATE") {
-            Err(e) if crate::writer::is_busy(&e) && start.elapsed() < Duration::from_secs(120) => {
+            Err(e) if super::writer::is_busy(&e) && start.elapsed() < Duration::from_secs(120) => {
                 std::thread::sleep(Duration::from_millis(50));
             }
             Err(e) => return Err(e.into()),

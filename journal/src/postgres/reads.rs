@@ -1,0 +1,112 @@
+//! The PostgreSQL journal's reads: status rows, event logs, views, and which workflows a daemon
+//! may claim — leases judged by the database's clock.
+
+use serde_json::Value;
+use tokio_postgres::{Client, Row};
+
+use super::tx::cluster_blocker;
+use crate::error::Result;
+use crate::event::EventRecord;
+use crate::journal::WorkflowRow;
+use crate::projection::{WorkflowState, WorkflowView};
+use crate::rules::lease_is_free;
+
+const ROW_COLUMNS: &str = "id, workflow, state, cluster, created_at, updated_at, current_step, attempts, error, lease_owner, lease_expires_at";
+
+fn workflow_row(r: &Row) -> WorkflowRow {
+    WorkflowRow {
+        id: r.get(0),
+        workflow: r.get(1),
+        state: WorkflowState::parse(r.get(2)).unwrap_or(WorkflowState::Failed),
+        cluster: r.get(3),
+        created_at: r.get(4),
+        updated_at: r.get(5),
+        current_step: r.get(6),
+        attempts: r.get::<_, i32>(7) as u32,
+        error: r.get(8),
+        lease_owner: r.get(9),
+        lease_expires_at: r.get(10),
+    }
+}
+
+pub(crate) async fn list(c: &Client) -> Result<Vec<WorkflowRow>> {
+    let rows = c.query(&format!("SELECT {ROW_COLUMNS} FROM workflows ORDER BY arrival"), &[]).await?;
+    Ok(rows.iter().map(workflow_row).collect())
+}
+
+pub(crate) async fn row(c: &Client, id: String) -> Result<Option<WorkflowRow>> {
+    let row = c.query_opt(&format!("SELECT {ROW_COLUMNS} FROM workflows WHERE id = $1"), &[&id]).await?;
+    Ok(row.as_ref().map(workflow_row))
+}
+
+pub(crate) async fn count_by_state(c: &Client) -> Result<Vec<(String, u64)>> {
+    let rows = c.query("SELECT state, COUNT(*) FROM workflows GROUP BY state", &[]).await?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get::<_, i64>(1) as u64)).collect())
+}
+
+pub(crate) async fn outcome(c: &Client, id: String) -> Result<Option<(WorkflowState, Option<Value>, Option<String>)>> {
+    let Some(r) = c.query_opt("SELECT state, output, error FROM workflows WHERE id = $1", &[&id]).await? else {
+        return Ok(None);
+    };
+    let output: Option<String> = r.get(1);
+    let output = output.map(|o| serde_json::from_str(&o)).transpose()?;
+    Ok(Some((WorkflowState::parse(r.get(0)).unwrap_or(WorkflowState::Failed), output, r.get(2))))
+}
+
+/// Heads of their clusters' queues (and workflows of no cluster) whose lease `me` could take.
+pub(crate) async fn claimable(c: &Client, me: String, limit: usize) -> Result<Vec<String>> {
+    let rows = c
+        .query(
+            "WITH heads AS (
+                 SELECT cluster, MIN(ticket) AS ticket FROM workflows
+                 WHERE cluster <> '' AND state NOT IN ('completed','failed','compensated','compensation_failed')
+                 GROUP BY cluster)
+             SELECT w.id, w.lease_owner, w.lease_expires_at, now_ms() FROM workflows w
+             LEFT JOIN heads h ON h.cluster = w.cluster
+             WHERE w.state IN ('pending','running','cancelling','compensating')
+               AND (w.cluster = '' OR w.ticket = h.ticket)
+               AND w.lease_owner IS DISTINCT FROM $1
+             ORDER BY w.ticket",
+            &[&me],
+        )
+        .await?;
+    Ok(rows.iter().filter(|r| lease_is_free(r.get(1), r.get(2), &me, r.get(3))).map(|r| r.get(0)).take(limit).collect())
+}
+
+pub(crate) async fn waiting_for(c: &Client, id: String) -> Result<Option<(String, String, WorkflowState)>> {
+    let row = c.query_opt("SELECT cluster, state, lease_owner, now_ms() FROM workflows WHERE id = $1", &[&id]).await?;
+    match row {
+        Some(r)
+            if r.get::<_, Option<String>>(2).is_none()
+                && WorkflowState::parse(r.get(1)).is_some_and(|s| s.is_runnable()) =>
+        {
+            cluster_blocker(c, &id, r.get(0), r.get(3)).await
+        }
+        _ => Ok(None),
+    }
+}
+
+pub(crate) async fn events(c: &impl tokio_postgres::GenericClient, id: &str) -> Result<Vec<EventRecord>> {
+    let rows = c.query("SELECT seq, at, data FROM events WHERE workflow_id = $1 ORDER BY seq", &[&id]).await?;
+    rows.iter().map(|r| EventRecord::decode(id, r.get(0), r.get(1), r.get(2))).collect()
+}
+
+/// The lease and the events from one snapshot.
+pub(crate) async fn load(c: &mut Client, id: String) -> Result<Option<WorkflowView>> {
+    let tx = c
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let Some(lease) = tx.query_opt("SELECT lease_owner, lease_expires_at FROM workflows WHERE id = $1", &[&id]).await?
+    else {
+        return Ok(None);
+    };
+    let events = events(&tx, &id).await?;
+    tx.commit().await?;
+    let mut view = WorkflowView::fold(&id, &events);
+    view.lease_owner = lease.get(0);
+    view.lease_expires_at = lease.get(1);
+    Ok(Some(view))
+}

@@ -1,0 +1,172 @@
+//! A PostgreSQL journal's address: a libpq-style URL, parsed once, shown without its password.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::error::{JournalError, Result};
+
+/// Where a PostgreSQL journal is, with the credentials to reach it. `Display` and `Debug` never
+/// show the password, so a target can be logged.
+#[derive(Clone)]
+pub struct PgTarget {
+    pub(crate) config: tokio_postgres::Config,
+    shown: String,
+}
+
+impl PgTarget {
+    /// Parses `postgres://[user[:password]@]host[:port][/dbname][?param=value…]`.
+    pub fn parse(url: &str) -> Result<PgTarget> {
+        let shown = redact(url);
+        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| JournalError::BadLocation {
+            location: shown.clone(),
+            detail: format!("not a PostgreSQL URL ({e})"),
+        })?;
+        if config.get_hosts().is_empty() {
+            return Err(JournalError::BadLocation {
+                location: shown,
+                detail: "the URL names no host; write postgres://USER@HOST:PORT/DATABASE".into(),
+            });
+        }
+        if config.get_user().is_none() {
+            return Err(JournalError::BadLocation {
+                location: shown,
+                detail: "the URL names no user; write postgres://USER@HOST:PORT/DATABASE".into(),
+            });
+        }
+        // A dead peer must surface as an error within seconds, not after TCP's minutes of
+        // retransmissions: a daemon cut off from the database has leases to give up.
+        config
+            .application_name("infraflow")
+            .connect_timeout(Duration::from_secs(5))
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(5))
+            .keepalives_interval(Duration::from_secs(1))
+            .keepalives_retries(3)
+            .tcp_user_timeout(Duration::from_secs(8));
+        Ok(PgTarget { config, shown })
+    }
+
+    pub fn has_password(&self) -> bool {
+        self.config.get_password().is_some()
+    }
+
+    pub fn set_password(&mut self, password: &str) {
+        self.config.password(password);
+    }
+
+    pub fn host(&self) -> String {
+        match self.config.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+            Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
+            None => String::new(),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.config.get_ports().first().copied().unwrap_or(5432)
+    }
+
+    pub fn user(&self) -> &str {
+        self.config.get_user().unwrap_or_default()
+    }
+
+    pub fn dbname(&self) -> &str {
+        self.config.get_dbname().unwrap_or_else(|| self.user())
+    }
+
+    /// The password for this target in a `.pgpass` file's text (`host:port:db:user:password`,
+    /// `*` matching anything, `\:` and `\\` escaped), as libpq looks it up.
+    pub fn password_from_pgpass(&self, pgpass: &str) -> Option<String> {
+        let want = [self.host(), self.port().to_string(), self.dbname().to_string(), self.user().to_string()];
+        pgpass.lines().filter(|l| !l.trim_start().starts_with('#')).find_map(|line| {
+            let fields = split_pgpass(line);
+            if fields.len() != 5 {
+                return None;
+            }
+            let matches = fields[..4].iter().zip(&want).all(|(f, w)| f == "*" || f == w);
+            matches.then(|| fields[4].clone())
+        })
+    }
+}
+
+fn split_pgpass(line: &str) -> Vec<String> {
+    let (mut fields, mut cur, mut chars) = (Vec::new(), String::new(), line.chars());
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => cur.extend(chars.next()),
+            ':' => fields.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    fields.push(cur);
+    fields
+}
+
+/// The URL with any password replaced by `***`.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let (authority, tail) = match rest.find(['/', '?']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => format!("{userinfo}@{host}"),
+        },
+        None => authority.to_string(),
+    };
+    // A password may also come as a query parameter.
+    let tail = tail
+        .split('&')
+        .map(|p| match p.split_once("password=") {
+            Some((before, _)) => format!("{before}password=***"),
+            None => p.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("&");
+    format!("{scheme}://{authority}{tail}")
+}
+
+impl std::fmt::Display for PgTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl std::fmt::Debug for PgTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PgTarget({})", self.shown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_is_never_shown() {
+        let t = PgTarget::parse("postgres://app:s3cret@db.example:6543/jr?sslmode=disable").unwrap();
+        assert_eq!(t.to_string(), "postgres://app:***@db.example:6543/jr?sslmode=disable");
+        assert!(!format!("{t:?}").contains("s3cret"));
+        let q = PgTarget::parse("postgres://app@db.example/jr?password=s3cret").unwrap();
+        assert!(!q.to_string().contains("s3cret"), "{q}");
+        assert!(q.has_password());
+    }
+
+    #[test]
+    fn pgpass_lines_match_like_libpq() {
+        let t = PgTarget::parse("postgres://app@db.example:6543/jr").unwrap();
+        let file = "# comment\nother:5432:*:app:wrong\ndb.example:6543:*:app:pa\\:ss\n*:*:*:*:fallback\n";
+        assert_eq!(t.password_from_pgpass(file).as_deref(), Some("pa:ss"));
+        assert_eq!(t.password_from_pgpass("x:1:y:z:w\n"), None);
+    }
+
+    #[test]
+    fn a_url_without_user_or_host_is_refused_with_what_to_write() {
+        for url in ["postgres:///jr", "postgres://db.example/jr"] {
+            let err = PgTarget::parse(url).err().unwrap().to_string();
+            assert!(err.contains("postgres://USER@HOST:PORT/DATABASE"), "{url}: {err}");
+        }
+    }
+}

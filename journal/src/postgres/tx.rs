@@ -1,0 +1,202 @@
+//! The PostgreSQL journal's write transactions other than appends (`append`): submitting, claiming a lease (`FOR UPDATE SKIP LOCKED`, the cluster queue under
+//! an advisory lock), renewing, releasing, and the cancel and resume requests. The decisions are
+//! `rules`'s, shared with SQLite; only the SQL is here.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use tokio_postgres::{Client, Transaction};
+
+use super::append::{AppendReq, NOTIFY_SQL, append_one, lock_summaries};
+use super::pool::commit;
+use crate::error::{JournalError, Result};
+use crate::event::Event;
+use crate::journal::{AcquireOutcome, NewWorkflow, Renewal, RequestOutcome, SubmitOutcome};
+use crate::projection::WorkflowState;
+use crate::rules::{CLUSTER_BLOCKER_SQL, CancelPlan, ResumePlan, lease_is_free, plan_cancel, plan_resume};
+
+/// Told to every daemon listening when work may have become claimable.
+pub(crate) const WORK_CHANNEL: &str = "infraflow_work";
+
+async fn notify(tx: &Transaction<'_>) -> Result<()> {
+    tx.execute(NOTIFY_SQL, &[&WORK_CHANNEL]).await?;
+    Ok(())
+}
+
+pub(crate) async fn submit(c: &mut Client, new: &NewWorkflow) -> Result<SubmitOutcome> {
+    let tx = c.transaction().await?;
+    let input = serde_json::to_string(&new.input)?;
+    let inserted = tx
+        .execute(
+            "INSERT INTO workflows (id, workflow, input, cluster, no_rollback, created_at, updated_at, seq, state,
+                                    attempts, cancel_requested, ticket)
+             VALUES ($1, $2, $3, $4, $5, $6, $6, 0, 'pending', 0, false, nextval('tickets'))
+             ON CONFLICT (id) DO NOTHING",
+            &[&new.id, &new.workflow, &input, &new.cluster, &new.no_rollback, &new.at],
+        )
+        .await?;
+    if inserted == 0 {
+        let r = tx.query_one("SELECT workflow, input, no_rollback FROM workflows WHERE id = $1", &[&new.id]).await?;
+        let (workflow, input, no_rollback): (String, String, bool) = (r.get(0), r.get(1), r.get(2));
+        let input: Value = serde_json::from_str(&input)?;
+        return Ok(if workflow == new.workflow && input == new.input && no_rollback == new.no_rollback {
+            SubmitOutcome::AlreadyExists
+        } else {
+            SubmitOutcome::Conflict { existing_workflow: workflow }
+        });
+    }
+    let submitted = Event::Submitted {
+        workflow: new.workflow.clone(),
+        input: new.input.clone(),
+        no_rollback: new.no_rollback,
+        code_version: new.code_version,
+    };
+    append_one(&tx, AppendReq { id: new.id.clone(), fence: None, events: vec![submitted], at: new.at }).await?;
+    commit(tx).await?;
+    Ok(SubmitOutcome::Created)
+}
+
+/// The workflow `id` must wait for on its cluster, if any, by the database's clock `now`
+/// (`rules::CLUSTER_BLOCKER_SQL`, as SQLite).
+pub(crate) async fn cluster_blocker(
+    c: &impl tokio_postgres::GenericClient,
+    id: &str,
+    cluster: &str,
+    now: i64,
+) -> Result<Option<(String, String, WorkflowState)>> {
+    if cluster.is_empty() {
+        return Ok(None);
+    }
+    let row = c.query_opt(CLUSTER_BLOCKER_SQL, &[&id, &cluster, &now]).await?;
+    Ok(row.map(|r| (r.get(0), r.get(1), WorkflowState::parse(r.get(2)).unwrap_or(WorkflowState::Running))))
+}
+
+pub(crate) async fn acquire(c: &mut Client, id: &str, me: &str, at: i64, ttl_ms: i64) -> Result<AcquireOutcome> {
+    let tx = c.transaction().await?;
+    // SKIP LOCKED: a row another daemon is claiming this instant is theirs to decide.
+    let row = tx
+        .query_opt(
+            "SELECT state, lease_owner, lease_expires_at, cluster, now_ms() FROM workflows WHERE id = $1
+             FOR UPDATE SKIP LOCKED",
+            &[&id],
+        )
+        .await?;
+    let Some(row) = row else {
+        let exists: bool = tx.query_one("SELECT EXISTS (SELECT 1 FROM workflows WHERE id = $1)", &[&id]).await?.get(0);
+        return if exists {
+            Ok(AcquireOutcome::HeldBy("another daemon claiming it this instant".into()))
+        } else {
+            Err(JournalError::UnknownWorkflow(id.to_string()))
+        };
+    };
+    let (owner, expires, cluster, now): (Option<String>, Option<i64>, String, i64) =
+        (row.get(1), row.get(2), row.get(3), row.get(4));
+    let state = WorkflowState::parse(row.get(0)).unwrap_or(WorkflowState::Failed);
+    if !state.is_runnable() {
+        return Ok(AcquireOutcome::NotRunnable(state));
+    }
+    if !lease_is_free(owner.as_deref(), expires, me, now) {
+        return Ok(AcquireOutcome::HeldBy(owner.unwrap_or_default()));
+    }
+    if !cluster.is_empty() {
+        // One claim at a time per cluster, on every host: the check below and the lease it
+        // allows are one decision.
+        tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('infraflow/cluster/' || $1, 0))", &[&cluster])
+            .await?;
+    }
+    if let Some((bid, workflow, bstate)) = cluster_blocker(&tx, id, &cluster, now).await? {
+        return Ok(AcquireOutcome::WaitingFor { id: bid, workflow, state: bstate });
+    }
+    tx.execute(
+        "UPDATE workflows SET lease_owner = $2, lease_expires_at = now_ms() + $3 WHERE id = $1",
+        &[&id, &me, &ttl_ms],
+    )
+    .await?;
+    if owner.as_deref() == Some(me) {
+        commit(tx).await?;
+        return Ok(AcquireOutcome::Acquired { previous: None });
+    }
+    let taken = Event::LeaseTaken { owner: me.to_string(), previous: owner.clone() };
+    append_one(&tx, AppendReq { id: id.to_string(), fence: Some(me.to_string()), events: vec![taken], at }).await?;
+    commit(tx).await?;
+    Ok(AcquireOutcome::Acquired { previous: owner })
+}
+
+pub(crate) async fn renew(c: &mut Client, owner: &str, ids: &[String], ttl_ms: i64) -> Result<Vec<Renewal>> {
+    let rows = c
+        .query(
+            "UPDATE workflows SET lease_expires_at = now_ms() + $3 WHERE id = ANY($1) AND lease_owner = $2
+             RETURNING id, cancel_requested",
+            &[&ids, &owner, &ttl_ms],
+        )
+        .await?;
+    let held: HashMap<String, bool> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    Ok(ids
+        .iter()
+        .map(|id| Renewal {
+            id: id.clone(),
+            held: held.contains_key(id),
+            cancel_requested: held.get(id) == Some(&true),
+        })
+        .collect())
+}
+
+pub(crate) async fn release(c: &mut Client, owner: &str, ids: &[String]) -> Result<()> {
+    let tx = c.transaction().await?;
+    let n = tx
+        .execute(
+            "UPDATE workflows SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ANY($1) AND lease_owner = $2",
+            &[&ids, &owner],
+        )
+        .await?;
+    if n > 0 {
+        notify(&tx).await?;
+    }
+    commit(tx).await
+}
+
+pub(crate) async fn request_cancel(c: &mut Client, id: &str, at: i64) -> Result<RequestOutcome> {
+    let tx = c.transaction().await?;
+    let mut current = lock_summaries(&tx, &[id]).await?;
+    let cur = current.remove(id).ok_or_else(|| JournalError::UnknownWorkflow(id.to_string()))?;
+    let started = if cur.summary.state == WorkflowState::Pending && cur.owner.is_none() {
+        tx.query_one(
+            "SELECT EXISTS (SELECT 1 FROM events WHERE workflow_id = $1
+               AND kind IN ('step_started', 'step_completed', 'step_failed', 'lease_taken'))",
+            &[&id],
+        )
+        .await?
+        .get(0)
+    } else {
+        true
+    };
+    let outcome = match plan_cancel(&cur.summary, cur.owner.as_deref(), || Ok(started))? {
+        CancelPlan::NotApplicable(s) => RequestOutcome::NotApplicable(s),
+        CancelPlan::AlreadyRequested(s) => RequestOutcome::AlreadyRequested(s),
+        CancelPlan::Append(events) => {
+            RequestOutcome::Done(append_one(&tx, AppendReq { id: id.to_string(), fence: None, events, at }).await?)
+        }
+    };
+    commit(tx).await?;
+    Ok(outcome)
+}
+
+pub(crate) async fn request_resume(c: &mut Client, id: &str, at: i64) -> Result<RequestOutcome> {
+    let tx = c.transaction().await?;
+    let mut current = lock_summaries(&tx, &[id]).await?;
+    let cur = current.remove(id).ok_or_else(|| JournalError::UnknownWorkflow(id.to_string()))?;
+    let outcome = match plan_resume(cur.summary.state) {
+        ResumePlan::NotApplicable(s) => RequestOutcome::NotApplicable(s),
+        ResumePlan::AlreadyRequested(s) => RequestOutcome::AlreadyRequested(s),
+        ResumePlan::Resume { requeue } => {
+            let req = AppendReq { id: id.to_string(), fence: None, events: vec![Event::ResumeRequested], at };
+            let s = append_one(&tx, req).await?;
+            if requeue {
+                tx.execute("UPDATE workflows SET ticket = nextval('tickets') WHERE id = $1", &[&id]).await?;
+            }
+            RequestOutcome::Done(s)
+        }
+    };
+    commit(tx).await?;
+    Ok(outcome)
+}

@@ -1,0 +1,100 @@
+//! Group commit for PostgreSQL: one task takes every queued append and writes them in one
+//! transaction (one SELECT … FOR UPDATE, one INSERT, one UPDATE, one COMMIT for all), so a
+//! hundred workflows' steps cost one round of commits, not a hundred.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::append::{AppendReq, Written, commit_appends};
+use super::pool::SharedPool;
+use crate::error::{JournalError, Result};
+use crate::journal::CommitObserver;
+use crate::projection::WorkflowState;
+
+/// As SQLite's writer: lazy records wait this long for company, since nobody waits on them.
+const LAZY_LINGER: Duration = Duration::from_millis(5);
+const MAX_BATCH: usize = 4096;
+
+pub(crate) struct Job {
+    pub req: AppendReq,
+    /// None for a lazy append: a refusal resurfaces on the owner's next durable append.
+    pub reply: Option<oneshot::Sender<Result<()>>>,
+}
+
+/// The writer task's loop: returns when every sender is gone and the queue is empty.
+pub(crate) async fn run(
+    pool: SharedPool,
+    mut rx: mpsc::UnboundedReceiver<Job>,
+    observer: Arc<OnceLock<CommitObserver>>,
+) {
+    let written = Arc::new(Written::default());
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        drain(&mut rx, &mut batch);
+        if batch.iter().all(|j| j.reply.is_none()) {
+            let deadline = tokio::time::Instant::now() + LAZY_LINGER;
+            while let Ok(Some(job)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+                let awaited = job.reply.is_some();
+                batch.push(job);
+                drain(&mut rx, &mut batch);
+                if awaited {
+                    break;
+                }
+            }
+        }
+        let (started, size) = (Instant::now(), batch.len());
+        let (reqs, replies): (Vec<AppendReq>, Vec<_>) = batch.into_iter().map(|j| (j.req, j.reply)).unzip();
+        let outcome = commit_batch(&pool, &written, reqs).await;
+        if let Some(observe) = observer.get() {
+            observe(started.elapsed(), size);
+        }
+        match outcome {
+            Ok(results) => {
+                for (reply, r) in replies.into_iter().zip(results) {
+                    match (reply, r) {
+                        (Some(reply), r) => {
+                            let _ = reply.send(r.map(|_| ()));
+                        }
+                        (None, Err(e)) => tracing::debug!(error = %e, "a lazy append was refused"),
+                        (None, Ok(_)) => {}
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "journal commit failed");
+                let unknown = matches!(e, JournalError::CommitUnknown);
+                for reply in replies.into_iter().flatten() {
+                    let _ = reply.send(Err(if unknown {
+                        JournalError::CommitUnknown
+                    } else {
+                        JournalError::CommitFailed(e.to_string())
+                    }));
+                }
+            }
+        }
+    }
+}
+
+fn drain(rx: &mut mpsc::UnboundedReceiver<Job>, batch: &mut Vec<Job>) {
+    while batch.len() < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
+        }
+    }
+}
+
+async fn commit_batch(
+    pool: &SharedPool,
+    written: &Arc<Written>,
+    reqs: Vec<AppendReq>,
+) -> Result<Vec<Result<WorkflowState>>> {
+    let (reqs, written) = (Arc::new(reqs), written.clone());
+    pool.run(move |c| {
+        let (reqs, written) = (reqs.clone(), written.clone());
+        Box::pin(async move { commit_appends(c, &reqs, &written).await })
+    })
+    .await
+}

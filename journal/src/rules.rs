@@ -1,0 +1,134 @@
+//! What every backend's transactions decide the same way — fencing an append and folding it into
+//! the summary, whether a lease is free, what a cancel or resume request does — so SQLite and
+//! PostgreSQL differ only in their SQL.
+
+use crate::error::{JournalError, Result};
+use crate::event::Event;
+use crate::owner::owner_is_gone;
+use crate::projection::{Summary, WorkflowState};
+
+/// One event as stored: its sequence number, kind, step and JSON.
+pub(crate) struct EventRow {
+    pub seq: i64,
+    pub kind: &'static str,
+    pub step: Option<String>,
+    pub data: String,
+}
+
+/// An append decided: the rows to insert and the summary row to write.
+pub(crate) struct Folded {
+    pub summary: Summary,
+    pub rows: Vec<EventRow>,
+    /// The last sequence number after the append.
+    pub seq: i64,
+    /// The output's JSON, only when the append changed it (the column is written only then).
+    pub output: Option<String>,
+    pub state_changed: bool,
+}
+
+/// Fences (`fence`: the owner the caller believes it is; `None` for requests that need no lease)
+/// and folds `events` into a summary whose last sequence number is `seq` and lease `owner`.
+pub(crate) fn fold_append(
+    id: &str,
+    mut summary: Summary,
+    mut seq: i64,
+    owner: Option<&str>,
+    fence: Option<&str>,
+    events: &[Event],
+) -> Result<Folded> {
+    if let Some(me) = fence
+        && owner != Some(me)
+    {
+        return Err(JournalError::LeaseLost {
+            workflow: id.to_string(),
+            holder: owner.unwrap_or("nobody").to_string(),
+        });
+    }
+    let (output_before, state_before) = (summary.output.clone(), summary.state);
+    let mut rows = Vec::with_capacity(events.len());
+    for ev in events {
+        seq += 1;
+        summary.apply(ev);
+        rows.push(EventRow {
+            seq,
+            kind: ev.kind(),
+            step: ev.step().map(str::to_string),
+            data: serde_json::to_string(ev)?,
+        });
+    }
+    let output = if summary.output != output_before {
+        summary.output.as_ref().map(serde_json::to_string).transpose()?
+    } else {
+        None
+    };
+    Ok(Folded { state_changed: summary.state != state_before, summary, rows, seq, output })
+}
+
+/// Whether `me` may take a lease now held by `owner` until `expires` (`now` on the clock the
+/// backend keeps leases by): free, already mine, expired, or held by a dead process of this
+/// machine (same boot and pid namespace; anything else is presumed alive until expiry).
+pub(crate) fn lease_is_free(owner: Option<&str>, expires: Option<i64>, me: &str, now: i64) -> bool {
+    match owner {
+        None => true,
+        Some(o) => o == me || expires.is_none_or(|t| t < now) || owner_is_gone(o),
+    }
+}
+
+/// What a cancel request does to a workflow in `summary`, held by `owner`.
+pub(crate) enum CancelPlan {
+    NotApplicable(WorkflowState),
+    AlreadyRequested(WorkflowState),
+    /// Append these events.
+    Append(Vec<Event>),
+}
+
+/// `ever_started` is asked only when the answer matters (a pending, unowned workflow).
+pub(crate) fn plan_cancel(
+    summary: &Summary,
+    owner: Option<&str>,
+    ever_started: impl FnOnce() -> Result<bool>,
+) -> Result<CancelPlan> {
+    if summary.state.is_finished() {
+        return Ok(CancelPlan::NotApplicable(summary.state));
+    }
+    if summary.cancel_requested {
+        return Ok(CancelPlan::AlreadyRequested(summary.state));
+    }
+    // Never started: nothing to compensate, so it ends now instead of waiting its turn.
+    if summary.state == WorkflowState::Pending && owner.is_none() && !ever_started()? {
+        return Ok(CancelPlan::Append(vec![Event::CancelRequested, Event::Compensated]));
+    }
+    Ok(CancelPlan::Append(vec![Event::CancelRequested]))
+}
+
+/// What a resume request does to a workflow in `state`.
+pub(crate) enum ResumePlan {
+    NotApplicable(WorkflowState),
+    AlreadyRequested(WorkflowState),
+    /// Append `ResumeRequested`; `requeue`: take a new ticket, behind whatever was submitted
+    /// since (a finished workflow gave its cluster up — the serialization rule in ARCHITECTURE.md).
+    Resume {
+        requeue: bool,
+    },
+}
+
+pub(crate) fn plan_resume(state: WorkflowState) -> ResumePlan {
+    match state {
+        WorkflowState::Paused => ResumePlan::Resume { requeue: false },
+        WorkflowState::Failed | WorkflowState::CompensationFailed => ResumePlan::Resume { requeue: true },
+        s if s.is_runnable() => ResumePlan::AlreadyRequested(s),
+        s => ResumePlan::NotApplicable(s),
+    }
+}
+
+/// The workflow another must wait for on its cluster (parameters: its id, its cluster, now by the
+/// lease clock), in SQL both backends run as is (`$N` is a positional parameter to PostgreSQL
+/// and, numbered in order of appearance, to SQLite). The rule: workflows of one cluster run one
+/// at a time in ticket order (a ticket is taken at submit, and again when a finished workflow is
+/// retried), an unfinished one (paused included) keeps the cluster, and nothing starts while
+/// another workflow of the cluster holds a live lease.
+pub(crate) const CLUSTER_BLOCKER_SQL: &str = "SELECT o.id, o.workflow, o.state FROM workflows o, workflows w
+     WHERE w.id = $1 AND o.cluster = $2 AND o.id <> w.id
+       AND ((o.ticket < w.ticket AND o.state NOT IN ('completed','failed','compensated','compensation_failed'))
+            OR (o.lease_owner IS NOT NULL AND o.lease_expires_at >= $3))
+     ORDER BY o.ticket LIMIT 1";
