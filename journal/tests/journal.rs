@@ -548,3 +548,57 @@ async fn postgres_connections_killed_mid_append_never_acknowledge_a_lost_record(
     assert!(acknowledged.len() > 150, "most appends survive the kills by running again: {}", acknowledged.len());
     eprintln!("{kills} rounds of connection kills: {} appends acknowledged, {refused} refused", acknowledged.len());
 }
+
+/// A step's append finds its workflow's summary through the primary key whatever the table holds.
+/// A prepared statement's generic plan joining on `unnest` alone scanned every summary each step
+/// from a few hundred workflows up to about a thousand (0.5 ms a step at 800, measured); counted
+/// here by the server's own statistics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_appends_never_scan_every_workflow_summary() {
+    let f = Fixture::new(Kind::Postgres);
+    let j = f.open();
+    for i in 0..700 {
+        j.submit(new_wf(&format!("w{i}"), "")).await.unwrap();
+    }
+    j.acquire("w0", "me", now_ms(), 600_000).await.unwrap();
+    // The planner judges by the table's statistics, as autovacuum keeps them; and the plan every
+    // connection uses is the generic one, as PostgreSQL picks for a prepared statement once it
+    // looks no dearer than the custom ones (or as a DBA may force).
+    pg::server().psql(&f.db, "ANALYZE infraflow.workflows");
+    pg::server().psql(&f.db, &format!("ALTER DATABASE {} SET plan_cache_mode = force_generic_plan", f.db));
+    let stats = || {
+        let out = pg::server().psql(
+            &f.db,
+            "SELECT seq_scan, n_tup_upd FROM pg_stat_user_tables WHERE relid = 'infraflow.workflows'::regclass",
+        );
+        let (scans, updates) = out.trim().split_once('|').unwrap();
+        (scans.parse::<i64>().unwrap(), updates.parse::<i64>().unwrap())
+    };
+    // A backend reports its statistics when it exits: close the journal's connections first.
+    drop(j);
+    let (scans_before, updates_before) = settled(stats, |_| true).await;
+    let j = f.open();
+    for i in 0..50 {
+        j.append("w0", "me", vec![completed(&format!("s{i}"), i)], i, Durability::Durable).await.unwrap();
+    }
+    drop(j);
+    let (scans, updates) = settled(stats, |(_, u)| u >= updates_before + 50).await;
+    assert!(updates >= updates_before + 50, "the appends' updates are counted: {updates_before} -> {updates}");
+    eprintln!("scans {scans_before} -> {scans}, updates {updates_before} -> {updates}");
+    assert_eq!(scans, scans_before, "appends scanned the whole workflows table {} times", scans - scans_before);
+}
+
+/// The statistics once they satisfy `done` and stop changing (they arrive when backends exit),
+/// or after 20 s.
+async fn settled(read: impl Fn() -> (i64, i64), done: impl Fn((i64, i64)) -> bool) -> (i64, i64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut last = read();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = read();
+        if (now == last && done(now)) || std::time::Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
+}
