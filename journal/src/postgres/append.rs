@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use serde_json::Value;
-use tokio_postgres::Transaction;
 use tokio_postgres::types::ToSql;
+use tokio_postgres::{Statement, Transaction};
 
 use super::pool::Conn;
 use crate::error::{JournalError, Result};
@@ -154,8 +154,28 @@ fn currents(rows: Vec<tokio_postgres::Row>) -> Result<HashMap<String, Current>> 
     Ok(out)
 }
 
-pub(crate) async fn lock_summaries(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashMap<String, Current>> {
-    currents(tx.query(LOCK_SQL, &[&ids]).await?)
+pub(crate) async fn lock_summaries(
+    tx: &Transaction<'_>,
+    lock: &Statement,
+    ids: &[&str],
+) -> Result<HashMap<String, Current>> {
+    currents(tx.query(lock, &[&ids]).await?)
+}
+
+/// The statements of an append inside a request transaction, from the connection's cache (a
+/// statement prepared anew costs a round trip of its own).
+pub(crate) struct AppendStatements {
+    pub lock: Statement,
+    insert: Statement,
+    update: Statement,
+    notify: Statement,
+}
+
+impl AppendStatements {
+    pub(crate) async fn of(c: &mut Conn) -> Result<AppendStatements> {
+        let [lock, insert, update, notify] = c.prepared_all([LOCK_SQL, INSERT_SQL, UPDATE_SQL, NOTIFY_SQL]).await?;
+        Ok(AppendStatements { lock, insert, update, notify })
+    }
 }
 
 fn sorted_ids(reqs: &[AppendReq]) -> Vec<&str> {
@@ -277,15 +297,15 @@ impl Plan {
 }
 
 /// Appends one request in the caller's transaction.
-pub(crate) async fn append_one(tx: &Transaction<'_>, req: AppendReq) -> Result<WorkflowState> {
+pub(crate) async fn append_one(tx: &Transaction<'_>, s: &AppendStatements, req: AppendReq) -> Result<WorkflowState> {
     let reqs = [req];
-    let mut current = lock_summaries(tx, &sorted_ids(&reqs)).await?;
+    let mut current = lock_summaries(tx, &s.lock, &sorted_ids(&reqs)).await?;
     let mut plan = Plan::new(&reqs, &mut current);
     if !plan.ev_id.is_empty() {
-        tx.execute(INSERT_SQL, &plan.event_params()).await?;
-        tx.execute(UPDATE_SQL, &plan.summary_params()).await?;
+        tx.execute(&s.insert, &plan.event_params()).await?;
+        tx.execute(&s.update, &plan.summary_params()).await?;
         if plan.wake {
-            tx.execute(NOTIFY_SQL, &[&super::tx::WORK_CHANNEL]).await?;
+            tx.execute(&s.notify, &[&super::tx::WORK_CHANNEL]).await?;
         }
     }
     plan.results.pop().unwrap_or_else(|| Err(JournalError::UnknownWorkflow(reqs[0].id.clone())))

@@ -49,6 +49,15 @@ impl Conn {
         self.prepared.insert(sql, s.clone());
         Ok(s)
     }
+
+    /// Several statements of this connection's cache, prepared before a transaction borrows it.
+    pub(crate) async fn prepared_all<const N: usize>(&mut self, sqls: [&'static str; N]) -> Result<[Statement; N]> {
+        let mut out = Vec::with_capacity(N);
+        for sql in sqls {
+            out.push(self.prepared(sql).await?);
+        }
+        Ok(out.try_into().unwrap_or_else(|_| unreachable!("one statement per query")))
+    }
 }
 
 impl std::ops::Deref for Conn {

@@ -4,12 +4,13 @@
 use serde_json::Value;
 use tokio_postgres::{Client, Row};
 
+use super::pool::Conn;
 use super::tx::cluster_blocker;
 use crate::error::Result;
 use crate::event::EventRecord;
 use crate::journal::WorkflowRow;
 use crate::projection::{WorkflowState, WorkflowView};
-use crate::rules::lease_is_free;
+use crate::rules::{CLUSTER_BLOCKER_SQL, lease_is_free};
 
 const ROW_COLUMNS: &str = "id, workflow, state, cluster, created_at, updated_at, current_step, attempts, error, lease_owner, lease_expires_at";
 
@@ -44,8 +45,16 @@ pub(crate) async fn count_by_state(c: &Client) -> Result<Vec<(String, u64)>> {
     Ok(rows.iter().map(|r| (r.get(0), r.get::<_, i64>(1) as u64)).collect())
 }
 
-pub(crate) async fn outcome(c: &Client, id: String) -> Result<Option<(WorkflowState, Option<Value>, Option<String>)>> {
-    let Some(r) = c.query_opt("SELECT state, output, error FROM workflows WHERE id = $1", &[&id]).await? else {
+const OUTCOME_SQL: &str = "SELECT state, output, error FROM workflows WHERE id = $1";
+const LEASE_SQL: &str = "SELECT lease_owner, lease_expires_at FROM workflows WHERE id = $1";
+const EVENTS_SQL: &str = "SELECT seq, at, data FROM events WHERE workflow_id = $1 ORDER BY seq";
+
+pub(crate) async fn outcome(
+    c: &mut Conn,
+    id: String,
+) -> Result<Option<(WorkflowState, Option<Value>, Option<String>)>> {
+    let outcome = c.prepared(OUTCOME_SQL).await?;
+    let Some(r) = c.query_opt(&outcome, &[&id]).await? else {
         return Ok(None);
     };
     let output: Option<String> = r.get(1);
@@ -73,37 +82,42 @@ pub(crate) async fn claimable(c: &Client, me: String, limit: usize) -> Result<Ve
     Ok(rows.iter().filter(|r| lease_is_free(r.get(1), r.get(2), &me, r.get(3))).map(|r| r.get(0)).take(limit).collect())
 }
 
-pub(crate) async fn waiting_for(c: &Client, id: String) -> Result<Option<(String, String, WorkflowState)>> {
+pub(crate) async fn waiting_for(c: &mut Conn, id: String) -> Result<Option<(String, String, WorkflowState)>> {
+    let blocker = c.prepared(CLUSTER_BLOCKER_SQL).await?;
     let row = c.query_opt("SELECT cluster, state, lease_owner, now_ms() FROM workflows WHERE id = $1", &[&id]).await?;
     match row {
         Some(r)
             if r.get::<_, Option<String>>(2).is_none()
                 && WorkflowState::parse(r.get(1)).is_some_and(|s| s.is_runnable()) =>
         {
-            cluster_blocker(c, &id, r.get(0), r.get(3)).await
+            cluster_blocker(&**c, &blocker, &id, r.get(0), r.get(3)).await
         }
         _ => Ok(None),
     }
 }
 
 pub(crate) async fn events(c: &impl tokio_postgres::GenericClient, id: &str) -> Result<Vec<EventRecord>> {
-    let rows = c.query("SELECT seq, at, data FROM events WHERE workflow_id = $1 ORDER BY seq", &[&id]).await?;
+    let rows = c.query(EVENTS_SQL, &[&id]).await?;
+    decode_events(id, rows)
+}
+
+fn decode_events(id: &str, rows: Vec<Row>) -> Result<Vec<EventRecord>> {
     rows.iter().map(|r| EventRecord::decode(id, r.get(0), r.get(1), r.get(2))).collect()
 }
 
 /// The lease and the events from one snapshot.
-pub(crate) async fn load(c: &mut Client, id: String) -> Result<Option<WorkflowView>> {
+pub(crate) async fn load(c: &mut Conn, id: String) -> Result<Option<WorkflowView>> {
+    let [lease, events] = c.prepared_all([LEASE_SQL, EVENTS_SQL]).await?;
     let tx = c
         .build_transaction()
         .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
         .read_only(true)
         .start()
         .await?;
-    let Some(lease) = tx.query_opt("SELECT lease_owner, lease_expires_at FROM workflows WHERE id = $1", &[&id]).await?
-    else {
+    let Some(lease) = tx.query_opt(&lease, &[&id]).await? else {
         return Ok(None);
     };
-    let events = events(&tx, &id).await?;
+    let events = decode_events(&id, tx.query(&events, &[&id]).await?)?;
     tx.commit().await?;
     let mut view = WorkflowView::fold(&id, &events);
     view.lease_owner = lease.get(0);

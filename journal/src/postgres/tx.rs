@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
-use tokio_postgres::{Client, Transaction};
+use tokio_postgres::{GenericClient, Statement};
 
-use super::append::{AppendReq, NOTIFY_SQL, append_one, lock_summaries};
-use super::pool::commit;
+use super::append::{AppendReq, AppendStatements, NOTIFY_SQL, append_one, lock_summaries};
+use super::pool::{Conn, commit};
 use crate::error::{JournalError, Result};
 use crate::event::Event;
 use crate::journal::{AcquireOutcome, NewWorkflow, Renewal, RequestOutcome, SubmitOutcome};
@@ -18,25 +18,32 @@ use crate::rules::{CLUSTER_BLOCKER_SQL, CancelPlan, ResumePlan, lease_is_free, p
 /// Told to every daemon listening when work may have become claimable.
 pub(crate) const WORK_CHANNEL: &str = "infraflow_work";
 
-async fn notify(tx: &Transaction<'_>) -> Result<()> {
-    tx.execute(NOTIFY_SQL, &[&WORK_CHANNEL]).await?;
-    Ok(())
-}
+const SUBMIT_SQL: &str =
+    "INSERT INTO workflows (id, workflow, input, cluster, no_rollback, created_at, updated_at, seq,
+                                    state, attempts, cancel_requested, ticket)
+     VALUES ($1, $2, $3, $4, $5, $6, $6, 0, 'pending', 0, false, nextval('tickets'))
+     ON CONFLICT (id) DO NOTHING";
+const SUBMITTED_SQL: &str = "SELECT workflow, input, no_rollback FROM workflows WHERE id = $1";
+/// SKIP LOCKED: a row another daemon is claiming this instant is theirs to decide.
+const CLAIM_SQL: &str = "SELECT state, lease_owner, lease_expires_at, cluster, now_ms() FROM workflows WHERE id = $1
+     FOR UPDATE SKIP LOCKED";
+const EXISTS_SQL: &str = "SELECT EXISTS (SELECT 1 FROM workflows WHERE id = $1)";
+const CLUSTER_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(hashtextextended('infraflow/cluster/' || $1, 0))";
+const TAKE_SQL: &str = "UPDATE workflows SET lease_owner = $2, lease_expires_at = now_ms() + $3 WHERE id = $1";
+const RENEW_SQL: &str = "UPDATE workflows SET lease_expires_at = now_ms() + $3 WHERE id = ANY($1) AND lease_owner = $2
+     RETURNING id, cancel_requested";
+const RELEASE_SQL: &str =
+    "UPDATE workflows SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ANY($1) AND lease_owner = $2";
 
-pub(crate) async fn submit(c: &mut Client, new: &NewWorkflow) -> Result<SubmitOutcome> {
+pub(crate) async fn submit(c: &mut Conn, new: &NewWorkflow) -> Result<SubmitOutcome> {
+    let [insert, existing] = c.prepared_all([SUBMIT_SQL, SUBMITTED_SQL]).await?;
+    let appends = AppendStatements::of(c).await?;
     let tx = c.transaction().await?;
     let input = serde_json::to_string(&new.input)?;
-    let inserted = tx
-        .execute(
-            "INSERT INTO workflows (id, workflow, input, cluster, no_rollback, created_at, updated_at, seq, state,
-                                    attempts, cancel_requested, ticket)
-             VALUES ($1, $2, $3, $4, $5, $6, $6, 0, 'pending', 0, false, nextval('tickets'))
-             ON CONFLICT (id) DO NOTHING",
-            &[&new.id, &new.workflow, &input, &new.cluster, &new.no_rollback, &new.at],
-        )
-        .await?;
+    let inserted =
+        tx.execute(&insert, &[&new.id, &new.workflow, &input, &new.cluster, &new.no_rollback, &new.at]).await?;
     if inserted == 0 {
-        let r = tx.query_one("SELECT workflow, input, no_rollback FROM workflows WHERE id = $1", &[&new.id]).await?;
+        let r = tx.query_one(&existing, &[&new.id]).await?;
         let (workflow, input, no_rollback): (String, String, bool) = (r.get(0), r.get(1), r.get(2));
         let input: Value = serde_json::from_str(&input)?;
         return Ok(if workflow == new.workflow && input == new.input && no_rollback == new.no_rollback {
@@ -51,7 +58,8 @@ pub(crate) async fn submit(c: &mut Client, new: &NewWorkflow) -> Result<SubmitOu
         no_rollback: new.no_rollback,
         code_version: new.code_version,
     };
-    append_one(&tx, AppendReq { id: new.id.clone(), fence: None, events: vec![submitted], at: new.at }).await?;
+    append_one(&tx, &appends, AppendReq { id: new.id.clone(), fence: None, events: vec![submitted], at: new.at })
+        .await?;
     commit(tx).await?;
     Ok(SubmitOutcome::Created)
 }
@@ -59,7 +67,8 @@ pub(crate) async fn submit(c: &mut Client, new: &NewWorkflow) -> Result<SubmitOu
 /// The workflow `id` must wait for on its cluster, if any, by the database's clock `now`
 /// (`rules::CLUSTER_BLOCKER_SQL`, as SQLite).
 pub(crate) async fn cluster_blocker(
-    c: &impl tokio_postgres::GenericClient,
+    c: &impl GenericClient,
+    blocker: &Statement,
     id: &str,
     cluster: &str,
     now: i64,
@@ -67,22 +76,18 @@ pub(crate) async fn cluster_blocker(
     if cluster.is_empty() {
         return Ok(None);
     }
-    let row = c.query_opt(CLUSTER_BLOCKER_SQL, &[&id, &cluster, &now]).await?;
+    let row = c.query_opt(blocker, &[&id, &cluster, &now]).await?;
     Ok(row.map(|r| (r.get(0), r.get(1), WorkflowState::parse(r.get(2)).unwrap_or(WorkflowState::Running))))
 }
 
-pub(crate) async fn acquire(c: &mut Client, id: &str, me: &str, at: i64, ttl_ms: i64) -> Result<AcquireOutcome> {
+pub(crate) async fn acquire(c: &mut Conn, id: &str, me: &str, at: i64, ttl_ms: i64) -> Result<AcquireOutcome> {
+    let [claim, exists, cluster_lock, blocker, take] =
+        c.prepared_all([CLAIM_SQL, EXISTS_SQL, CLUSTER_LOCK_SQL, CLUSTER_BLOCKER_SQL, TAKE_SQL]).await?;
+    let appends = AppendStatements::of(c).await?;
     let tx = c.transaction().await?;
-    // SKIP LOCKED: a row another daemon is claiming this instant is theirs to decide.
-    let row = tx
-        .query_opt(
-            "SELECT state, lease_owner, lease_expires_at, cluster, now_ms() FROM workflows WHERE id = $1
-             FOR UPDATE SKIP LOCKED",
-            &[&id],
-        )
-        .await?;
+    let row = tx.query_opt(&claim, &[&id]).await?;
     let Some(row) = row else {
-        let exists: bool = tx.query_one("SELECT EXISTS (SELECT 1 FROM workflows WHERE id = $1)", &[&id]).await?.get(0);
+        let exists: bool = tx.query_one(&exists, &[&id]).await?.get(0);
         return if exists {
             Ok(AcquireOutcome::HeldBy("another daemon claiming it this instant".into()))
         } else {
@@ -101,35 +106,26 @@ pub(crate) async fn acquire(c: &mut Client, id: &str, me: &str, at: i64, ttl_ms:
     if !cluster.is_empty() {
         // One claim at a time per cluster, on every host: the check below and the lease it
         // allows are one decision.
-        tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('infraflow/cluster/' || $1, 0))", &[&cluster])
-            .await?;
+        tx.execute(&cluster_lock, &[&cluster]).await?;
     }
-    if let Some((bid, workflow, bstate)) = cluster_blocker(&tx, id, &cluster, now).await? {
+    if let Some((bid, workflow, bstate)) = cluster_blocker(&tx, &blocker, id, &cluster, now).await? {
         return Ok(AcquireOutcome::WaitingFor { id: bid, workflow, state: bstate });
     }
-    tx.execute(
-        "UPDATE workflows SET lease_owner = $2, lease_expires_at = now_ms() + $3 WHERE id = $1",
-        &[&id, &me, &ttl_ms],
-    )
-    .await?;
+    tx.execute(&take, &[&id, &me, &ttl_ms]).await?;
     if owner.as_deref() == Some(me) {
         commit(tx).await?;
         return Ok(AcquireOutcome::Acquired { previous: None });
     }
     let taken = Event::LeaseTaken { owner: me.to_string(), previous: owner.clone() };
-    append_one(&tx, AppendReq { id: id.to_string(), fence: Some(me.to_string()), events: vec![taken], at }).await?;
+    let req = AppendReq { id: id.to_string(), fence: Some(me.to_string()), events: vec![taken], at };
+    append_one(&tx, &appends, req).await?;
     commit(tx).await?;
     Ok(AcquireOutcome::Acquired { previous: owner })
 }
 
-pub(crate) async fn renew(c: &mut Client, owner: &str, ids: &[String], ttl_ms: i64) -> Result<Vec<Renewal>> {
-    let rows = c
-        .query(
-            "UPDATE workflows SET lease_expires_at = now_ms() + $3 WHERE id = ANY($1) AND lease_owner = $2
-             RETURNING id, cancel_requested",
-            &[&ids, &owner, &ttl_ms],
-        )
-        .await?;
+pub(crate) async fn renew(c: &mut Conn, owner: &str, ids: &[String], ttl_ms: i64) -> Result<Vec<Renewal>> {
+    let renew = c.prepared(RENEW_SQL).await?;
+    let rows = c.query(&renew, &[&ids, &owner, &ttl_ms]).await?;
     let held: HashMap<String, bool> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
     Ok(ids
         .iter()
@@ -141,23 +137,20 @@ pub(crate) async fn renew(c: &mut Client, owner: &str, ids: &[String], ttl_ms: i
         .collect())
 }
 
-pub(crate) async fn release(c: &mut Client, owner: &str, ids: &[String]) -> Result<()> {
+pub(crate) async fn release(c: &mut Conn, owner: &str, ids: &[String]) -> Result<()> {
+    let [release, notify] = c.prepared_all([RELEASE_SQL, NOTIFY_SQL]).await?;
     let tx = c.transaction().await?;
-    let n = tx
-        .execute(
-            "UPDATE workflows SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ANY($1) AND lease_owner = $2",
-            &[&ids, &owner],
-        )
-        .await?;
+    let n = tx.execute(&release, &[&ids, &owner]).await?;
     if n > 0 {
-        notify(&tx).await?;
+        tx.execute(&notify, &[&WORK_CHANNEL]).await?;
     }
     commit(tx).await
 }
 
-pub(crate) async fn request_cancel(c: &mut Client, id: &str, at: i64) -> Result<RequestOutcome> {
+pub(crate) async fn request_cancel(c: &mut Conn, id: &str, at: i64) -> Result<RequestOutcome> {
+    let appends = AppendStatements::of(c).await?;
     let tx = c.transaction().await?;
-    let mut current = lock_summaries(&tx, &[id]).await?;
+    let mut current = lock_summaries(&tx, &appends.lock, &[id]).await?;
     let cur = current.remove(id).ok_or_else(|| JournalError::UnknownWorkflow(id.to_string()))?;
     let started = if cur.summary.state == WorkflowState::Pending && cur.owner.is_none() {
         tx.query_one(
@@ -173,24 +166,25 @@ pub(crate) async fn request_cancel(c: &mut Client, id: &str, at: i64) -> Result<
     let outcome = match plan_cancel(&cur.summary, cur.owner.as_deref(), || Ok(started))? {
         CancelPlan::NotApplicable(s) => RequestOutcome::NotApplicable(s),
         CancelPlan::AlreadyRequested(s) => RequestOutcome::AlreadyRequested(s),
-        CancelPlan::Append(events) => {
-            RequestOutcome::Done(append_one(&tx, AppendReq { id: id.to_string(), fence: None, events, at }).await?)
-        }
+        CancelPlan::Append(events) => RequestOutcome::Done(
+            append_one(&tx, &appends, AppendReq { id: id.to_string(), fence: None, events, at }).await?,
+        ),
     };
     commit(tx).await?;
     Ok(outcome)
 }
 
-pub(crate) async fn request_resume(c: &mut Client, id: &str, at: i64) -> Result<RequestOutcome> {
+pub(crate) async fn request_resume(c: &mut Conn, id: &str, at: i64) -> Result<RequestOutcome> {
+    let appends = AppendStatements::of(c).await?;
     let tx = c.transaction().await?;
-    let mut current = lock_summaries(&tx, &[id]).await?;
+    let mut current = lock_summaries(&tx, &appends.lock, &[id]).await?;
     let cur = current.remove(id).ok_or_else(|| JournalError::UnknownWorkflow(id.to_string()))?;
     let outcome = match plan_resume(cur.summary.state) {
         ResumePlan::NotApplicable(s) => RequestOutcome::NotApplicable(s),
         ResumePlan::AlreadyRequested(s) => RequestOutcome::AlreadyRequested(s),
         ResumePlan::Resume { requeue } => {
             let req = AppendReq { id: id.to_string(), fence: None, events: vec![Event::ResumeRequested], at };
-            let s = append_one(&tx, req).await?;
+            let s = append_one(&tx, &appends, req).await?;
             if requeue {
                 tx.execute("UPDATE workflows SET ticket = nextval('tickets') WHERE id = $1", &[&id]).await?;
             }
