@@ -279,6 +279,15 @@ impl Journal {
         dispatch!(self, b => b.outcome(id))
     }
 
+    /// `outcome` for async callers: a PostgreSQL round trip does not hold the caller's thread
+    /// (SQLite's local read is made in place, as `outcome` makes it).
+    pub async fn outcome_async(&self, id: &str) -> Result<Option<(WorkflowState, Option<Value>, Option<String>)>> {
+        match &self.backend {
+            Backend::Sqlite(b) => b.outcome(id),
+            Backend::Postgres(b) => b.outcome_async(id).await,
+        }
+    }
+
     /// Runnable workflows whose lease `me` could take now, oldest ticket first. Only the head of
     /// each cluster's queue is a candidate, so `limit` is never used up by workflows that would
     /// only wait: one runnable workflow behind thousands of blocked ones is still found.
@@ -299,6 +308,14 @@ impl Journal {
     /// The full view of one workflow (summary, steps, lease), or None if unknown.
     pub fn load(&self, id: &str) -> Result<Option<WorkflowView>> {
         dispatch!(self, b => b.load(id))
+    }
+
+    /// `load` for async callers, as `outcome_async`.
+    pub async fn load_async(&self, id: &str) -> Result<Option<WorkflowView>> {
+        match &self.backend {
+            Backend::Sqlite(b) => b.load(id),
+            Backend::Postgres(b) => b.load_async(id).await,
+        }
     }
 
     /// Moves every workflow that finished for good (`completed`, `compensated`) before

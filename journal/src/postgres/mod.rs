@@ -170,6 +170,16 @@ impl Postgres {
         block_on(&self.handle, async move { pool.read(op).await })
     }
 
+    /// As `read`, awaited: the caller's thread goes on with its other tasks meanwhile.
+    async fn read_async<R, F>(&self, op: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: for<'c> FnMut(&'c mut pool::Conn) -> pool::BoxFuture<'c, Result<R>> + Send + 'static,
+    {
+        let pool = self.pool.clone();
+        self.spawn(async move { pool.read(op).await }).await
+    }
+
     pub fn verify(&self) -> Result<()> {
         let shown = self.describe();
         self.read(move |c| {
@@ -288,6 +298,11 @@ impl Postgres {
         self.read(move |c| Box::pin(reads::outcome(c, id.clone())))
     }
 
+    pub async fn outcome_async(&self, id: &str) -> Result<Option<(WorkflowState, Option<Value>, Option<String>)>> {
+        let id = id.to_string();
+        self.read_async(move |c| Box::pin(reads::outcome(c, id.clone()))).await
+    }
+
     /// `now` is unused: leases are judged by the database's clock.
     pub fn claimable(&self, _now: i64, me: &str, limit: usize) -> Result<Vec<String>> {
         let me = me.to_string();
@@ -310,6 +325,11 @@ impl Postgres {
     pub fn load(&self, id: &str) -> Result<Option<WorkflowView>> {
         let id = id.to_string();
         self.read(move |c| Box::pin(reads::load(c, id.clone())))
+    }
+
+    pub async fn load_async(&self, id: &str) -> Result<Option<WorkflowView>> {
+        let id = id.to_string();
+        self.read_async(move |c| Box::pin(reads::load(c, id.clone()))).await
     }
 
     pub fn prune(&self, before_ms: i64) -> Result<Pruned> {

@@ -191,7 +191,7 @@ impl Engine {
         lease: Arc<LeaseCell>,
         signals: Arc<Signals>,
     ) -> Result<WorkflowState, EngineError> {
-        let view = match self.journal.load(id) {
+        let view = match self.journal.load_async(id).await {
             Ok(v) => v.ok_or_else(|| EngineError::NotFound(id.to_string()))?,
             // Deterministic: trying again gives the same error. Pause once (the append folds
             // into the summary row, not the log) rather than claim, fail and release forever.
@@ -387,7 +387,7 @@ impl Engine {
         run.compensating.store(true, Ordering::SeqCst);
         run.failing.store(false, Ordering::SeqCst);
         // Reload: branches may have journaled steps since the view was read.
-        let view = self.journal.load(&run.id)?.ok_or_else(|| EngineError::NotFound(run.id.clone()))?;
+        let view = self.journal.load_async(&run.id).await?.ok_or_else(|| EngineError::NotFound(run.id.clone()))?;
         run.report(Progress::Compensating {
             workflow: run.id.clone(),
             reason: view.summary.error.clone().unwrap_or_default(),

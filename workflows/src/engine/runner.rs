@@ -120,9 +120,9 @@ impl Engine {
                     if state.is_runnable() && !signals.stop_requested() {
                         continue;
                     }
-                    return self.outcome(id);
+                    return self.outcome(id).await;
                 }
-                Ok(AcquireOutcome::NotRunnable(_)) => return self.outcome(id),
+                Ok(AcquireOutcome::NotRunnable(_)) => return self.outcome(id).await,
                 Ok(AcquireOutcome::HeldBy(owner)) => {
                     let reason = format!("held by {owner}; waiting for it to finish or for its lease to expire");
                     self.report_wait(id, &mut last_wait, reason);
@@ -135,7 +135,7 @@ impl Engine {
                 Err(e) => return Err(e.into()),
             }
             if signals.stop_requested() {
-                return self.outcome(id);
+                return self.outcome(id).await;
             }
             let wake = self.clock.now_ms() + self.config.poll.as_millis() as i64;
             tokio::select! {
@@ -152,8 +152,9 @@ impl Engine {
         }
     }
 
-    fn outcome(&self, id: &str) -> Result<Outcome, EngineError> {
-        let (state, output, error) = self.journal.outcome(id)?.ok_or_else(|| EngineError::NotFound(id.to_string()))?;
+    async fn outcome(&self, id: &str) -> Result<Outcome, EngineError> {
+        let (state, output, error) =
+            self.journal.outcome_async(id).await?.ok_or_else(|| EngineError::NotFound(id.to_string()))?;
         Ok(Outcome { id: id.to_string(), state, output, error })
     }
 
