@@ -106,7 +106,7 @@ impl Written {
     }
 
     /// Remembers what was committed; a finished workflow is appended to no more.
-    fn remember(&self, current: HashMap<String, Current>) {
+    pub(crate) fn remember(&self, current: HashMap<String, Current>) {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() > WRITTEN_MAX {
             map.clear();
@@ -298,6 +298,16 @@ impl Plan {
 
 /// Appends one request in the caller's transaction.
 pub(crate) async fn append_one(tx: &Transaction<'_>, s: &AppendStatements, req: AppendReq) -> Result<WorkflowState> {
+    append_one_hinted(tx, s, req).await.map(|(state, _)| state)
+}
+
+/// `append_one`, also returning the summary it wrote: once committed, a hint for the writer
+/// (`Written::remember`), so the workflow's next append takes the one-round-trip way.
+pub(crate) async fn append_one_hinted(
+    tx: &Transaction<'_>,
+    s: &AppendStatements,
+    req: AppendReq,
+) -> Result<(WorkflowState, HashMap<String, Current>)> {
     let reqs = [req];
     let mut current = lock_summaries(tx, &s.lock, &sorted_ids(&reqs)).await?;
     let mut plan = Plan::new(&reqs, &mut current);
@@ -308,7 +318,9 @@ pub(crate) async fn append_one(tx: &Transaction<'_>, s: &AppendStatements, req: 
             tx.execute(&s.notify, &[&super::tx::WORK_CHANNEL]).await?;
         }
     }
-    plan.results.pop().unwrap_or_else(|| Err(JournalError::UnknownWorkflow(reqs[0].id.clone())))
+    let state = plan.results.pop().unwrap_or_else(|| Err(JournalError::UnknownWorkflow(reqs[0].id.clone())))?;
+    current.retain(|_, cur| cur.touched.is_some());
+    Ok((state, current))
 }
 
 /// Commits a batch of appends: in one round trip when `written` knows every summary and the

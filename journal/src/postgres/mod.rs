@@ -21,7 +21,7 @@ use serde_json::Value;
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use self::append::AppendReq;
+use self::append::{AppendReq, Written};
 use self::pool::{Pool, SharedPool};
 use crate::error::{JournalError, Result};
 use crate::event::{Event, EventRecord};
@@ -47,6 +47,8 @@ pub(crate) struct Postgres {
     work: Arc<Notify>,
     listener: OnceLock<tokio::task::JoinHandle<()>>,
     observer: Arc<OnceLock<CommitObserver>>,
+    /// What this process last committed to each workflow it owns: the writer's hints.
+    written: Arc<Written>,
 }
 
 impl Drop for Postgres {
@@ -111,14 +113,15 @@ impl Postgres {
             return Err(e);
         }
         let observer = Arc::new(OnceLock::new());
+        let written = Arc::new(Written::default());
         let (writer, writer_done) = if read_only {
             (None, None)
         } else {
             let (tx, rx) = mpsc::unbounded_channel();
             let (done_tx, done_rx) = std::sync::mpsc::channel();
-            let (p, o) = (pool.clone(), observer.clone());
+            let (p, o, w) = (pool.clone(), observer.clone(), written.clone());
             handle.spawn(async move {
-                writer::run(p, rx, o).await;
+                writer::run(p, rx, o, w).await;
                 let _ = done_tx.send(());
             });
             (Some(tx), Some(done_rx))
@@ -132,6 +135,7 @@ impl Postgres {
             work: Arc::new(Notify::new()),
             listener: OnceLock::new(),
             observer,
+            written,
         })
     }
 
@@ -239,10 +243,10 @@ impl Postgres {
     }
 
     pub async fn acquire(&self, id: &str, owner: &str, now: i64, ttl_ms: i64) -> Result<AcquireOutcome> {
-        let (id, owner) = (id.to_string(), owner.to_string());
+        let (id, owner, written) = (id.to_string(), owner.to_string(), self.written.clone());
         self.transaction(move |c| {
-            let (id, owner) = (id.clone(), owner.clone());
-            Box::pin(async move { tx::acquire(c, &id, &owner, now, ttl_ms).await })
+            let (id, owner, written) = (id.clone(), owner.clone(), written.clone());
+            Box::pin(async move { tx::acquire(c, &written, &id, &owner, now, ttl_ms).await })
         })
         .await
     }

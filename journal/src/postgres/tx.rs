@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 use tokio_postgres::{GenericClient, Statement};
 
-use super::append::{AppendReq, AppendStatements, NOTIFY_SQL, append_one, lock_summaries};
+use super::append::{AppendReq, AppendStatements, NOTIFY_SQL, Written, append_one, append_one_hinted, lock_summaries};
 use super::pool::{Conn, commit};
 use crate::error::{JournalError, Result};
 use crate::event::Event;
@@ -80,7 +80,15 @@ pub(crate) async fn cluster_blocker(
     Ok(row.map(|r| (r.get(0), r.get(1), WorkflowState::parse(r.get(2)).unwrap_or(WorkflowState::Running))))
 }
 
-pub(crate) async fn acquire(c: &mut Conn, id: &str, me: &str, at: i64, ttl_ms: i64) -> Result<AcquireOutcome> {
+/// Takes the lease of `id` for `me` if it is free; the summary it leaves is `written`'s hint.
+pub(crate) async fn acquire(
+    c: &mut Conn,
+    written: &Written,
+    id: &str,
+    me: &str,
+    at: i64,
+    ttl_ms: i64,
+) -> Result<AcquireOutcome> {
     let [claim, exists, cluster_lock, blocker, take] =
         c.prepared_all([CLAIM_SQL, EXISTS_SQL, CLUSTER_LOCK_SQL, CLUSTER_BLOCKER_SQL, TAKE_SQL]).await?;
     let appends = AppendStatements::of(c).await?;
@@ -118,8 +126,9 @@ pub(crate) async fn acquire(c: &mut Conn, id: &str, me: &str, at: i64, ttl_ms: i
     }
     let taken = Event::LeaseTaken { owner: me.to_string(), previous: owner.clone() };
     let req = AppendReq { id: id.to_string(), fence: Some(me.to_string()), events: vec![taken], at };
-    append_one(&tx, &appends, req).await?;
+    let (_, current) = append_one_hinted(&tx, &appends, req).await?;
     commit(tx).await?;
+    written.remember(current);
     Ok(AcquireOutcome::Acquired { previous: owner })
 }
 

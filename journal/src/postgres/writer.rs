@@ -28,8 +28,8 @@ pub(crate) async fn run(
     pool: SharedPool,
     mut rx: mpsc::UnboundedReceiver<Job>,
     observer: Arc<OnceLock<CommitObserver>>,
+    written: Arc<Written>,
 ) {
-    let written = Arc::new(Written::default());
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         drain(&mut rx, &mut batch);
