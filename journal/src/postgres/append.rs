@@ -37,42 +37,50 @@ const LOCK_SQL: &str =
 const INSERT_SQL: &str = "INSERT INTO events (workflow_id, seq, at, kind, step, data)
      SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::text[])";
 
-/// A finished workflow needs no owner: its lease goes in the same transaction.
+/// The summaries' `UPDATE` from parameter arrays $1–$11, up to the open `unnest(` list: the
+/// plain and the guarded statement differ only in what follows. A finished workflow needs no
+/// owner: its lease goes in the same transaction.
+macro_rules! summaries_update {
+    () => {
+        "UPDATE workflows w SET state = u.state, seq = u.seq, current_step = u.current_step,
+        attempts = u.attempts, error = u.error, output = COALESCE(u.output, w.output), cancel_requested = u.cancel,
+        updated_at = u.at,
+        lease_owner = CASE WHEN u.finished THEN NULL ELSE w.lease_owner END,
+        lease_expires_at = CASE WHEN u.finished THEN NULL ELSE w.lease_expires_at END,
+        compensating = u.compensating
+     FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::int4[], $6::text[], $7::text[], $8::bool[],
+                 $9::int8[], $10::bool[], $11::bool[]"
+    };
+}
+
+/// Every summary of a batch, unguarded (inside a transaction that locked them).
 ///
 /// `w.id = ANY($1)` beside the join is for the planner: a prepared statement's generic plan
 /// guesses ten rows from `unnest` and, joining on `w.id = u.id` alone, hashes them against a
 /// sequential scan of every summary up to about a thousand workflows — 0.5 ms a step at 800
 /// (measured). With it, the summaries are found through the primary key whatever the table holds
 /// (test `postgres_appends_never_scan_every_workflow_summary`).
-const UPDATE_SQL: &str = "UPDATE workflows w SET state = u.state, seq = u.seq, current_step = u.current_step,
-        attempts = u.attempts, error = u.error, output = COALESCE(u.output, w.output), cancel_requested = u.cancel,
-        updated_at = u.at,
-        lease_owner = CASE WHEN u.finished THEN NULL ELSE w.lease_owner END,
-        lease_expires_at = CASE WHEN u.finished THEN NULL ELSE w.lease_expires_at END,
-        compensating = u.compensating
-     FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::int4[], $6::text[], $7::text[], $8::bool[],
-                 $9::int8[], $10::bool[], $11::bool[])
+const UPDATE_SQL: &str = concat!(
+    summaries_update!(),
+    ")
           AS u(id, state, seq, current_step, attempts, error, output, cancel, at, finished, compensating)
-     WHERE w.id = ANY($1) AND w.id = u.id";
+     WHERE w.id = ANY($1) AND w.id = u.id"
+);
 
 pub(crate) const NOTIFY_SQL: &str = "SELECT pg_notify($1, '')";
 
 /// The writes of a batch when every summary is as the writer last wrote it: the UPDATE's guard
 /// (`expected` sequence numbers, `owners`) makes `summaries_unchanged` abort the transaction
 /// (SQLSTATE IF001) unless it changed every row. `w.id = ANY($1)`: as in `UPDATE_SQL`.
-const GUARDED_UPDATE_SQL: &str = "WITH changed AS (
-     UPDATE workflows w SET state = u.state, seq = u.seq, current_step = u.current_step,
-        attempts = u.attempts, error = u.error, output = COALESCE(u.output, w.output), cancel_requested = u.cancel,
-        updated_at = u.at,
-        lease_owner = CASE WHEN u.finished THEN NULL ELSE w.lease_owner END,
-        lease_expires_at = CASE WHEN u.finished THEN NULL ELSE w.lease_expires_at END,
-        compensating = u.compensating
-     FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::int4[], $6::text[], $7::text[], $8::bool[],
-                 $9::int8[], $10::bool[], $11::bool[], $12::int8[], $13::text[])
+const GUARDED_UPDATE_SQL: &str = concat!(
+    "WITH changed AS (",
+    summaries_update!(),
+    ", $12::int8[], $13::text[])
           AS u(id, state, seq, current_step, attempts, error, output, cancel, at, finished, compensating, expected, owner)
      WHERE w.id = ANY($1) AND w.id = u.id AND w.seq = u.expected AND w.lease_owner IS NOT DISTINCT FROM u.owner
      RETURNING 1)
-   SELECT summaries_unchanged($14, count(*)) FROM changed";
+   SELECT summaries_unchanged($14, count(*)) FROM changed"
+);
 
 /// The SQLSTATE of `summaries_unchanged`'s refusal.
 const STALE: &str = "IF001";
