@@ -17,6 +17,7 @@ use crate::sqlite::Sqlite;
 
 /// Where a journal lives.
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)] // one per process: boxing the URL would buy nothing
 pub enum Location {
     /// A SQLite file on this host.
     Sqlite(PathBuf),
@@ -275,13 +276,13 @@ impl Journal {
     }
 
     /// State, output and error of one workflow, from its summary row alone.
-    pub fn outcome(&self, id: &str) -> Result<Option<(WorkflowState, Option<Value>, Option<String>)>> {
+    pub fn outcome(&self, id: &str) -> Result<Option<WorkflowOutcome>> {
         dispatch!(self, b => b.outcome(id))
     }
 
     /// `outcome` for async callers: a PostgreSQL round trip does not hold the caller's thread
     /// (SQLite's local read is made in place, as `outcome` makes it).
-    pub async fn outcome_async(&self, id: &str) -> Result<Option<(WorkflowState, Option<Value>, Option<String>)>> {
+    pub async fn outcome_async(&self, id: &str) -> Result<Option<WorkflowOutcome>> {
         match &self.backend {
             Backend::Sqlite(b) => b.outcome(id),
             Backend::Postgres(b) => b.outcome_async(id).await,
@@ -329,6 +330,9 @@ impl Journal {
 /// Told of every batch a journal's writer committed (or failed to): how long it took and how
 /// many operations it held. For metrics; must be cheap.
 pub type CommitObserver = Box<dyn Fn(std::time::Duration, usize) + Send + Sync>;
+
+/// A workflow's state, output and error, from its summary row.
+pub type WorkflowOutcome = (WorkflowState, Option<Value>, Option<String>);
 
 /// What a prune moved.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]

@@ -16,7 +16,7 @@ pub use error::{JournalError, Result};
 pub use event::{Event, EventRecord, Undo};
 pub use journal::{
     AcquireOutcome, CommitObserver, Durability, Journal, Location, NewWorkflow, Pruned, Renewal, RequestOutcome,
-    SubmitOutcome, WorkflowRow,
+    SubmitOutcome, WorkflowOutcome, WorkflowRow,
 };
 pub use owner::{Owner, owner_is_gone};
 pub use postgres::{PgTarget, raw_commit_ceiling as postgres_commit_ceiling};

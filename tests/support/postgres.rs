@@ -43,7 +43,9 @@ pub fn start_on(host: &str, netns: Option<&str>) -> Server {
     let fields: Vec<&str> = line.split_whitespace().collect();
     let (port, dir) = (fields[1].parse().unwrap(), PathBuf::from(fields[2]));
     let password = std::fs::read_to_string(dir.join("password")).unwrap().trim().to_string();
-    // Stops the server once this test process is gone, however it ends.
+    // Stops the server once this test process is gone, however it ends: it outlives this
+    // process, so nobody here waits for it.
+    #[allow(clippy::zombie_processes)]
     Command::new("sh")
         .arg("-c")
         .arg(format!(

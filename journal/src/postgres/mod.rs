@@ -17,7 +17,6 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -27,7 +26,7 @@ use crate::error::{JournalError, Result};
 use crate::event::{Event, EventRecord};
 use crate::journal::{
     AcquireOutcome, CommitObserver, Durability, NewWorkflow, Pruned, Renewal, RequestOutcome, SubmitOutcome,
-    WorkflowRow,
+    WorkflowOutcome, WorkflowRow,
 };
 use crate::projection::{WorkflowState, WorkflowView};
 
@@ -297,12 +296,12 @@ impl Postgres {
         self.read(move |c| Box::pin(reads::row(c, id.clone())))
     }
 
-    pub fn outcome(&self, id: &str) -> Result<Option<(WorkflowState, Option<Value>, Option<String>)>> {
+    pub fn outcome(&self, id: &str) -> Result<Option<WorkflowOutcome>> {
         let id = id.to_string();
         self.read(move |c| Box::pin(reads::outcome(c, id.clone())))
     }
 
-    pub async fn outcome_async(&self, id: &str) -> Result<Option<(WorkflowState, Option<Value>, Option<String>)>> {
+    pub async fn outcome_async(&self, id: &str) -> Result<Option<WorkflowOutcome>> {
         let id = id.to_string();
         self.read_async(move |c| Box::pin(reads::outcome(c, id.clone()))).await
     }

@@ -1,14 +1,13 @@
 //! The PostgreSQL journal's reads: status rows, event logs, views, and which workflows a daemon
 //! may claim — leases judged by the database's clock.
 
-use serde_json::Value;
 use tokio_postgres::{Client, Row};
 
 use super::pool::Conn;
 use super::tx::cluster_blocker;
 use crate::error::Result;
 use crate::event::EventRecord;
-use crate::journal::WorkflowRow;
+use crate::journal::{WorkflowOutcome, WorkflowRow};
 use crate::projection::{WorkflowState, WorkflowView};
 use crate::rules::{CLUSTER_BLOCKER_SQL, lease_is_free};
 
@@ -49,10 +48,7 @@ const OUTCOME_SQL: &str = "SELECT state, output, error FROM workflows WHERE id =
 const LEASE_SQL: &str = "SELECT lease_owner, lease_expires_at FROM workflows WHERE id = $1";
 const EVENTS_SQL: &str = "SELECT seq, at, data FROM events WHERE workflow_id = $1 ORDER BY seq";
 
-pub(crate) async fn outcome(
-    c: &mut Conn,
-    id: String,
-) -> Result<Option<(WorkflowState, Option<Value>, Option<String>)>> {
+pub(crate) async fn outcome(c: &mut Conn, id: String) -> Result<Option<WorkflowOutcome>> {
     let outcome = c.prepared(OUTCOME_SQL).await?;
     let Some(r) = c.query_opt(&outcome, &[&id]).await? else {
         return Ok(None);

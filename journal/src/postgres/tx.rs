@@ -1,5 +1,6 @@
-//! The PostgreSQL journal's write transactions other than appends (`append`): submitting, claiming a lease (`FOR UPDATE SKIP LOCKED`, the cluster queue under
-//! an advisory lock), renewing, releasing, and the cancel and resume requests. The decisions are
+//! The PostgreSQL journal's write transactions other than appends (`append`): submitting,
+//! claiming a lease (`FOR UPDATE SKIP LOCKED`, the cluster queue under an advisory lock),
+//! renewing, releasing, and the cancel and resume requests. The decisions are
 //! `rules`'s, shared with SQLite; only the SQL is here.
 
 use std::collections::HashMap;

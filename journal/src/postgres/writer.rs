@@ -1,6 +1,6 @@
 //! Group commit for PostgreSQL: one task takes every queued append and writes them in one
-//! transaction (one SELECT … FOR UPDATE, one INSERT, one UPDATE, one COMMIT for all), so a
-//! hundred workflows' steps cost one round of commits, not a hundred.
+//! transaction (`append::commit_appends`: one pipelined round trip, or two when a summary changed
+//! behind the writer's back), so a hundred workflows' steps cost one commit, not a hundred.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::Value;
 
 use self::append::{append_tx, load_summary, submit_tx};
 use self::queue::{acquire_tx, cluster_blocker, ever_started};
@@ -20,7 +19,8 @@ use self::writer::{Job, Op};
 use crate::error::{JournalError, Result};
 use crate::event::{Event, EventRecord};
 use crate::journal::{
-    AcquireOutcome, CommitObserver, Durability, NewWorkflow, Renewal, RequestOutcome, SubmitOutcome, WorkflowRow,
+    AcquireOutcome, CommitObserver, Durability, NewWorkflow, Renewal, RequestOutcome, SubmitOutcome, WorkflowOutcome,
+    WorkflowRow,
 };
 use crate::projection::{WorkflowState, WorkflowView};
 use crate::rules::{CancelPlan, ResumePlan, lease_is_free, plan_cancel, plan_resume};
@@ -262,7 +262,7 @@ impl Sqlite {
     }
 
     /// State, output and error of one workflow, from its summary row alone.
-    pub fn outcome(&self, id: &str) -> Result<Option<(WorkflowState, Option<Value>, Option<String>)>> {
+    pub fn outcome(&self, id: &str) -> Result<Option<WorkflowOutcome>> {
         self.read(|c| {
             let row: Option<(String, Option<String>, Option<String>)> = c
                 .prepare_cached("SELECT state, output, error FROM workflows WHERE id = ?1")?
