@@ -271,8 +271,7 @@ mod tests {
             .collect::<rusqlite::Result<_>>()
             .unwrap();
         assert_eq!(rows, [("w1".to_string(), 1), ("w2".to_string(), 1), ("w1".to_string(), 2)]);
-        let sql: String =
-            c.query_row("SELECT sql FROM sqlite_schema WHERE name = 'events'", [], |r| r.get(0)).unwrap();
+        let sql: String = c.query_row("SELECT sql FROM sqlite_schema WHERE name = 'events'", [], |r| r.get(0)).unwrap();
         assert!(!sql.contains("WITHOUT ROWID"), "events are still stored by key: {sql}");
         // The primary key still refuses a second record at the same position.
         let dup = c.execute("INSERT INTO events VALUES ('w1', 2, 4, 'x', NULL, '{}')", []);
