@@ -186,7 +186,6 @@ mod tests {
         // Stored by (workflow, seq), each append of the batch dirtied a leaf page of its own
         // (65 frames for 50 workflows, measured); in write order they share pages: 24.
         let frames = frames_of_one_batch(50);
-        eprintln!("one commit of 50 appends: {frames} WAL frames");
         assert!(frames <= 40, "one commit of 50 appends wrote {frames} WAL frames");
     }
 }

@@ -70,7 +70,7 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 4: events in the order they were written. Keyed by (workflow, seq) alone, a batch of
     // appends from many workflows landed on as many leaf pages, each written whole to the WAL at
-    // every commit (61 pages for 50 appends; in insertion order 28: BENCHMARKS.md). The rowid
+    // every commit (65 pages for 50 appends; in write order 24: BENCHMARKS.md). The rowid
     // keeps the rows in write order; the primary key's index still finds a workflow's events.
     r#"
     CREATE TABLE events_v4 (
@@ -280,5 +280,8 @@ mod tests {
         assert!(upd.to_string().contains("append-only"), "{upd}");
         let del = c.execute("DELETE FROM events WHERE workflow_id = 'w1'", []).unwrap_err();
         assert!(del.to_string().contains("append-only"), "{del}");
+        // ... except those of an archived, finished workflow (prune's second transaction).
+        c.execute("UPDATE workflows SET archived = 1 WHERE id = 'w2'", []).unwrap();
+        assert_eq!(c.execute("DELETE FROM events WHERE workflow_id = 'w2'", []).unwrap(), 1);
     }
 }
