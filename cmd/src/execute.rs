@@ -71,6 +71,7 @@ pub async fn cancel(db: &Location, id: &str, detach: bool) -> CmdResult {
                 "workflow {id} is {state}; nothing to cancel (use `infraflow run teardown` to remove what it made)"
             )));
         }
+        RequestOutcome::Superseded { .. } => unreachable!("cancel is never refused as superseded"),
     }
     if detach {
         return Ok(OK);
@@ -86,6 +87,11 @@ pub async fn retry(db: &Location, id: &str, detach: bool) -> CmdResult {
         RequestOutcome::NotApplicable(state) => {
             return Err(Failure::usage(format!(
                 "workflow {id} is {state}; only paused or failed workflows can be retried"
+            )));
+        }
+        RequestOutcome::Superseded { by } => {
+            return Err(Failure::usage(format!(
+                "workflow {id} will not resume its compensation: {by}, a later workflow of its cluster, has run since and may use what {id} left; remove the cluster with `infraflow run teardown` instead"
             )));
         }
     }

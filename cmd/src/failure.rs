@@ -41,6 +41,7 @@ impl From<EngineError> for Failure {
             e @ (EngineError::UnknownWorkflow(..)
             | EngineError::Input(_)
             | EngineError::IdConflict { .. }
+            | EngineError::IdPruned(_)
             | EngineError::NotFound(_)) => Failure::usage(e.to_string()),
         }
     }

@@ -22,6 +22,12 @@ pub enum Event {
         /// The version of the workflow's code it was submitted to (see `WorkflowDef::version`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code_version: Option<u32>,
+        /// Who this submission is to AWS: the created-by tag, zone marker and token salt of what
+        /// it makes. Unique per submission (`<id>@<UUIDv7>`), so a workflow id used again (after
+        /// `prune`, in another journal) is never the creator of what its namesake made. Absent in
+        /// records of versions before it: their creator is the workflow id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        creator: Option<String>,
     },
     LeaseTaken {
         owner: String,

@@ -74,6 +74,8 @@ pub struct NewWorkflow {
     pub no_rollback: bool,
     /// The version of the workflow's code, recorded so a differing binary can refuse to replay.
     pub code_version: Option<u32>,
+    /// The workflow's creator identity (`Event::Submitted::creator`).
+    pub creator: Option<String>,
     pub at: i64,
 }
 
@@ -86,6 +88,8 @@ pub enum SubmitOutcome {
     Conflict {
         existing_workflow: String,
     },
+    /// The id belongs to a workflow that was pruned to the archive: ids are never used twice.
+    Archived,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,6 +119,11 @@ pub enum RequestOutcome {
     Done(WorkflowState),
     AlreadyRequested(WorkflowState),
     NotApplicable(WorkflowState),
+    /// A compensation is not resumed: a later workflow of its cluster (`by`) has run since and may
+    /// have adopted what the compensation would delete.
+    Superseded {
+        by: String,
+    },
 }
 
 /// One line of `status`.

@@ -253,6 +253,8 @@ pub struct WorkflowView {
     pub no_rollback: bool,
     /// The workflow code version it was submitted to, if recorded.
     pub code_version: Option<u32>,
+    /// Who the workflow is to AWS (`Event::Submitted::creator`): its id in older records.
+    pub creator: String,
     pub created_at: i64,
     pub updated_at: i64,
     pub summary: Summary,
@@ -271,6 +273,7 @@ impl WorkflowView {
             input: Value::Null,
             no_rollback: false,
             code_version: None,
+            creator: id.to_string(),
             created_at: events.first().map_or(0, |e| e.at),
             updated_at: events.last().map_or(0, |e| e.at),
             summary: Summary::new(),
@@ -320,8 +323,11 @@ impl WorkflowView {
         for rec in events {
             view.summary.apply(&rec.event);
             match &rec.event {
-                Event::Submitted { workflow, input, no_rollback, code_version } => {
+                Event::Submitted { workflow, input, no_rollback, code_version, creator } => {
                     view.workflow = workflow.clone();
+                    if let Some(c) = creator {
+                        view.creator = c.clone();
+                    }
                     view.input = input.clone();
                     view.no_rollback = *no_rollback;
                     view.code_version = *code_version;

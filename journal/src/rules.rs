@@ -106,20 +106,49 @@ pub(crate) enum ResumePlan {
     NotApplicable(WorkflowState),
     AlreadyRequested(WorkflowState),
     /// Append `ResumeRequested`; `requeue`: take a new ticket, behind whatever was submitted
-    /// since (a finished workflow gave its cluster up — the serialization rule in ARCHITECTURE.md).
+    /// since (a workflow that failed forward gave its cluster up — the serialization rule in
+    /// ARCHITECTURE.md).
     Resume {
         requeue: bool,
     },
+    /// Refused: see `RequestOutcome::Superseded`.
+    Superseded(String),
 }
 
-pub(crate) fn plan_resume(state: WorkflowState) -> ResumePlan {
-    match state {
+/// `later_started` names a workflow of the same cluster with a higher ticket that has taken a
+/// lease (`LATER_STARTED_SQL`). A finished compensation gave the cluster up; a later workflow
+/// that ran since may have adopted its leftovers (adoption is by identity, whoever created), and
+/// resuming the compensation would delete them from under it. The cluster then belongs to the
+/// later workflow's history: `teardown` removes it.
+pub(crate) fn plan_resume(
+    state: WorkflowState,
+    later_started: impl FnOnce() -> Result<Option<String>>,
+) -> Result<ResumePlan> {
+    Ok(match state {
         WorkflowState::Paused => ResumePlan::Resume { requeue: false },
-        WorkflowState::Failed | WorkflowState::CompensationFailed => ResumePlan::Resume { requeue: true },
+        // Nothing later has run: the compensation takes its cluster back at its old place in
+        // the queue, ahead of whatever was submitted since (which then finds it undone, not half).
+        WorkflowState::CompensationFailed => match later_started()? {
+            Some(by) => ResumePlan::Superseded(by),
+            None => ResumePlan::Resume { requeue: false },
+        },
+        WorkflowState::Failed => ResumePlan::Resume { requeue: true },
         s if s.is_runnable() => ResumePlan::AlreadyRequested(s),
         s => ResumePlan::NotApplicable(s),
-    }
+    })
 }
+
+/// A workflow of the cluster of workflow $1 with a higher ticket that has ever taken a lease.
+pub(crate) const LATER_STARTED_SQL: &str = "SELECT o.id FROM workflows o, workflows w
+     WHERE w.id = $1 AND w.cluster <> '' AND o.cluster = w.cluster AND o.id <> w.id AND o.ticket > w.ticket
+       AND EXISTS (SELECT 1 FROM events e WHERE e.workflow_id = o.id AND e.kind = 'lease_taken')
+     ORDER BY o.ticket LIMIT 1";
+
+/// What prune keeps although it finished: a workflow of a cluster that also has a compensation
+/// that failed before it (lower ticket), the evidence that refuses resuming that compensation.
+/// `w` is the candidate's row.
+pub(crate) const PRUNE_KEEPS_SQL: &str = "EXISTS (SELECT 1 FROM workflows f WHERE w.cluster <> ''
+       AND f.cluster = w.cluster AND f.state = 'compensation_failed' AND f.ticket < w.ticket)";
 
 /// The workflow another must wait for on its cluster (parameters: its id, its cluster, now by the
 /// lease clock), in SQL both backends run as is (`$N` is a positional parameter to PostgreSQL

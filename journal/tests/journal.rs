@@ -45,6 +45,8 @@ conformance!(
     two_handles_claiming_two_workflows_of_one_cluster_never_both_run,
     a_retried_failed_workflow_queues_behind_one_submitted_since,
     appends_after_a_release_or_a_cancel_see_the_row_as_it_is_now,
+    a_pruned_id_is_refused_at_submit_and_the_creator_is_kept,
+    a_failed_compensation_does_not_resume_once_a_later_workflow_of_its_cluster_ran,
 );
 
 async fn events_round_trip_and_fold_into_the_summary(f: Fixture) {
@@ -327,4 +329,59 @@ async fn appends_after_a_release_or_a_cancel_see_the_row_as_it_is_now(f: Fixture
     let err = daemon.append("w", "me", vec![completed("s4", 4)], 13, Durability::Durable).await.unwrap_err();
     assert!(matches!(err, JournalError::LeaseLost { .. }), "{err}");
     assert!(daemon.load("w").unwrap().unwrap().step("s4").is_none());
+}
+
+/// A workflow id is never used twice in one journal: reused after a prune it would be a new
+/// workflow under the name of one whose history the archive keeps (and the archive would drop
+/// the second one's events at the next prune).
+async fn a_pruned_id_is_refused_at_submit_and_the_creator_is_kept(f: Fixture) {
+    let j = f.open();
+    let mut first = new_wf("x", "c");
+    first.creator = Some("x@first".into());
+    j.submit(first).await.unwrap();
+    assert_eq!(j.load("x").unwrap().unwrap().creator, "x@first");
+    j.acquire("x", "me", now_ms(), 60_000).await.unwrap();
+    j.append("x", "me", vec![Event::Completed { output: json!({}) }], 1, Durability::Durable).await.unwrap();
+    assert_eq!(j.prune(now_ms()).unwrap().workflows, 1);
+    assert_eq!(j.submit(new_wf("x", "c")).await.unwrap(), SubmitOutcome::Archived);
+    assert!(j.row("x").unwrap().is_none(), "a refused submit writes nothing");
+    drop(j);
+    let reopened = f.open();
+    assert_eq!(reopened.submit(new_wf("x", "c")).await.unwrap(), SubmitOutcome::Archived, "after reopening too");
+    // A record without a creator (older versions) is its own id's creator.
+    reopened.submit(new_wf("y", "")).await.unwrap();
+    assert_eq!(reopened.load("y").unwrap().unwrap().creator, "y");
+}
+
+/// A compensation that ended `compensation_failed` gave its cluster up; a later workflow of the
+/// cluster that ran since may have adopted what it left, so resuming it is refused (and prune
+/// keeps that later workflow, the evidence, while the failed compensation is there).
+async fn a_failed_compensation_does_not_resume_once_a_later_workflow_of_its_cluster_ran(f: Fixture) {
+    let j = f.open();
+    j.submit(new_wf("old", "c")).await.unwrap();
+    j.acquire("old", "me", now_ms(), 60_000).await.unwrap();
+    let ended = vec![
+        Event::CompensationStarted { reason: "boom".into() },
+        Event::CompensationFailed { error: "still there".into(), remaining: vec!["a".into()] },
+    ];
+    j.append("old", "me", ended, 1, Durability::Durable).await.unwrap();
+    j.submit(new_wf("queued", "c")).await.unwrap();
+    assert_eq!(
+        j.request_resume("old", 2).await.unwrap(),
+        RequestOutcome::Done(WorkflowState::Compensating),
+        "a later workflow that never started adopted nothing"
+    );
+    assert!(
+        matches!(j.acquire("queued", "me", now_ms(), 60_000).await.unwrap(), AcquireOutcome::WaitingFor { ref id, .. } if id == "old"),
+        "the resumed compensation keeps its place ahead of what was queued meanwhile"
+    );
+    assert!(matches!(j.acquire("old", "me", now_ms(), 60_000).await.unwrap(), AcquireOutcome::Acquired { .. }));
+    let failed_again = vec![Event::CompensationFailed { error: "still there".into(), remaining: vec!["a".into()] }];
+    j.append("old", "me", failed_again, 4, Durability::Durable).await.unwrap();
+    assert!(matches!(j.acquire("queued", "me", now_ms(), 60_000).await.unwrap(), AcquireOutcome::Acquired { .. }));
+    j.append("queued", "me", vec![Event::Completed { output: json!({}) }], 5, Durability::Durable).await.unwrap();
+    assert_eq!(j.request_resume("old", 6).await.unwrap(), RequestOutcome::Superseded { by: "queued".into() });
+    assert_eq!(j.row("old").unwrap().unwrap().state, WorkflowState::CompensationFailed, "nothing was written");
+    assert_eq!(j.prune(now_ms()).unwrap().workflows, 0, "the later workflow is kept as evidence");
+    assert_eq!(j.request_resume("old", 7).await.unwrap(), RequestOutcome::Superseded { by: "queued".into() });
 }

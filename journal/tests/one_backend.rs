@@ -195,3 +195,29 @@ async fn settled(read: impl Fn() -> (i64, i64), done: impl Fn((i64, i64)) -> boo
         last = now;
     }
 }
+
+/// A ticket is taken under its cluster's lock: one submit whose COMMIT is late (a slow link, a
+/// busy server; here a trigger that sleeps) can never take a lower ticket than a submit that
+/// committed and started meanwhile, and so never jump in while that one is interrupted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_late_submit_never_jumps_the_cluster_queue_over_one_that_started() {
+    let f = Fixture::new(Kind::Postgres);
+    let (ja, jb) = (f.open(), f.open());
+    pg::server().psql(
+        &f.db,
+        "CREATE FUNCTION infraflow.slow_submit() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN IF NEW.id = 'late' THEN PERFORM pg_sleep(1.5); END IF; RETURN NEW; END $$;
+         CREATE TRIGGER slow_submit AFTER INSERT ON infraflow.workflows
+             FOR EACH ROW EXECUTE FUNCTION infraflow.slow_submit();",
+    );
+    let late = tokio::spawn(async move { ja.submit(new_wf("late", "c")).await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    jb.submit(new_wf("quick", "c")).await.unwrap();
+    // What a daemon polling right now starts, then loses (a restart, a crash, a pause).
+    let first = jb.claimable(now_ms(), "d", 10).unwrap();
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(matches!(jb.acquire(&first[0], "d", now_ms(), 60_000).await.unwrap(), AcquireOutcome::Acquired { .. }));
+    late.await.unwrap();
+    jb.release("d", vec![first[0].clone()]).await.unwrap();
+    assert_eq!(jb.claimable(now_ms(), "d2", 10).unwrap(), first, "the workflow that started keeps the cluster");
+}

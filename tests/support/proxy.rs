@@ -119,6 +119,11 @@ impl Proxy {
         self.state.lock().unwrap().fail_with.push((action.to_string(), code.to_string(), times));
     }
 
+    /// Disarms every `fail_with` still armed.
+    pub fn clear_fail_with(&self) {
+        self.state.lock().unwrap().fail_with.clear();
+    }
+
     pub fn fail_action(&self, action: Option<&str>) {
         self.state.lock().unwrap().fail_action = action.map(str::to_string);
     }

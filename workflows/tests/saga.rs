@@ -219,8 +219,10 @@ async fn cancel_of_a_workflow_queued_behind_another_on_its_cluster_ends_it_at_on
     assert_eq!(engine.journal().row(&first).unwrap().unwrap().state, WorkflowState::Paused);
 }
 
+/// A compensation resumed before anything later of its cluster ran goes first: the workflow
+/// queued meanwhile must not adopt what the compensation is about to delete.
 #[tokio::test]
-async fn retry_of_an_older_finished_workflow_queues_behind_the_newer_one() {
+async fn retry_of_a_failed_compensation_goes_ahead_of_a_workflow_queued_since() {
     let w = World::new();
     let engine = w.engine(base_registry());
     let missing = w.dir.path().join("missing/e.log").display().to_string();
@@ -232,12 +234,12 @@ async fn retry_of_an_older_finished_workflow_queues_behind_the_newer_one() {
     std::fs::create_dir(w.dir.path().join("missing")).unwrap();
     engine.journal().request_resume(&older, w.clock.now()).await.unwrap();
 
-    let waiting = engine.journal().waiting_for(&older, w.clock.now()).unwrap();
-    assert_eq!(waiting.map(|(id, _, _)| id), Some(newer.clone()), "the retried one waits for the newer");
-    let out = engine.drive(&newer, Arc::new(Signals::default())).await.unwrap();
-    assert_eq!(out.state, WorkflowState::Completed);
+    let waiting = engine.journal().waiting_for(&newer, w.clock.now()).unwrap();
+    assert_eq!(waiting.map(|(id, _, _)| id), Some(older.clone()), "the newer one waits for the compensation");
     let out = engine.drive(&older, Arc::new(Signals::default())).await.unwrap();
     assert_eq!(out.state, WorkflowState::Compensated, "{:?}", out.error);
+    let out = engine.drive(&newer, Arc::new(Signals::default())).await.unwrap();
+    assert_eq!(out.state, WorkflowState::Completed);
 }
 
 /// Step a registers the undo `u2(<knob>)`; the old code's a (undo X) never finishes, the new

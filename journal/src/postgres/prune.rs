@@ -5,14 +5,17 @@ use tokio_postgres::Client;
 
 use super::pool::commit;
 use crate::error::Result;
+use crate::rules::PRUNE_KEEPS_SQL;
 
 /// Returns how many workflows and events moved.
 pub(crate) async fn prune(c: &mut Client, before_ms: i64) -> Result<(u64, u64)> {
     let tx = c.transaction().await?;
     // Finished for good: `retry` refuses these states, so nothing will append to them again.
     tx.execute(
-        "UPDATE workflows SET archived = true
-         WHERE state IN ('completed', 'compensated') AND updated_at < $1 AND NOT archived",
+        &format!(
+            "UPDATE workflows w SET archived = true
+             WHERE state IN ('completed', 'compensated') AND updated_at < $1 AND NOT archived AND NOT {PRUNE_KEEPS_SQL}"
+        ),
         &[&before_ms],
     )
     .await?;

@@ -81,6 +81,12 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE workflows SET (fillfactor = 50);
     "#,
+    // 4: no table changes: submitted events carry a creator from this version on (which an older
+    // binary would ignore and act as the workflow id), and `submit` refuses the ids of
+    // `archived_workflows`. The version moves so that older binaries refuse the journal.
+    r#"
+    COMMENT ON TABLE archived_workflows IS 'pruned workflows; their ids are never submitted again';
+    "#,
 ];
 
 pub(crate) fn latest_version() -> i64 {

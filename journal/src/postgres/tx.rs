@@ -14,7 +14,9 @@ use crate::error::{JournalError, Result};
 use crate::event::Event;
 use crate::journal::{AcquireOutcome, NewWorkflow, Renewal, RequestOutcome, SubmitOutcome};
 use crate::projection::WorkflowState;
-use crate::rules::{CLUSTER_BLOCKER_SQL, CancelPlan, ResumePlan, lease_is_free, plan_cancel, plan_resume};
+use crate::rules::{
+    CLUSTER_BLOCKER_SQL, CancelPlan, LATER_STARTED_SQL, ResumePlan, lease_is_free, plan_cancel, plan_resume,
+};
 
 /// Told to every daemon listening when work may have become claimable.
 pub(crate) const WORK_CHANNEL: &str = "infraflow_work";
@@ -25,6 +27,7 @@ const SUBMIT_SQL: &str =
      VALUES ($1, $2, $3, $4, $5, $6, $6, 0, 'pending', 0, false, nextval('tickets'))
      ON CONFLICT (id) DO NOTHING";
 const SUBMITTED_SQL: &str = "SELECT workflow, input, no_rollback FROM workflows WHERE id = $1";
+const PRUNED_SQL: &str = "SELECT EXISTS (SELECT 1 FROM archived_workflows WHERE id = $1)";
 /// SKIP LOCKED: a row another daemon is claiming this instant is theirs to decide.
 const CLAIM_SQL: &str = "SELECT state, lease_owner, lease_expires_at, cluster, now_ms() FROM workflows WHERE id = $1
      FOR UPDATE SKIP LOCKED";
@@ -37,9 +40,15 @@ const RELEASE_SQL: &str =
     "UPDATE workflows SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ANY($1) AND lease_owner = $2";
 
 pub(crate) async fn submit(c: &mut Conn, new: &NewWorkflow) -> Result<SubmitOutcome> {
-    let [insert, existing] = c.prepared_all([SUBMIT_SQL, SUBMITTED_SQL]).await?;
+    let [insert, existing, pruned, cluster_lock] =
+        c.prepared_all([SUBMIT_SQL, SUBMITTED_SQL, PRUNED_SQL, CLUSTER_LOCK_SQL]).await?;
     let appends = AppendStatements::of(c).await?;
     let tx = c.transaction().await?;
+    if !new.cluster.is_empty() {
+        // The ticket is taken under the cluster's lock, which is held until COMMIT: a ticket of a
+        // cluster never becomes visible after a higher one (a claim takes the same lock).
+        tx.execute(&cluster_lock, &[&new.cluster]).await?;
+    }
     let input = serde_json::to_string(&new.input)?;
     let inserted =
         tx.execute(&insert, &[&new.id, &new.workflow, &input, &new.cluster, &new.no_rollback, &new.at]).await?;
@@ -53,11 +62,17 @@ pub(crate) async fn submit(c: &mut Conn, new: &NewWorkflow) -> Result<SubmitOutc
             SubmitOutcome::Conflict { existing_workflow: workflow }
         });
     }
+    // Checked after the INSERT: a prune that moves this id commits either before this statement
+    // (seen here) or after our INSERT waited for its delete (then the id was live: a conflict).
+    if tx.query_one(&pruned, &[&new.id]).await?.get::<_, bool>(0) {
+        return Ok(SubmitOutcome::Archived);
+    }
     let submitted = Event::Submitted {
         workflow: new.workflow.clone(),
         input: new.input.clone(),
         no_rollback: new.no_rollback,
         code_version: new.code_version,
+        creator: new.creator.clone(),
     };
     append_one(&tx, &appends, AppendReq { id: new.id.clone(), fence: None, events: vec![submitted], at: new.at })
         .await?;
@@ -189,13 +204,30 @@ pub(crate) async fn request_resume(c: &mut Conn, id: &str, at: i64) -> Result<Re
     let tx = c.transaction().await?;
     let mut current = lock_summaries(&tx, &appends.lock, &[id]).await?;
     let cur = current.remove(id).ok_or_else(|| JournalError::UnknownWorkflow(id.to_string()))?;
-    let outcome = match plan_resume(cur.summary.state) {
+    let later = if cur.summary.state == WorkflowState::CompensationFailed {
+        // Under the cluster's lock, as a claim checks the queue: either a later workflow's claim
+        // committed first (seen here) or it will see this compensation ahead of it.
+        let cluster: String = tx.query_one("SELECT cluster FROM workflows WHERE id = $1", &[&id]).await?.get(0);
+        if !cluster.is_empty() {
+            tx.execute(CLUSTER_LOCK_SQL, &[&cluster]).await?;
+        }
+        tx.query_opt(LATER_STARTED_SQL, &[&id]).await?.map(|r| r.get::<_, String>(0))
+    } else {
+        None
+    };
+    let outcome = match plan_resume(cur.summary.state, || Ok(later))? {
+        ResumePlan::Superseded(by) => RequestOutcome::Superseded { by },
         ResumePlan::NotApplicable(s) => RequestOutcome::NotApplicable(s),
         ResumePlan::AlreadyRequested(s) => RequestOutcome::AlreadyRequested(s),
         ResumePlan::Resume { requeue } => {
             let req = AppendReq { id: id.to_string(), fence: None, events: vec![Event::ResumeRequested], at };
             let s = append_one(&tx, &appends, req).await?;
             if requeue {
+                // As at submit: the new ticket is taken under the cluster's lock.
+                let cluster: String = tx.query_one("SELECT cluster FROM workflows WHERE id = $1", &[&id]).await?.get(0);
+                if !cluster.is_empty() {
+                    tx.execute(CLUSTER_LOCK_SQL, &[&cluster]).await?;
+                }
                 tx.execute("UPDATE workflows SET ticket = nextval('tickets') WHERE id = $1", &[&id]).await?;
             }
             RequestOutcome::Done(s)

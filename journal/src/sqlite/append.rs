@@ -110,6 +110,9 @@ pub(crate) fn submit_tx(c: &Connection, new: &NewWorkflow) -> Result<SubmitOutco
             SubmitOutcome::Conflict { existing_workflow: workflow }
         });
     }
+    if c.prepare_cached("SELECT 1 FROM pruned WHERE id = ?1")?.exists([&new.id])? {
+        return Ok(SubmitOutcome::Archived);
+    }
     c.prepare_cached(
         "INSERT INTO workflows (id, workflow, input, cluster, no_rollback, created_at, updated_at, seq, state, attempts, cancel_requested, ticket)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 0, 'pending', 0, 0, (SELECT COALESCE(MAX(ticket), 0) + 1 FROM workflows))",
@@ -124,6 +127,7 @@ pub(crate) fn submit_tx(c: &Connection, new: &NewWorkflow) -> Result<SubmitOutco
             input: new.input.clone(),
             no_rollback: new.no_rollback,
             code_version: new.code_version,
+            creator: new.creator.clone(),
         }],
         new.at,
     )?;
@@ -153,6 +157,7 @@ mod tests {
                 cluster: String::new(),
                 no_rollback: false,
                 code_version: Some(1),
+                creator: None,
                 at: 1,
             };
             c.execute_batch("BEGIN IMMEDIATE").unwrap();

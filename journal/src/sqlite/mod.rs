@@ -23,9 +23,9 @@ use crate::journal::{
     WorkflowRow,
 };
 use crate::projection::{WorkflowState, WorkflowView};
-use crate::rules::{CancelPlan, ResumePlan, lease_is_free, plan_cancel, plan_resume};
+use crate::rules::{CancelPlan, LATER_STARTED_SQL, ResumePlan, lease_is_free, plan_cancel, plan_resume};
 
-pub use self::prune::archive_path;
+pub use self::schema::archive_path;
 
 /// A handle on one journal file; the writer thread stops when it is dropped.
 pub(crate) struct Sqlite {
@@ -221,7 +221,9 @@ impl Sqlite {
         let id = id.to_string();
         self.write(Durability::Durable, move |c| {
             let (summary, _) = load_summary(c, &id)?;
-            match plan_resume(summary.state) {
+            let later = || Ok(c.prepare_cached(LATER_STARTED_SQL)?.query_row([&id], |r| r.get(0)).optional()?);
+            match plan_resume(summary.state, later)? {
+                ResumePlan::Superseded(by) => Ok(RequestOutcome::Superseded { by }),
                 ResumePlan::NotApplicable(s) => Ok(RequestOutcome::NotApplicable(s)),
                 ResumePlan::AlreadyRequested(s) => Ok(RequestOutcome::AlreadyRequested(s)),
                 ResumePlan::Resume { requeue } => {

@@ -1,21 +1,14 @@
 //! Pruning: workflows that finished for good (`completed`, `compensated`) before a horizon move
 //! to an archive journal beside the live one, so the live journal stays small over years of use.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
 
-use super::schema;
+use super::schema::{self, archive_path};
 use crate::error::{JournalError, Result};
 use crate::journal::Pruned;
-
-/// `journal.sqlite3` -> `journal.archive.sqlite3`: itself a journal, readable by `status --db`.
-pub fn archive_path(journal: &Path) -> PathBuf {
-    let stem = journal.file_stem().and_then(|s| s.to_str()).unwrap_or("journal");
-    let ext = journal.extension().and_then(|s| s.to_str()).unwrap_or("sqlite3");
-    journal.with_file_name(format!("{stem}.archive.{ext}"))
-}
+use crate::rules::PRUNE_KEEPS_SQL;
 
 /// Finished-for-good states: `retry` refuses them, so nothing will append to them again.
 const PRUNABLE: &str = "('completed', 'compensated')";
@@ -35,7 +28,9 @@ impl super::Sqlite {
             source: std::io::Error::other("the archive path is not UTF-8"),
         })?;
         conn.execute("ATTACH DATABASE ?1 AS archive", [archive_str])?;
-        let doomed = format!("SELECT id FROM main.workflows WHERE state IN {PRUNABLE} AND updated_at < ?1");
+        let doomed = format!(
+            "SELECT id FROM main.workflows w WHERE state IN {PRUNABLE} AND updated_at < ?1 AND NOT {PRUNE_KEEPS_SQL}"
+        );
         let (workflows, events) = in_transaction(&conn, |c| {
             let w = c.execute(
                 &format!("INSERT OR IGNORE INTO archive.workflows SELECT * FROM main.workflows WHERE id IN ({doomed})"),
@@ -58,6 +53,8 @@ impl super::Sqlite {
                 ),
                 params![before_ms],
             )?;
+            // The ids stay known here: `submit` refuses them (a workflow id is never used twice).
+            c.execute("INSERT OR IGNORE INTO main.pruned (id) SELECT id FROM main.workflows WHERE archived = 1", [])?;
             c.execute(
                 "DELETE FROM main.events WHERE workflow_id IN (SELECT id FROM main.workflows WHERE archived = 1)",
                 [],

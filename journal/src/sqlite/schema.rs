@@ -1,7 +1,7 @@
 //! Opening a journal file: checks that it is ours, connection settings, numbered migrations.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -92,7 +92,40 @@ const MIGRATIONS: &[&str] = &[
                            AND w.state IN ('completed', 'compensated'))
         BEGIN SELECT RAISE(ABORT, 'journal events are append-only'); END;
     "#,
+    // 5: the ids of pruned workflows, which `submit` refuses: a workflow id is never used twice
+    // in one journal (its archive would drop the second one's history, and a reused id must not
+    // look like its namesake). Filled from an existing archive at this migration (`backfill`).
+    // Submitted events carry a creator from this version on, which older binaries would ignore.
+    r#"
+    CREATE TABLE pruned (id TEXT PRIMARY KEY) STRICT;
+    "#,
 ];
+
+/// The migration after which pruned ids are recorded in `pruned`.
+const PRUNED_IDS: usize = 5;
+
+/// `journal.sqlite3` -> `journal.archive.sqlite3`: itself a journal, readable by `status --db`.
+pub fn archive_path(journal: &Path) -> PathBuf {
+    let stem = journal.file_stem().and_then(|s| s.to_str()).unwrap_or("journal");
+    let ext = journal.extension().and_then(|s| s.to_str()).unwrap_or("sqlite3");
+    journal.with_file_name(format!("{stem}.archive.{ext}"))
+}
+
+/// The ids an older version pruned to the archive beside `path`, recorded as pruned.
+fn backfill_pruned(conn: &Connection, path: &Path) -> Result<()> {
+    let archive = archive_path(path);
+    if !archive.exists() {
+        return Ok(());
+    }
+    let old = open_reader(&archive)?;
+    let ids: Vec<String> =
+        old.prepare("SELECT id FROM workflows")?.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    let mut ins = conn.prepare("INSERT OR IGNORE INTO pruned (id) VALUES (?1)")?;
+    for id in ids {
+        ins.execute([id])?;
+    }
+    Ok(())
+}
 
 pub fn latest_version() -> i64 {
     MIGRATIONS.len() as i64
@@ -209,6 +242,9 @@ fn migrate(conn: &Connection, path: &Path) -> Result<()> {
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
             conn.execute_batch(sql)?;
+            if i + 1 == PRUNED_IDS {
+                backfill_pruned(conn, path)?;
+            }
             conn.execute_batch(&format!("PRAGMA user_version={}", i + 1))?;
         }
         Ok(())

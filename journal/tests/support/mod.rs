@@ -78,6 +78,7 @@ pub fn new_wf(id: &str, cluster: &str) -> NewWorkflow {
         cluster: cluster.into(),
         no_rollback: false,
         code_version: Some(1),
+        creator: None,
         at: 1_000,
     }
 }

@@ -39,6 +39,8 @@ pub struct StepOptions {
 /// State shared by every branch of one execution of one workflow.
 pub(crate) struct Run {
     pub id: String,
+    /// `WfCtx::creator`.
+    pub creator: String,
     pub journal: Journal,
     pub owner: String,
     pub clock: Arc<dyn Clock>,
@@ -159,6 +161,12 @@ impl WfCtx {
     /// The id of the workflow being run.
     pub fn workflow_id(&self) -> &str {
         &self.run.id
+    }
+
+    /// Who this workflow is to what it creates (created-by tags, token salts): unique to its
+    /// submission, unlike the id, which a user may choose again (`Event::Submitted::creator`).
+    pub fn creator(&self) -> &str {
+        &self.run.creator
     }
 
     /// A context whose step keys are prefixed with `scope/`: one per independent branch.

@@ -136,6 +136,7 @@ impl Engine {
                 cluster: validated.cluster,
                 no_rollback: s.no_rollback,
                 code_version: Some(def.version()),
+                creator: Some(ids::new_creator(&id, self.clock.now_ms())),
                 at: self.clock.now_ms(),
             })
             .await?;
@@ -145,6 +146,7 @@ impl Engine {
             SubmitOutcome::Conflict { existing_workflow } => {
                 Err(EngineError::IdConflict { id, existing: existing_workflow })
             }
+            SubmitOutcome::Archived => Err(EngineError::IdPruned(id)),
         }
     }
 
@@ -211,6 +213,7 @@ impl Engine {
             view.steps.iter().filter_map(|s| Some((s.position.clone()?, s.key.clone()))).collect();
         let run = Arc::new(Run {
             id: id.to_string(),
+            creator: view.creator.clone(),
             journal: self.journal.clone(),
             owner: self.owner.id.clone(),
             clock: self.clock.clone(),
@@ -401,6 +404,13 @@ impl Engine {
             .flat_map(|s| s.undos.iter().enumerate().map(|(i, u)| (s.key.clone(), undo_key(&s.key, i), u)))
             .collect();
         let done = |key: &str| view.step(key).is_some_and(|s| s.state == StepState::Completed);
+        // The steps whose undos are still to run, from the `i`-th on.
+        let remaining_from = |i: usize| {
+            let mut remaining: Vec<String> =
+                todo[i..].iter().filter(|(_, u, _)| !done(u)).map(|(k, _, _)| k.clone()).collect();
+            remaining.dedup();
+            remaining
+        };
         let ctx = WfCtx::new(run.clone());
         for (i, (step_key, undo_key, undo)) in todo.iter().enumerate() {
             if done(undo_key) {
@@ -425,9 +435,7 @@ impl Engine {
             match result {
                 Ok(()) => {}
                 Err(StepError::Failed { step: failed, error }) => {
-                    let mut remaining: Vec<String> =
-                        todo[i..].iter().filter(|(_, u, _)| !done(u)).map(|(k, _, _)| k.clone()).collect();
-                    remaining.dedup();
+                    let remaining = remaining_from(i);
                     let error = format!(
                         "compensation {failed} failed: {error}; still there: {}; fix the cause and run `infraflow retry {}`",
                         remaining.join(", "),
@@ -438,13 +446,14 @@ impl Engine {
                 }
                 Err(StepError::Stopped) => return Ok(WorkflowState::Compensating),
                 Err(StepError::Journal(e)) => return Err(e.into()),
+                // Credentials or permissions (the pause is journaled): the workflow keeps its
+                // cluster and resumes compensating on `retry`. Ending it here would free the
+                // cluster for a later workflow to adopt what this one still has to delete.
+                Err(StepError::Paused { .. }) => return Ok(WorkflowState::Paused),
                 Err(other) => {
-                    let reason = other.to_string();
-                    run.record(
-                        vec![Event::CompensationFailed { error: reason, remaining: vec![step_key.clone()] }],
-                        Durability::Durable,
-                    )
-                    .await?;
+                    let error = other.to_string();
+                    let remaining = remaining_from(i);
+                    run.record(vec![Event::CompensationFailed { error, remaining }], Durability::Durable).await?;
                     return Ok(WorkflowState::CompensationFailed);
                 }
             }

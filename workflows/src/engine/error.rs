@@ -88,6 +88,10 @@ pub enum EngineError {
     Input(#[from] InputError),
     #[error("workflow id {id} is already used by a {existing} workflow with a different input; choose another --id")]
     IdConflict { id: String, existing: String },
+    #[error(
+        "workflow id {0} belongs to a workflow pruned to the archive; an id is never used twice: choose another --id"
+    )]
+    IdPruned(String),
     #[error("no workflow with id {0}")]
     NotFound(String),
     #[error(transparent)]

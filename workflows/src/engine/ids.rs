@@ -19,6 +19,15 @@ pub fn new_id(workflow: &str, now_ms: i64) -> String {
     format!("{workflow}-{}", uuid::Uuid::new_v7(ts))
 }
 
+/// The creator identity of one submission (`Event::Submitted::creator`): the id, for people
+/// reading tags, and a UUIDv7, so that no two submissions ever share one, even with the same id.
+/// At most 101 characters of `[A-Za-z0-9-_.@]`, all allowed in AWS tag values.
+pub fn new_creator(id: &str, now_ms: i64) -> String {
+    let ms = now_ms.max(0) as u64;
+    let ts = uuid::Timestamp::from_unix(uuid::NoContext, ms / 1000, ((ms % 1000) * 1_000_000) as u32);
+    format!("{id}@{}", uuid::Uuid::new_v7(ts))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -28,6 +37,9 @@ mod tests {
         let id = new_id("provision-infra", 1_790_000_000_000);
         assert!(check_id(&id).is_ok(), "{id}");
         assert!(check_id("has space").is_err());
+        let (a, b) = (new_creator("x", 1_790_000_000_000), new_creator("x", 1_790_000_000_000));
+        assert_ne!(a, b, "a reused id is another creator");
+        assert!(a.starts_with("x@") && a.len() <= 101, "{a}");
         assert!(check_id("").is_err());
     }
 

@@ -58,7 +58,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
     let region = p.region.clone();
     let extra: Vec<(String, String)> = p.additional_tags.clone().into_iter().collect();
     let ident = |role: &str, zone: Option<&str>, name: String| {
-        Identity::new(infra, role, zone, name).with_tags(&extra, ctx.workflow_id())
+        Identity::new(infra, role, zone, name).with_tags(&extra, ctx.creator())
     };
     let with_undo = |kind: Kind, id: &Identity| create_opts(&region, kind, id);
 

@@ -200,7 +200,7 @@ pub async fn scale(ctx: &WfCtx, pool: &AwsPool, s: &ScaleInput) -> Result<ScaleO
     };
     let launches = launch.iter().map(|&i| {
         let mctx = ctx.scoped(&format!("member/{i}"));
-        let id = s.member(i, ctx.workflow_id());
+        let id = s.member(i, ctx.creator());
         let token = id.token();
         let (spec, region) = (&spec, &region);
         async move {
