@@ -23,5 +23,5 @@ fi
 # opted-in Local Zone, and holds Route53 to its tag and rate limits (tests/support/strict.rs).
 if [ "$#" -eq 0 ]; then
   INFRAFLOW_TEST_STRICT=1 cargo test -p infraflow-cmd --test aws_provision --test aws_teardown --test aws_privatelink \
-    --test aws_nodepool --test multi_host -- --test-threads=2
+    --test aws_nodepool --test operator_sequences --test multi_host -- --test-threads=2
 fi

@@ -180,6 +180,28 @@ fn a_three_zone_provision_under_a_two_second_consistency_lag_makes_nothing_twice
     assert!(effects.get("lag-not-found").is_some_and(|n| *n > 0), "the lag was met: {effects:?}");
 }
 
+/// SAFETY-A5DD907 finding 4: the VPC, the internet gateway and the DHCP options are made, then a
+/// call that configures them fails with a retryable 4xx. The retry's lookup runs after the
+/// settle, counted from the failure, so it finds what was made under the lag instead of making
+/// a second one.
+#[test]
+fn a_create_whose_follow_up_call_fails_is_found_by_its_retry_and_made_once() {
+    let e = Env::new();
+    let proxy = lagging(&e);
+    for action in ["ModifyVpcAttribute", "AttachInternetGateway", "AssociateDhcpOptions"] {
+        proxy.fail_with(action, "IncorrectState", 1);
+    }
+    let input = e.input("p.json", provision_input("follow", "follow-abcde", &["us-east-1a"]));
+    ok(&e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "follow"]));
+    assert_eq!(proxy.faults().get("coded").copied().unwrap_or(0), 3, "{:?}", proxy.faults());
+    let inv = Inventory::read(&e.c, "follow-abcde");
+    let counts = inv.counts();
+    for kind in ["vpc", "internet-gateway", "dhcp-options"] {
+        assert_eq!(counts.get(kind).copied(), Some(1), "{kind}: {counts:?}");
+    }
+    inv.assert_provisioned(&e.c, 1, 1, "follow", "example.com");
+}
+
 #[test]
 fn a_daemon_killed_at_random_moments_under_a_consistency_lag_makes_nothing_twice() {
     let e = Env::new();

@@ -30,9 +30,9 @@ pub struct StepOptions {
     /// The compensating action, journaled durably *before* the step acts, so that a crash
     /// between the action and its record can never leak what the action made.
     pub undo: Option<Undo>,
-    /// After an attempt whose outcome is unknown (it crashed mid-way, or failed with
-    /// `outcome_unknown`), the next attempt starts no sooner than this after it: what it may
-    /// have made must be visible to the next attempt's lookup.
+    /// After an attempt that may have made something (any failure, or a crash mid-way), the
+    /// next attempt starts no sooner than this after the failure (or after the resume that
+    /// found it unfinished): what it may have made must be visible to the next attempt's lookup.
     pub settle: Option<std::time::Duration>,
 }
 
@@ -335,10 +335,13 @@ impl WfCtx {
         if let Some(settle) = options.settle
             && let Some(rec) = &prior
             && rec.state == StepState::Running
-            && let Some(started) = rec.started_at
         {
-            // The last attempt started and nothing was heard of it: a crash mid-step.
-            run.sleep_until(started + settle.as_millis() as i64).await;
+            // The last attempt started and nothing was heard of it: a crash mid-step. Its create
+            // may have been sent at any moment of the attempt (after in-place retries of a new
+            // id's NotFound, long after it started): AWS shows it to lookups `settle` after that,
+            // so the settle is counted from now, not from the attempt's start (or another host's
+            // clock).
+            run.sleep_until(run.clock.now_ms() + settle.as_millis() as i64).await;
             self.check_boundary()?;
         }
         if let Some(at) = prior.as_ref().and_then(|r| r.next_attempt_at) {
@@ -462,9 +465,10 @@ impl WfCtx {
                 }
                 Err(error) if error.retryable && round < policy.max_attempts => {
                     let mut delay = policy.delay_after(round);
-                    if error.outcome_unknown
-                        && let Some(settle) = options.settle
-                    {
+                    if let Some(settle) = options.settle {
+                        // Any failed attempt of a create step may have made the resource: a
+                        // follow-up call (tags, attributes, attach) can fail with a retryable 4xx
+                        // after the create succeeded. The next attempt's lookup must see it.
                         delay = delay.max(settle);
                     }
                     let next = run.clock.now_ms() + delay.as_millis() as i64;

@@ -86,9 +86,10 @@ pub fn acting_region(ctx: &WfCtx, given: &str) -> String {
         .unwrap_or_else(|| given.to_string())
 }
 
-/// How long EC2 may take to show a new resource to lookups (eventual consistency): an attempt
-/// whose outcome is unknown (a crash mid-step, a lost reply, a 5xx) is retried only after this,
-/// so that its lookup finds what the attempt may have made instead of making it twice.
+/// How long EC2 may take to show a new resource to lookups (eventual consistency): a create step
+/// whose attempt failed in any way (a crash mid-step, a lost reply, a 5xx, a 4xx from a call after
+/// the create) is retried only this long after the failure, so that its lookup finds what the
+/// attempt may have made instead of making it twice.
 pub const CONSISTENCY_SETTLE: Duration = Duration::from_secs(5);
 
 /// Options of a create step: AWS retries, the write-ahead undo, and the consistency settle.
