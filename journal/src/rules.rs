@@ -74,6 +74,18 @@ pub(crate) fn lease_is_free(owner: Option<&str>, expires: Option<i64>, me: &str,
     }
 }
 
+/// Whether a daemon `me` lists a workflow leased by `owner` until `expires` as claimable: a lease
+/// free for it, except its own live ones (it runs those). Its own *expired* lease is listed: a
+/// release that failed after a self-fence, or a claim whose COMMIT was reported unknown, leaves
+/// the lease naming it, and nothing else would ever claim that workflow from a single daemon.
+/// The daemon skips what it is running.
+pub(crate) fn claimable_by(owner: Option<&str>, expires: Option<i64>, me: &str, now: i64) -> bool {
+    if owner == Some(me) {
+        return expires.is_none_or(|t| t < now);
+    }
+    lease_is_free(owner, expires, me, now)
+}
+
 /// What a cancel request does to a workflow in `summary`, held by `owner`.
 pub(crate) enum CancelPlan {
     NotApplicable(WorkflowState),

@@ -47,6 +47,7 @@ conformance!(
     appends_after_a_release_or_a_cancel_see_the_row_as_it_is_now,
     a_pruned_id_is_refused_at_submit_and_the_creator_is_kept,
     a_failed_compensation_does_not_resume_once_a_later_workflow_of_its_cluster_ran,
+    a_daemons_own_expired_lease_is_claimable_again_by_it,
 );
 
 async fn events_round_trip_and_fold_into_the_summary(f: Fixture) {
@@ -384,4 +385,17 @@ async fn a_failed_compensation_does_not_resume_once_a_later_workflow_of_its_clus
     assert_eq!(j.row("old").unwrap().unwrap().state, WorkflowState::CompensationFailed, "nothing was written");
     assert_eq!(j.prune(now_ms()).unwrap().workflows, 0, "the later workflow is kept as evidence");
     assert_eq!(j.request_resume("old", 7).await.unwrap(), RequestOutcome::Superseded { by: "queued".into() });
+}
+
+/// A lease that still names this daemon after it stopped running the workflow (a release that
+/// failed after a self-fence, a claim whose COMMIT was reported unknown) must not strand the
+/// workflow until a restart: once expired, the daemon lists it again. Its live leases it runs.
+async fn a_daemons_own_expired_lease_is_claimable_again_by_it(f: Fixture) {
+    let j = f.open();
+    j.submit(new_wf("w", "")).await.unwrap();
+    assert!(matches!(j.acquire("w", "me", now_ms(), 400).await.unwrap(), AcquireOutcome::Acquired { .. }));
+    assert!(j.claimable(now_ms(), "me", 10).unwrap().is_empty(), "a live lease of its own: it runs it");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(j.claimable(now_ms(), "me", 10).unwrap(), ["w"]);
+    assert!(matches!(j.acquire("w", "me", now_ms(), 60_000).await.unwrap(), AcquireOutcome::Acquired { .. }));
 }

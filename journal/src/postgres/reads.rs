@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::event::EventRecord;
 use crate::journal::{WorkflowOutcome, WorkflowRow};
 use crate::projection::{WorkflowState, WorkflowView};
-use crate::rules::{CLUSTER_BLOCKER_SQL, lease_is_free};
+use crate::rules::{CLUSTER_BLOCKER_SQL, claimable_by};
 
 const ROW_COLUMNS: &str = "id, workflow, state, cluster, created_at, updated_at, current_step, attempts, error, lease_owner, lease_expires_at";
 
@@ -70,12 +70,11 @@ pub(crate) async fn claimable(c: &Client, me: String, limit: usize) -> Result<Ve
              LEFT JOIN heads h ON h.cluster = w.cluster
              WHERE w.state IN ('pending','running','cancelling','compensating')
                AND (w.cluster = '' OR w.ticket = h.ticket)
-               AND w.lease_owner IS DISTINCT FROM $1
              ORDER BY w.ticket",
-            &[&me],
+            &[],
         )
         .await?;
-    Ok(rows.iter().filter(|r| lease_is_free(r.get(1), r.get(2), &me, r.get(3))).map(|r| r.get(0)).take(limit).collect())
+    Ok(rows.iter().filter(|r| claimable_by(r.get(1), r.get(2), &me, r.get(3))).map(|r| r.get(0)).take(limit).collect())
 }
 
 pub(crate) async fn waiting_for(c: &mut Conn, id: String) -> Result<Option<(String, String, WorkflowState)>> {

@@ -23,7 +23,7 @@ use crate::journal::{
     WorkflowRow,
 };
 use crate::projection::{WorkflowState, WorkflowView};
-use crate::rules::{CancelPlan, LATER_STARTED_SQL, ResumePlan, lease_is_free, plan_cancel, plan_resume};
+use crate::rules::{CancelPlan, LATER_STARTED_SQL, ResumePlan, claimable_by, plan_cancel, plan_resume};
 
 pub use self::schema::archive_path;
 
@@ -299,8 +299,7 @@ impl Sqlite {
             })?;
             for row in rows {
                 let (id, owner, expires) = row?;
-                // Not one it holds itself: that one is running here already.
-                if owner.as_deref() != Some(me) && lease_is_free(owner.as_deref(), expires, me, now) {
+                if claimable_by(owner.as_deref(), expires, me, now) {
                     out.push(id);
                     if out.len() >= limit {
                         break;

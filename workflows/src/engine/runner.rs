@@ -193,6 +193,9 @@ impl Engine {
         let held = Arc::new(Held::default());
         let mut running: HashMap<String, Arc<Signals>> = HashMap::new();
         let mut tasks: JoinSet<(String, Result<WorkflowState, EngineError>)> = JoinSet::new();
+        // Which workflow each task runs: a task that panics past `execute_guarded`'s guard (or
+        // is aborted) returns no id of its own, and must still give its workflow up.
+        let mut task_of: HashMap<tokio::task::Id, String> = HashMap::new();
         let beat = {
             let (engine, held) = (self.clone(), held.clone());
             tokio::spawn(async move {
@@ -243,13 +246,15 @@ impl Engine {
                             held.insert(&id, lease.clone(), signals.clone());
                             running.insert(id.clone(), signals.clone());
                             let engine = self.clone();
-                            tasks.spawn(async move {
+                            let workflow = id.clone();
+                            let task = tasks.spawn(async move {
                                 let r = tokio::select! {
                                     r = engine.execute_guarded(&id, lease, signals.clone()) => r,
                                     _ = signals.lost() => Ok(WorkflowState::Running),
                                 };
                                 (id, r)
                             });
+                            task_of.insert(task.id(), workflow);
                         }
                         Ok(_) => {}
                         Err(e) => tracing::warn!(workflow = %id, error = %e, "cannot claim"),
@@ -258,8 +263,8 @@ impl Engine {
             }
             let wake = self.clock.now_ms() + self.config.poll.as_millis() as i64;
             tokio::select! {
-                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                    self.settle(done, &held, &mut running).await;
+                Some(done) = tasks.join_next_with_id(), if !tasks.is_empty() => {
+                    self.settle(done, &held, &mut running, &mut task_of).await;
                 }
                 _ = self.clock.sleep_until(wake) => {}
                 // PostgreSQL tells of work committed by other processes at once; SQLite never
@@ -276,7 +281,7 @@ impl Engine {
         tokio::pin!(grace);
         while !tasks.is_empty() {
             tokio::select! {
-                Some(done) = tasks.join_next() => self.settle(done, &held, &mut running).await,
+                Some(done) = tasks.join_next_with_id() => self.settle(done, &held, &mut running, &mut task_of).await,
                 _ = &mut grace => {
                     tracing::warn!(abandoned = tasks.len(), "grace period over; abandoning in-flight steps");
                     tasks.abort_all();
@@ -297,11 +302,22 @@ impl Engine {
 
     async fn settle(
         &self,
-        done: Result<(String, Result<WorkflowState, EngineError>), tokio::task::JoinError>,
+        done: Result<(tokio::task::Id, (String, Result<WorkflowState, EngineError>)), tokio::task::JoinError>,
         held: &Held,
         running: &mut HashMap<String, Arc<Signals>>,
+        task_of: &mut HashMap<tokio::task::Id, String>,
     ) {
-        let Ok((id, result)) = done else { return };
+        let (id, result) = match done {
+            Ok((task, (id, result))) => {
+                task_of.remove(&task);
+                (id, result)
+            }
+            Err(e) => {
+                let Some(id) = task_of.remove(&e.id()) else { return };
+                tracing::error!(workflow = %id, error = %e, "workflow task ended without a result; giving it up");
+                (id, Ok(WorkflowState::Running))
+            }
+        };
         match &result {
             Ok(state) => tracing::info!(workflow = %id, state = %state, "workflow left"),
             Err(e) => tracing::error!(workflow = %id, error = %e, "workflow execution failed"),
