@@ -389,6 +389,11 @@ fn bad_provision_inputs_exit_2_with_one_line_naming_the_field_and_journal_nothin
         (with("region", json!("mars")), "region"),
         (with("zones", json!(["eu-west-1a"])), "zones[0]"),
         (json!({"name": "ok", "region": "us-east-1"}), "baseDomain"),
+        // Ownership and identity are infraflow's: `kubernetes.io/cluster/<other>=owned` would
+        // make another cluster's teardown delete this one (SAFETY-A5DD907 finding 8).
+        (with("additionalTags", json!({"kubernetes.io/cluster/other-abcde": "owned"})), "reserved"),
+        (with("additionalTags", json!({"infraflow.io/identity": "x/vpc"})), "reserved"),
+        (with("additionalTags", json!({"Name": "mine"})), "reserved"),
     ];
     for (v, expect) in cases {
         let path = s.write_json("bad.json", &v);

@@ -156,12 +156,31 @@ impl ProvisionInput {
                     format!("value of {k:?} is longer than 256 characters"),
                 ));
             }
+            if let Some(why) = reserved_tag(k) {
+                return Err(InputError::field("additionalTags", format!("key {k:?} is reserved: {why}")));
+            }
         }
         Ok(self)
     }
 
     pub fn infra_id(&self) -> &str {
         self.infra_id.as_deref().unwrap_or_default()
+    }
+}
+
+/// Why an additional tag key may not be set, if it may not: the tags that say who owns a resource
+/// and what it is. `kubernetes.io/cluster/<other>=owned` would hand this cluster's resources to
+/// another cluster's teardown; `infraflow.io/*` would forge an identity or a creator.
+fn reserved_tag(key: &str) -> Option<&'static str> {
+    let k = key.to_ascii_lowercase();
+    if k.starts_with("kubernetes.io/cluster/") || k.starts_with("sigs.k8s.io/") {
+        Some("it names the cluster that owns the resource, which infraflow sets")
+    } else if k.starts_with("infraflow.io/") {
+        Some("infraflow's own tags say what a resource is and who created it")
+    } else if k == "name" {
+        Some("infraflow names resources as HyperShift does")
+    } else {
+        None
     }
 }
 

@@ -108,6 +108,16 @@ impl ScaleInput {
     }
 }
 
+/// The step key of terminating `m`: by its member index, or, for an instance of the pool without
+/// one (its index reads as u32::MAX), by its instance id: two of them must not share a key.
+fn terminate_key(m: &Member) -> String {
+    if m.index == u32::MAX {
+        format!("member/{}/terminate", m.instance_id)
+    } else {
+        format!("member/{}/terminate", m.index)
+    }
+}
+
 /// What to do to reach `replicas` from the live members: indices to launch, members to
 /// terminate (newest first).
 pub fn plan(live: &[Member], replicas: usize) -> (Vec<u32>, Vec<Member>) {
@@ -228,16 +238,10 @@ pub async fn scale(ctx: &WfCtx, pool: &AwsPool, s: &ScaleInput) -> Result<ScaleO
     let terminations = surplus.iter().map(|m| {
         let region = &region;
         async move {
-            ctx.step_with(
-                &format!("member/{}/terminate", m.index),
-                "ec2.terminate-instance",
-                &m.instance_id,
-                read_opts(),
-                || async {
-                    let aws = pool.region(region).await;
-                    Ok(compute::terminate_instance(&aws, &m.instance_id).await?)
-                },
-            )
+            ctx.step_with(&terminate_key(m), "ec2.terminate-instance", &m.instance_id, read_opts(), || async {
+                let aws = pool.region(region).await;
+                Ok(compute::terminate_instance(&aws, &m.instance_id).await?)
+            })
             .await
         }
     });
@@ -271,6 +275,16 @@ mod tests {
 
     fn m(index: u32, launched: i64) -> Member {
         Member { instance_id: format!("i-{index}"), index, state: "running".into(), launched }
+    }
+
+    #[test]
+    fn members_without_an_index_get_step_keys_of_their_own() {
+        let (a, b) = (
+            Member { instance_id: "i-a".into(), ..m(u32::MAX, 1) },
+            Member { instance_id: "i-b".into(), ..m(u32::MAX, 2) },
+        );
+        assert_ne!(terminate_key(&a), terminate_key(&b));
+        assert_eq!(terminate_key(&m(3, 1)), "member/3/terminate");
     }
 
     #[test]
