@@ -88,22 +88,6 @@ fn teardown_removes_classic_elbs_referenced_groups_failed_endpoints_and_the_apps
         .unwrap();
     e.c.block_on(e.c.ec2.authorize_security_group_ingress().group_id(&elb_sg).ip_permissions(from(worker)).send())
         .unwrap();
-    // The ingress's record in the public zone, and someone else's record beside it.
-    let public = out["publicZoneID"].as_str().unwrap();
-    let a = |name: &str| {
-        let set = ResourceRecordSet::builder()
-            .name(name)
-            .r#type(RrType::A)
-            .ttl(60)
-            .resource_records(ResourceRecord::builder().value("192.0.2.10").build().unwrap())
-            .build()
-            .unwrap();
-        Change::builder().action(ChangeAction::Create).resource_record_set(set).build().unwrap()
-    };
-    let batch =
-        ChangeBatch::builder().changes(a("*.apps.run.example.com")).changes(a("www.example.com")).build().unwrap();
-    e.c.block_on(e.c.r53.change_resource_record_sets().hosted_zone_id(public).change_batch(batch).send()).unwrap();
-
     // The cloud provider's classic load balancer for a Service, in the cluster's subnet behind
     // the k8s-elb group, and a classic one of another cluster that must survive.
     let subnet = out["zones"][0]["subnetID"].as_str().unwrap();
@@ -120,18 +104,22 @@ fn teardown_removes_classic_elbs_referenced_groups_failed_endpoints_and_the_apps
             .build()
             .unwrap()
     };
-    e.c.block_on(
-        e.c.classic
-            .create_load_balancer()
-            .load_balancer_name("a1b2c3d4e5f6")
-            .listeners(listener.clone())
-            .subnets(subnet)
-            .security_groups(&elb_sg)
-            .scheme("internal")
-            .tags(classic_tag("run-abcde"))
-            .send(),
-    )
-    .unwrap();
+    let ingress_lb =
+        e.c.block_on(
+            e.c.classic
+                .create_load_balancer()
+                .load_balancer_name("a1b2c3d4e5f6")
+                .listeners(listener.clone())
+                .subnets(subnet)
+                .security_groups(&elb_sg)
+                .scheme("internal")
+                .tags(classic_tag("run-abcde"))
+                .send(),
+        )
+        .unwrap()
+        .dns_name()
+        .unwrap()
+        .to_string();
     e.c.block_on(
         e.c.classic
             .create_load_balancer()
@@ -142,6 +130,25 @@ fn teardown_removes_classic_elbs_referenced_groups_failed_endpoints_and_the_apps
             .send(),
     )
     .unwrap();
+    // The ingress's record in the public zone (to the cluster's load balancer), and someone
+    // else's record beside it.
+    let public = out["publicZoneID"].as_str().unwrap();
+    let record = |name: &str, kind: RrType, value: &str| {
+        let set = ResourceRecordSet::builder()
+            .name(name)
+            .r#type(kind)
+            .ttl(60)
+            .resource_records(ResourceRecord::builder().value(value).build().unwrap())
+            .build()
+            .unwrap();
+        Change::builder().action(ChangeAction::Create).resource_record_set(set).build().unwrap()
+    };
+    let batch = ChangeBatch::builder()
+        .changes(record("*.apps.run.example.com", RrType::Cname, &ingress_lb))
+        .changes(record("www.example.com", RrType::A, "192.0.2.10"))
+        .build()
+        .unwrap();
+    e.c.block_on(e.c.r53.change_resource_record_sets().hosted_zone_id(public).change_batch(batch).send()).unwrap();
     // An interface endpoint the cluster owns that AWS reports `failed`: it still sits in the VPC.
     let endpoint_spec = TagSpecification::builder()
         .resource_type(ResourceType::VpcEndpoint)
@@ -244,4 +251,88 @@ fn teardown_pauses_naming_what_blocks_the_vpc_never_deletes_it_and_retry_finishe
     let res = e.cli(&["retry", "blocked"]);
     assert_eq!(res.status.code(), Some(0), "{}", stderr(&res));
     assert_eq!(Inventory::read(&e.c, "block-abcde").total(), 0);
+}
+
+/// A classic load balancer of the cluster, in its subnet: what a `Service` of type LoadBalancer
+/// makes. Returns its DNS name.
+fn classic_load_balancer(e: &Env, name: &str, owner: &str, subnet: Option<&str>) -> String {
+    let listener = aws_sdk_elasticloadbalancing::types::Listener::builder()
+        .protocol("TCP")
+        .load_balancer_port(443)
+        .instance_port(30443)
+        .build()
+        .unwrap();
+    let tag = aws_sdk_elasticloadbalancing::types::Tag::builder()
+        .key(format!("kubernetes.io/cluster/{owner}"))
+        .value("owned")
+        .build()
+        .unwrap();
+    let create = e.c.classic.create_load_balancer().load_balancer_name(name).listeners(listener).tags(tag);
+    let create = match subnet {
+        Some(s) => create.subnets(s),
+        None => create.availability_zones("us-east-1a"),
+    };
+    e.c.block_on(create.send()).unwrap().dns_name().unwrap().to_string()
+}
+
+/// SAFETY-A5DD907 finding 7: a blue/green replacement (same name, new infraID) has pointed
+/// `*.apps.<name>.<base>` at its own ingress load balancer. Tearing the old cluster down removes
+/// the old cluster's load balancer but not the replacement's record.
+#[test]
+fn teardown_leaves_the_apps_record_that_a_replacement_cluster_points_at_its_own_load_balancer() {
+    use aws_sdk_route53::types::{Change, ChangeAction, ChangeBatch, ResourceRecord, ResourceRecordSet, RrType};
+    let e = Env::new();
+    let input = e.input("p.json", provision_input("prod", "prod-aaaaa", &["us-east-1a"]));
+    let out = ok(&e.cli(&["run", "provision-infra", "--input", &input]));
+    classic_load_balancer(&e, "blue-ingress", "prod-aaaaa", out["zones"][0]["subnetID"].as_str());
+    let green = classic_load_balancer(&e, "green-ingress", "prod-bbbbb", None);
+    let set = ResourceRecordSet::builder()
+        .name("*.apps.prod.example.com")
+        .r#type(RrType::Cname)
+        .ttl(60)
+        .resource_records(ResourceRecord::builder().value(&green).build().unwrap())
+        .build()
+        .unwrap();
+    let change = Change::builder().action(ChangeAction::Create).resource_record_set(set).build().unwrap();
+    let public = out["publicZoneID"].as_str().unwrap();
+    e.c.block_on(
+        e.c.r53
+            .change_resource_record_sets()
+            .hosted_zone_id(public)
+            .change_batch(ChangeBatch::builder().changes(change).build().unwrap())
+            .send(),
+    )
+    .unwrap();
+
+    let t = e.input(
+        "t.json",
+        json!({"infraID": "prod-aaaaa", "region": "us-east-1", "baseDomain": "example.com", "name": "prod"}),
+    );
+    let res = ok(&e.cli(&["run", "teardown", "--input", &t]));
+    assert!(res["deleted"].get("public-record").is_none(), "{res}");
+    assert_eq!(res["deleted"]["classic-load-balancer"], json!(["blue-ingress"]), "{res}");
+    let left = e.c.block_on(e.c.r53.list_resource_record_sets().hosted_zone_id(public).send()).unwrap();
+    let apps: Vec<_> = left.resource_record_sets().iter().filter(|r| r.name().contains("apps.prod")).collect();
+    assert_eq!(apps.len(), 1, "the replacement's record is still there: {left:?}");
+    assert_eq!(e.c.classic_load_balancers(), vec!["green-ingress".to_string()]);
+}
+
+/// SAFETY-A5DD907 finding 6: a foreign classic load balancer vanishes between the listing and
+/// the tag read, and AWS answers LoadBalancerNotFound for the whole batch of names. The cluster's
+/// own load balancer is still found in the first round (the second round finds nothing left).
+#[test]
+fn teardown_finds_its_classic_load_balancer_when_a_foreign_one_vanishes_mid_read() {
+    let e = Env::new();
+    let input = e.input("p.json", provision_input("van", "van-abcde", &["us-east-1a"]));
+    let out = ok(&e.cli(&["run", "provision-infra", "--input", &input]));
+    classic_load_balancer(&e, "van-ingress", "van-abcde", out["zones"][0]["subnetID"].as_str());
+    classic_load_balancer(&e, "someone-else", "other-abcde", None);
+    e.proxy.fail_with("DescribeTags", "LoadBalancerNotFound", 1);
+    let t = e.input("t.json", json!({"infraID": "van-abcde", "region": "us-east-1"}));
+    let res = ok(&e.cli(&["run", "teardown", "--input", &t]));
+    assert_eq!(e.proxy.faults().get("coded").copied(), Some(1), "the vanishing was met");
+    assert_eq!(res["deleted"]["classic-load-balancer"], json!(["van-ingress"]), "{res}");
+    assert_eq!(res["rounds"], 2, "deleted in the first round, not found late: {res}");
+    assert_eq!(Inventory::read(&e.c, "van-abcde").total(), 0);
+    assert_eq!(e.c.classic_load_balancers(), vec!["someone-else".to_string()]);
 }

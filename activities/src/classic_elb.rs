@@ -20,7 +20,12 @@ const TAGS_PER_CALL: usize = 20;
 
 /// Names of the classic load balancers carrying the tag `q`, across every page.
 pub async fn find_classic_load_balancers(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
-    let mut names = Vec::new();
+    Ok(find_with_dns_names(aws, q).await?.into_iter().map(|(name, _)| name).collect())
+}
+
+/// The classic load balancers carrying the tag `q`: (name, DNS name).
+pub async fn find_with_dns_names(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, String)>> {
+    let mut all: Vec<(String, String)> = Vec::new();
     let mut marker: Option<String> = None;
     loop {
         let o = aws
@@ -30,37 +35,63 @@ pub async fn find_classic_load_balancers(aws: &Aws, q: &TagQuery) -> AwsResult<V
             .send()
             .await
             .map_err(|e| classify("DescribeLoadBalancers", e))?;
-        names.extend(o.load_balancer_descriptions().iter().filter_map(|l| l.load_balancer_name().map(str::to_string)));
+        all.extend(
+            o.load_balancer_descriptions().iter().filter_map(|l| {
+                Some((l.load_balancer_name()?.to_string(), l.dns_name().unwrap_or_default().to_string()))
+            }),
+        );
         marker = o.next_marker().filter(|m| !m.is_empty()).map(str::to_string);
         if marker.is_none() {
             break;
         }
     }
+    let names: Vec<String> = all.iter().map(|(n, _)| n.clone()).collect();
     let mut found = Vec::new();
     for chunk in names.chunks(TAGS_PER_CALL) {
-        let r = aws
-            .classic_elb
-            .describe_tags()
-            .set_load_balancer_names(Some(chunk.to_vec()))
-            .send()
-            .await
-            .map_err(|e| classify("DescribeTags", e));
-        let r = match r {
-            // Deleted between the two reads: nothing of it to find.
-            Err(e) if e.code_is("LoadBalancerNotFound") => continue,
-            r => r?,
+        let tagged = match tags_of(aws, chunk).await {
+            Ok(t) => t,
+            // One of the chunk was deleted between the two reads (other clusters' cloud providers
+            // make and remove load balancers all the time): AWS then answers for none of the
+            // chunk, so each name is asked alone, and only the vanished one is left out.
+            Err(e) if e.code_is("LoadBalancerNotFound") => {
+                let mut each = Vec::new();
+                for name in chunk {
+                    match tags_of(aws, std::slice::from_ref(name)).await {
+                        Ok(t) => each.extend(t),
+                        Err(e) if e.code_is("LoadBalancerNotFound") => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                each
+            }
+            Err(e) => return Err(e),
         };
-        for d in r.tag_descriptions() {
-            let tags: Vec<(String, String)> =
-                d.tags().iter().map(|t| (t.key().to_string(), t.value().unwrap_or_default().to_string())).collect();
-            if q.matches_pairs(&tags)
-                && let Some(name) = d.load_balancer_name()
-            {
-                found.push(name.to_string());
+        for (name, tags) in tagged {
+            if q.matches_pairs(&tags) {
+                found.extend(all.iter().filter(|(n, _)| *n == name).cloned());
             }
         }
     }
     Ok(found)
+}
+
+/// The tags of each of `names` (at most `TAGS_PER_CALL`).
+async fn tags_of(aws: &Aws, names: &[String]) -> AwsResult<Vec<(String, Vec<(String, String)>)>> {
+    let r = aws
+        .classic_elb
+        .describe_tags()
+        .set_load_balancer_names(Some(names.to_vec()))
+        .send()
+        .await
+        .map_err(|e| classify("DescribeTags", e))?;
+    Ok(r.tag_descriptions()
+        .iter()
+        .filter_map(|d| {
+            let tags =
+                d.tags().iter().map(|t| (t.key().to_string(), t.value().unwrap_or_default().to_string())).collect();
+            Some((d.load_balancer_name()?.to_string(), tags))
+        })
+        .collect())
 }
 
 /// Deletes the classic load balancer `name`; false if it was already gone. (DeleteLoadBalancer

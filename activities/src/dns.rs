@@ -438,6 +438,46 @@ pub async fn delete_records_named(aws: &Aws, zone_id: &str, names: &[String]) ->
     Ok(n)
 }
 
+/// Deletes the records named `name` whose value is one of `targets` (DNS names of load
+/// balancers), as a CNAME or an alias: a record of that name pointing elsewhere (another cluster
+/// of the same name, a blue/green replacement) is not this cluster's to delete. Returns how many.
+pub async fn delete_records_named_pointing_to(
+    aws: &Aws,
+    zone_id: &str,
+    name: &str,
+    targets: &[String],
+) -> AwsResult<usize> {
+    let want = fqdn(name).replace('*', "\\052");
+    let norm = |v: &str| {
+        let v = v.trim_end_matches('.').to_ascii_lowercase();
+        v.strip_prefix("dualstack.").map(str::to_string).unwrap_or(v)
+    };
+    let targets: Vec<String> = targets.iter().filter(|t| !t.is_empty()).map(|t| norm(t)).collect();
+    let records = match records_of(aws, zone_id).await {
+        Ok(r) => r,
+        Err(e) if e.is_not_found() => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let doomed: Vec<Change> = records
+        .into_iter()
+        .filter(|r| want.eq_ignore_ascii_case(r.name()) || want.replace("\\052", "*").eq_ignore_ascii_case(r.name()))
+        .filter(|r| {
+            let alias = r.alias_target().map(|a| norm(a.dns_name()));
+            let values = r.resource_records().iter().map(|v| norm(v.value()));
+            let cname =
+                if r.r#type() == &aws_sdk_route53::types::RrType::Cname { values.collect() } else { Vec::new() };
+            alias.into_iter().chain(cname).any(|v| targets.contains(&v))
+        })
+        .filter_map(|r| Change::builder().action(ChangeAction::Delete).resource_record_set(r).build().ok())
+        .collect();
+    if doomed.is_empty() {
+        return Ok(0);
+    }
+    let n = doomed.len();
+    change_records(aws, zone_id, doomed).await?;
+    Ok(n)
+}
+
 /// Deletes CNAME records, in any private zone, whose value is one of `targets` (an endpoint's
 /// DNS names): records left pointing at a deleted endpoint would resolve to nothing.
 pub async fn delete_records_pointing_to(aws: &Aws, targets: &[String], vpc_id: &str) -> AwsResult<usize> {

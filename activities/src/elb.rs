@@ -217,7 +217,12 @@ pub async fn ensure_listener(aws: &Aws, lb_arn: &str, port: i32, tg_arn: &str) -
 
 /// Load balancers carrying the tag `q`.
 pub async fn find_load_balancers(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
-    let mut arns = Vec::new();
+    Ok(find_with_dns_names(aws, q).await?.into_iter().map(|(arn, _)| arn).collect())
+}
+
+/// Load balancers carrying the tag `q`: (ARN, DNS name).
+pub async fn find_with_dns_names(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, String)>> {
+    let mut all: Vec<(String, String)> = Vec::new();
     let mut marker: Option<String> = None;
     loop {
         let o = aws
@@ -227,13 +232,18 @@ pub async fn find_load_balancers(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<Strin
             .send()
             .await
             .map_err(|e| classify("DescribeLoadBalancers", e))?;
-        arns.extend(o.load_balancers().iter().filter_map(|l| l.load_balancer_arn().map(str::to_string)));
+        all.extend(
+            o.load_balancers().iter().filter_map(|l| {
+                Some((l.load_balancer_arn()?.to_string(), l.dns_name().unwrap_or_default().to_string()))
+            }),
+        );
         marker = o.next_marker().map(str::to_string);
         if marker.is_none() {
             break;
         }
     }
-    filter_by_tag(aws, arns, q).await
+    let ours = filter_by_tag(aws, all.iter().map(|(a, _)| a.clone()).collect(), q).await?;
+    Ok(all.into_iter().filter(|(a, _)| ours.contains(a)).collect())
 }
 
 /// Target groups carrying the tag `q`.

@@ -216,8 +216,10 @@ fn is_query(action: &str) -> bool {
     !action.starts_with("route53 ")
 }
 
-fn error_response(status: &str, action: &str, code: &str, message: &str) -> Vec<u8> {
-    let body = if is_query(action) {
+/// An AWS error answer in the shape the service speaks: EC2's `<Response><Errors>`, or the
+/// `<ErrorResponse>` of the other query services (ELB, STS) and of Route53.
+fn error_response(status: &str, ec2: bool, code: &str, message: &str) -> Vec<u8> {
+    let body = if ec2 {
         format!(
             "<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors><RequestID>fault</RequestID></Response>"
         )
@@ -317,6 +319,7 @@ fn forward(req: &Request, upstream: u16) -> std::io::Result<Vec<u8>> {
 fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>) -> std::io::Result<()> {
     let Some(req) = read_request(&mut conn)? else { return Ok(()) };
     let act = action(&req);
+    let ec2 = is_query(&act) && String::from_utf8_lossy(&req.body).contains("Version=2016-11-15");
     *st.lock().unwrap().iam.entry(super::iam::iam_action(&req.head, &act)).or_insert(0) += 1;
     let latency = st.lock().unwrap().latency;
     std::thread::sleep(latency);
@@ -325,7 +328,7 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>) -> std::io::Resu
             let early = st.lock().unwrap().strict.before(&act, &req.body);
             match early {
                 Some(Ok(remembered)) => remembered,
-                Some(Err((status, code, message))) => error_response(status, &act, code, &message),
+                Some(Err((status, code, message))) => error_response(status, ec2, code, &message),
                 None => {
                     let answer = forward(&req, upstream)?;
                     st.lock().unwrap().strict.after(&act, &req.body, answer)
@@ -333,14 +336,14 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>) -> std::io::Resu
             }
         }
         Fault::Throttle => {
-            let code = if is_query(&act) { "RequestLimitExceeded" } else { "Throttling" };
-            error_response("503 Service Unavailable", &act, code, "Rate exceeded (injected)")
+            let code = if ec2 { "RequestLimitExceeded" } else { "Throttling" };
+            error_response("503 Service Unavailable", ec2, code, "Rate exceeded (injected)")
         }
-        Fault::ServerError => error_response("500 Internal Server Error", &act, "InternalError", "injected"),
-        Fault::Code(code) => error_response("400 Bad Request", &act, &code, "injected"),
+        Fault::ServerError => error_response("500 Internal Server Error", ec2, "InternalError", "injected"),
+        Fault::Code(code) => error_response("400 Bad Request", ec2, &code, "injected"),
         Fault::Terminal => {
             let code = if is_query(&act) { "InvalidParameterValue" } else { "InvalidInput" };
-            error_response("400 Bad Request", &act, code, "injected terminal failure")
+            error_response("400 Bad Request", ec2, code, "injected terminal failure")
         }
         Fault::DropBefore => return Ok(()),
         Fault::DropAfter => {

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use infraflow_activities::{AwsPool, Kind, Scope, dns, resources};
+use infraflow_activities::tags::owned;
+use infraflow_activities::{AwsPool, Kind, Scope, classic_elb, dns, elb, resources};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -96,9 +97,10 @@ impl WorkflowDef for Teardown {
                 .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
             let attempts = t.max_delete_attempts.unwrap_or(DEFAULT_DELETE_ATTEMPTS);
             // The cluster's ingress wrote `*.apps.<name>.<baseDomain>` into the public zone
-            // (HyperShift's destroy removes it too). Only that name is touched, and only if the
-            // cluster owns the private zone `<name>.<baseDomain>`: a mistyped name must never
-            // remove another cluster's record. Checked first, while that zone still exists.
+            // (HyperShift's destroy removes it too). Only that name is touched, only if the
+            // cluster owns the private zone `<name>.<baseDomain>` (a mistyped name must never
+            // remove another cluster's record), and only while it points at one of the cluster's
+            // own load balancers. Checked first, while the zone and load balancers still exist.
             let public_record = match (&t.base_domain, &t.name) {
                 (Some(base), Some(name)) => {
                     let record = format!("*.apps.{name}.{base}");
@@ -115,13 +117,16 @@ impl WorkflowDef for Teardown {
                                 if !dns::private_zone_has_identity(&aws, &format!("{name}.{base}"), &ours).await? {
                                     return Ok(0);
                                 }
-                                match dns::find_public_zone(&aws, base).await? {
-                                    Some(zone) => {
-                                        Ok(dns::delete_records_named(&aws, &zone, std::slice::from_ref(&record))
-                                            .await?)
-                                    }
-                                    None => Ok(0),
-                                }
+                                let Some(zone) = dns::find_public_zone(&aws, base).await? else { return Ok(0) };
+                                // Only while it points at one of this cluster's load balancers:
+                                // a replacement cluster of the same name has its own.
+                                let owned = owned(&infra);
+                                let (classic, v2) = futures::try_join!(
+                                    classic_elb::find_with_dns_names(&aws, &owned),
+                                    elb::find_with_dns_names(&aws, &owned)
+                                )?;
+                                let targets: Vec<String> = classic.into_iter().chain(v2).map(|(_, dns)| dns).collect();
+                                Ok(dns::delete_records_named_pointing_to(&aws, &zone, &record, &targets).await?)
                             },
                         )
                         .await?;
