@@ -336,3 +336,34 @@ fn teardown_finds_its_classic_load_balancer_when_a_foreign_one_vanishes_mid_read
     assert_eq!(Inventory::read(&e.c, "van-abcde").total(), 0);
     assert_eq!(e.c.classic_load_balancers(), vec!["someone-else".to_string()]);
 }
+
+/// SAFETY-A5DD907 finding 8: the cluster's DHCP options are also used by a VPC that is not the
+/// cluster's. Teardown never re-points that VPC: it pauses naming it, and finishes on `retry`
+/// once the VPC's owner has moved it.
+#[test]
+fn teardown_never_repoints_a_foreign_vpc_that_uses_the_clusters_dhcp_options() {
+    let e = Env::new();
+    let input = e.input("p.json", provision_input("dhcp", "dhcp-abcde", &["us-east-1a"]));
+    ok(&e.cli(&["run", "provision-infra", "--input", &input]));
+    let dopt = Inventory::read(&e.c, "dhcp-abcde").dhcp[0].dhcp_options_id().unwrap().to_string();
+    let foreign = e.c.create_vpc("10.7.0.0/16");
+    e.c.block_on(e.c.ec2.associate_dhcp_options().dhcp_options_id(&dopt).vpc_id(&foreign).send()).unwrap();
+    let uses = |vpc: &str| {
+        let out = e.c.block_on(e.c.ec2.describe_vpcs().vpc_ids(vpc).send()).unwrap();
+        out.vpcs()[0].dhcp_options_id().unwrap().to_string()
+    };
+
+    let t = e.input("t.json", json!({"infraID": "dhcp-abcde", "region": "us-east-1", "maxDeleteAttempts": 1}));
+    assert_eq!(uses(&foreign), dopt);
+    let res = e.cli(&["run", "teardown", "--input", &t, "--id", "shared"]);
+    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
+    let st = e.s.status("shared");
+    assert_eq!(st["state"], "paused", "{st}");
+    assert!(st["error"].as_str().unwrap().contains(&foreign), "names the foreign VPC: {st}");
+    assert_eq!(uses(&foreign), dopt, "the foreign VPC keeps its DHCP options");
+
+    e.c.block_on(e.c.ec2.associate_dhcp_options().dhcp_options_id("default").vpc_id(&foreign).send()).unwrap();
+    let res = e.cli(&["retry", "shared"]);
+    assert_eq!(res.status.code(), Some(0), "{}", stderr(&res));
+    assert_eq!(Inventory::read(&e.c, "dhcp-abcde").total(), 0);
+}

@@ -1,7 +1,7 @@
 //! VPC, DHCP options, internet gateway, subnets and availability zones: idempotent ensure and
 //! delete-if-exists for each.
 
-use aws_sdk_ec2::types::{AttributeBooleanValue, NewDhcpConfiguration, ResourceType};
+use aws_sdk_ec2::types::{AttributeBooleanValue, NewDhcpConfiguration, ResourceType, Tag};
 use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
@@ -89,7 +89,8 @@ pub async fn find_vpcs(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
     Ok(out.vpcs().iter().filter(|v| q.matches(v.tags())).filter_map(|v| v.vpc_id().map(str::to_string)).collect())
 }
 
-async fn vpcs_using_dhcp_options(aws: &Aws, dopt_id: &str) -> AwsResult<Vec<String>> {
+/// The VPCs using DHCP options `dopt_id`, each with whether it has the tag `owner` (key, value).
+async fn vpcs_using_dhcp_options(aws: &Aws, dopt_id: &str, owner: Option<&Tag>) -> AwsResult<Vec<(String, bool)>> {
     let out = aws
         .ec2
         .describe_vpcs()
@@ -101,7 +102,10 @@ async fn vpcs_using_dhcp_options(aws: &Aws, dopt_id: &str) -> AwsResult<Vec<Stri
         .vpcs()
         .iter()
         .filter(|v| v.dhcp_options_id() == Some(dopt_id))
-        .filter_map(|v| v.vpc_id().map(str::to_string))
+        .filter_map(|v| {
+            let owned = owner.is_some_and(|o| v.tags().iter().any(|t| t.key() == o.key() && t.value() == o.value()));
+            Some((v.vpc_id()?.to_string(), owned))
+        })
         .collect())
 }
 
@@ -221,10 +225,33 @@ pub async fn ensure_dhcp_options(
     Ok(dopt)
 }
 
-/// Deletes DHCP options, first moving any VPC still using them back to the default options.
+/// Deletes DHCP options, first moving the VPCs of its own cluster still using them back to the
+/// default options. A VPC of anyone else using them is never re-pointed: the delete then fails
+/// as a dependency (waited out, then a pause naming the VPC), so its owner decides.
 pub async fn delete_dhcp_options(aws: &Aws, dopt_id: &str) -> AwsResult<bool> {
-    let users = vpcs_using_dhcp_options(aws, dopt_id).await?;
-    for vpc in users {
+    let described = aws.ec2.describe_dhcp_options().dhcp_options_ids(dopt_id).send().await;
+    let owner = match described.map_err(|e| classify("DescribeDhcpOptions", e)) {
+        Ok(o) => o
+            .dhcp_options()
+            .first()
+            .and_then(|d| d.tags().iter().find(|t| t.key().is_some_and(|k| k.starts_with("kubernetes.io/cluster/"))))
+            .cloned(),
+        Err(e) if e.is_not_found() => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let users = vpcs_using_dhcp_options(aws, dopt_id, owner.as_ref()).await?;
+    if let Some((foreign, _)) = users.iter().find(|(_, owned)| !owned) {
+        return Err(AwsError {
+            operation: "DeleteDhcpOptions",
+            code: Some("DependencyViolation".into()),
+            message: format!(
+                "DHCP options {dopt_id} are also used by VPC {foreign}, which is not this cluster's; associate that VPC with other DHCP options, or leave these"
+            ),
+            retryable: true,
+            ..AwsError::default()
+        });
+    }
+    for (vpc, _) in users {
         let r = aws.ec2.associate_dhcp_options().dhcp_options_id("default").vpc_id(&vpc).send().await;
         gone_ok(r.map(|_| ()).map_err(|e| classify("AssociateDhcpOptions", e)))?;
     }

@@ -16,7 +16,7 @@ pub const IAM_WRITE: &[&str] = &[];
 /// The IAM actions of its deletes.
 pub const IAM_DELETE: &[&str] = &[];
 
-/// Resource kinds, in teardown order: dependents before what they depend on.
+/// Resource kinds: dependents before what they depend on (`TEARDOWN_ORDER` is the order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
@@ -52,8 +52,10 @@ impl Kind {
         Kind::SecurityGroup,
         Kind::Subnet,
         Kind::InternetGateway,
-        Kind::Vpc,
+        // Before the VPC: its delete re-points the cluster's own VPC to the default options
+        // first (moto also deletes a set with the VPC that used it, which AWS never does).
         Kind::DhcpOptions,
+        Kind::Vpc,
     ];
 
     pub fn as_str(self) -> &'static str {
