@@ -37,6 +37,8 @@ pub const IAM_DELETE: &[&str] = &[
     "ec2:DetachInternetGateway",
     "ec2:DeleteInternetGateway",
     "ec2:DeleteDhcpOptions",
+    // The cluster's own VPC goes back to the default options before its set is deleted.
+    "ec2:AssociateDhcpOptions",
 ];
 
 /// Ignores "not found": for deletes, a resource already gone is the goal reached.
