@@ -406,6 +406,19 @@ fn bad_provision_inputs_exit_2_with_one_line_naming_the_field_and_journal_nothin
     let path = s.write_json("bad.json", &json!({"infraID": "x"}));
     let out = s.cli(&["run", "teardown", "--input", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
+    let good = s.write_json("good.json", &json!({"infraID": "x-abcde", "region": "us-east-1"}));
+    let good = good.to_str().unwrap();
+    for args in [
+        vec!["run", "teardown", "--input", path.to_str().unwrap(), "--dry-run"],
+        vec!["run", "provision-infra", "--input", good, "--dry-run"],
+        vec!["submit", "teardown", "--input", good, "--dry-run"],
+    ] {
+        let out = s.cli(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out).lines().count(), 1, "{args:?}: {}", stderr(&out));
+    }
+    let out = s.cli(&["run", "teardown", "--input", good, "--json"]);
+    assert_eq!(out.status.code(), Some(2), "--json is the plan's: {}", stderr(&out));
     assert!(!s.db().exists(), "nothing journaled");
 }
 

@@ -308,6 +308,9 @@ fn teardown_leaves_the_apps_record_that_a_replacement_cluster_points_at_its_own_
         "t.json",
         json!({"infraID": "prod-aaaaa", "region": "us-east-1", "baseDomain": "example.com", "name": "prod"}),
     );
+    let plan = ok(&e.cli(&["run", "teardown", "--input", &t, "--dry-run", "--json"]));
+    assert_eq!(plan["leave"][0]["id"], "*.apps.prod.example.com", "{plan}");
+    assert!(plan["leave"][0]["reason"].as_str().unwrap().contains("load balancers"), "{plan}");
     let res = ok(&e.cli(&["run", "teardown", "--input", &t]));
     assert!(res["deleted"].get("public-record").is_none(), "{res}");
     assert_eq!(res["deleted"]["classic-load-balancer"], json!(["blue-ingress"]), "{res}");
@@ -355,6 +358,36 @@ fn teardown_never_repoints_a_foreign_vpc_that_uses_the_clusters_dhcp_options() {
 
     let t = e.input("t.json", json!({"infraID": "dhcp-abcde", "region": "us-east-1", "maxDeleteAttempts": 1}));
     assert_eq!(uses(&foreign), dopt);
+
+    // The plan first: every resource by kind and id, the foreign VPC named as what will block,
+    // and nothing changed (only reads reached AWS; no journal was made).
+    let before = Inventory::read(&e.c, "dhcp-abcde");
+    e.proxy.reset_counts();
+    let plan = ok(&e.cli(&["run", "teardown", "--input", &t, "--dry-run", "--json"]));
+    let writes: Vec<String> = e
+        .proxy
+        .counts()
+        .into_keys()
+        .filter(|a| !a.starts_with("Describe") && !a.contains(" GET ") && a != "GetCallerIdentity")
+        .collect();
+    assert!(writes.is_empty(), "a dry run only reads: {writes:?}");
+    let journaled = e.s.cli(&["status", "--json"]);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&journaled.stdout).unwrap().as_array().unwrap().len(),
+        1,
+        "only the provision is journaled"
+    );
+    let planned: std::collections::BTreeSet<String> =
+        plan["delete"].as_array().unwrap().iter().map(|p| p["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(planned, before.ids(), "{plan}");
+    assert_eq!(plan["delete"].as_array().unwrap().last().unwrap()["kind"], "vpc", "in teardown order: {plan}");
+    assert_eq!(plan["blocked"][0]["id"], foreign.as_str(), "{plan}");
+    assert_eq!(plan["account"], "123456789012", "{plan}");
+    let text = e.cli(&["run", "teardown", "--input", &t, "--dry-run"]);
+    assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
+    assert_eq!(stdout(&text).lines().filter(|l| l.trim_start().starts_with("delete ")).count(), planned.len());
+    assert_eq!(Inventory::read(&e.c, "dhcp-abcde").ids(), before.ids());
+
     let res = e.cli(&["run", "teardown", "--input", &t, "--id", "shared"]);
     assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
     let st = e.s.status("shared");

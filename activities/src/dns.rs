@@ -438,15 +438,15 @@ pub async fn delete_records_named(aws: &Aws, zone_id: &str, names: &[String]) ->
     Ok(n)
 }
 
-/// Deletes the records named `name` whose value is one of `targets` (DNS names of load
-/// balancers), as a CNAME or an alias: a record of that name pointing elsewhere (another cluster
-/// of the same name, a blue/green replacement) is not this cluster's to delete. Returns how many.
-pub async fn delete_records_named_pointing_to(
+/// The records named `name` whose value is one of `targets` (DNS names of load balancers), as a
+/// CNAME or an alias: a record of that name pointing elsewhere (another cluster of the same name,
+/// a blue/green replacement) is not this cluster's.
+pub async fn records_named_pointing_to(
     aws: &Aws,
     zone_id: &str,
     name: &str,
     targets: &[String],
-) -> AwsResult<usize> {
+) -> AwsResult<Vec<ResourceRecordSet>> {
     let want = fqdn(name).replace('*', "\\052");
     let norm = |v: &str| {
         let v = v.trim_end_matches('.').to_ascii_lowercase();
@@ -455,10 +455,10 @@ pub async fn delete_records_named_pointing_to(
     let targets: Vec<String> = targets.iter().filter(|t| !t.is_empty()).map(|t| norm(t)).collect();
     let records = match records_of(aws, zone_id).await {
         Ok(r) => r,
-        Err(e) if e.is_not_found() => return Ok(0),
+        Err(e) if e.is_not_found() => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    let doomed: Vec<Change> = records
+    Ok(records
         .into_iter()
         .filter(|r| want.eq_ignore_ascii_case(r.name()) || want.replace("\\052", "*").eq_ignore_ascii_case(r.name()))
         .filter(|r| {
@@ -468,6 +468,19 @@ pub async fn delete_records_named_pointing_to(
                 if r.r#type() == &aws_sdk_route53::types::RrType::Cname { values.collect() } else { Vec::new() };
             alias.into_iter().chain(cname).any(|v| targets.contains(&v))
         })
+        .collect())
+}
+
+/// Deletes `records_named_pointing_to`; returns how many.
+pub async fn delete_records_named_pointing_to(
+    aws: &Aws,
+    zone_id: &str,
+    name: &str,
+    targets: &[String],
+) -> AwsResult<usize> {
+    let doomed: Vec<Change> = records_named_pointing_to(aws, zone_id, name, targets)
+        .await?
+        .into_iter()
         .filter_map(|r| Change::builder().action(ChangeAction::Delete).resource_record_set(r).build().ok())
         .collect();
     if doomed.is_empty() {

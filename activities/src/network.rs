@@ -91,6 +91,22 @@ pub async fn find_vpcs(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
     Ok(out.vpcs().iter().filter(|v| q.matches(v.tags())).filter_map(|v| v.vpc_id().map(str::to_string)).collect())
 }
 
+/// The VPCs using DHCP options `dopt_id`, each with whether it belongs to the set's cluster (the
+/// set's ownership tag); None if the set is gone.
+pub async fn dhcp_options_users(aws: &Aws, dopt_id: &str) -> AwsResult<Option<Vec<(String, bool)>>> {
+    let described = aws.ec2.describe_dhcp_options().dhcp_options_ids(dopt_id).send().await;
+    let owner = match described.map_err(|e| classify("DescribeDhcpOptions", e)) {
+        Ok(o) => o
+            .dhcp_options()
+            .first()
+            .and_then(|d| d.tags().iter().find(|t| t.key().is_some_and(|k| k.starts_with("kubernetes.io/cluster/"))))
+            .cloned(),
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(Some(vpcs_using_dhcp_options(aws, dopt_id, owner.as_ref()).await?))
+}
+
 /// The VPCs using DHCP options `dopt_id`, each with whether it has the tag `owner` (key, value).
 async fn vpcs_using_dhcp_options(aws: &Aws, dopt_id: &str, owner: Option<&Tag>) -> AwsResult<Vec<(String, bool)>> {
     let out = aws
@@ -227,21 +243,30 @@ pub async fn ensure_dhcp_options(
     Ok(dopt)
 }
 
+/// Subnets in `vpc_id` that are not owned by `infra_id`: someone else's, which teardown never
+/// deletes and which keep the VPC from being deleted.
+pub async fn subnets_not_owned_in(aws: &Aws, vpc_id: &str, infra_id: &str) -> AwsResult<Vec<String>> {
+    let out = aws
+        .ec2
+        .describe_subnets()
+        .filters(filter("vpc-id", &[vpc_id]))
+        .send()
+        .await
+        .map_err(|e| classify("DescribeSubnets", e))?;
+    let owned = crate::tags::owned(infra_id);
+    Ok(out
+        .subnets()
+        .iter()
+        .filter(|s| s.vpc_id() == Some(vpc_id) && !owned.matches(s.tags()))
+        .filter_map(|s| s.subnet_id().map(str::to_string))
+        .collect())
+}
+
 /// Deletes DHCP options, first moving the VPCs of its own cluster still using them back to the
 /// default options. A VPC of anyone else using them is never re-pointed: the delete then fails
 /// as a dependency (waited out, then a pause naming the VPC), so its owner decides.
 pub async fn delete_dhcp_options(aws: &Aws, dopt_id: &str) -> AwsResult<bool> {
-    let described = aws.ec2.describe_dhcp_options().dhcp_options_ids(dopt_id).send().await;
-    let owner = match described.map_err(|e| classify("DescribeDhcpOptions", e)) {
-        Ok(o) => o
-            .dhcp_options()
-            .first()
-            .and_then(|d| d.tags().iter().find(|t| t.key().is_some_and(|k| k.starts_with("kubernetes.io/cluster/"))))
-            .cloned(),
-        Err(e) if e.is_not_found() => return Ok(false),
-        Err(e) => return Err(e),
-    };
-    let users = vpcs_using_dhcp_options(aws, dopt_id, owner.as_ref()).await?;
+    let Some(users) = dhcp_options_users(aws, dopt_id).await? else { return Ok(false) };
     if let Some((foreign, _)) = users.iter().find(|(_, owned)| !owned) {
         return Err(AwsError {
             operation: "DeleteDhcpOptions",

@@ -117,6 +117,12 @@ pub struct SubmitArgs {
     /// On a terminal failure keep what was created instead of compensating.
     #[arg(long)]
     pub no_rollback: bool,
+    /// `run teardown` only: print what it would delete and leave, and why; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// With --dry-run: the plan as JSON.
+    #[arg(long, requires = "dry_run")]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -39,6 +39,9 @@ fn validated_submission(args: &SubmitArgs, registry: &Registry) -> Result<Submis
 }
 
 pub async fn submit(db: &Location, args: &SubmitArgs) -> CmdResult {
+    if args.dry_run {
+        return Err(Failure::usage("--dry-run is for `infraflow run teardown`: a submitted workflow acts"));
+    }
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
     let engine = open_engine(db, registry, tracing_observer())?;
@@ -48,6 +51,9 @@ pub async fn submit(db: &Location, args: &SubmitArgs) -> CmdResult {
 }
 
 pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
+    if args.dry_run {
+        return dry_run(args).await;
+    }
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
     let engine = open_engine(db, registry, stderr_printer())?;
@@ -99,6 +105,30 @@ pub async fn retry(db: &Location, id: &str, detach: bool) -> CmdResult {
         return Ok(OK);
     }
     see_through(&engine, id, WorkflowState::Completed).await
+}
+
+/// `run teardown --dry-run`: the plan, read from AWS; no journal is opened and nothing changes.
+async fn dry_run(args: &SubmitArgs) -> CmdResult {
+    if args.workflow != "teardown" {
+        return Err(Failure::usage(format!(
+            "--dry-run is for teardown only, not {:?}: other workflows look up before they create, run them",
+            args.workflow
+        )));
+    }
+    let input = read_input(&args.input)?;
+    let plan =
+        infraflow_workflows::teardown_plan::plan(&infraflow_activities::AwsPool::new(), &input).await.map_err(|e| {
+            match e {
+                infraflow_workflows::teardown_plan::PlanError::Input(e) => Failure::usage(e.to_string()),
+                e => Failure::other(e.to_string()),
+            }
+        })?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&plan).unwrap_or_default());
+    } else {
+        print!("{}", plan.render());
+    }
+    Ok(OK)
 }
 
 /// Drives a workflow here until it rests, then reports: output JSON on stdout when completed.

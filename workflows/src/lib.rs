@@ -46,6 +46,8 @@ pub mod provision_infra;
 pub mod scale_nodepool;
 #[path = "flows/teardown.rs"]
 pub mod teardown;
+#[path = "flows/teardown_plan.rs"]
+pub mod teardown_plan;
 #[path = "flows/validate.rs"]
 mod validate;
 

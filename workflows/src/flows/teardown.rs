@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use infraflow_activities::tags::owned;
-use infraflow_activities::{AwsPool, Kind, Scope, classic_elb, dns, elb, resources};
+use infraflow_activities::{Aws, AwsError, AwsPool, Kind, Scope, classic_elb, dns, elb, resources};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -97,10 +97,8 @@ impl WorkflowDef for Teardown {
                 .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
             let attempts = t.max_delete_attempts.unwrap_or(DEFAULT_DELETE_ATTEMPTS);
             // The cluster's ingress wrote `*.apps.<name>.<baseDomain>` into the public zone
-            // (HyperShift's destroy removes it too). Only that name is touched, only if the
-            // cluster owns the private zone `<name>.<baseDomain>` (a mistyped name must never
-            // remove another cluster's record), and only while it points at one of the cluster's
-            // own load balancers. Checked first, while the zone and load balancers still exist.
+            // (HyperShift's destroy removes it too), under the rule of `public_record_decision`.
+            // Checked first, while the private zone and the load balancers still exist.
             let public_record = match (&t.base_domain, &t.name) {
                 (Some(base), Some(name)) => {
                     let record = format!("*.apps.{name}.{base}");
@@ -113,20 +111,13 @@ impl WorkflowDef for Teardown {
                             read_opts(),
                             || async {
                                 let aws = pool.region(&region).await;
-                                let ours = format!("{infra}/private-zone");
-                                if !dns::private_zone_has_identity(&aws, &format!("{name}.{base}"), &ours).await? {
-                                    return Ok(0);
+                                match public_record_decision(&aws, &infra, &name, base).await? {
+                                    Ok(Target { zone, targets }) => {
+                                        Ok(dns::delete_records_named_pointing_to(&aws, &zone, &record, &targets)
+                                            .await?)
+                                    }
+                                    Err(_) => Ok(0),
                                 }
-                                let Some(zone) = dns::find_public_zone(&aws, base).await? else { return Ok(0) };
-                                // Only while it points at one of this cluster's load balancers:
-                                // a replacement cluster of the same name has its own.
-                                let owned = owned(&infra);
-                                let (classic, v2) = futures::try_join!(
-                                    classic_elb::find_with_dns_names(&aws, &owned),
-                                    elb::find_with_dns_names(&aws, &owned)
-                                )?;
-                                let targets: Vec<String> = classic.into_iter().chain(v2).map(|(_, dns)| dns).collect();
-                                Ok(dns::delete_records_named_pointing_to(&aws, &zone, &record, &targets).await?)
                             },
                         )
                         .await?;
@@ -163,6 +154,37 @@ impl WorkflowDef for Teardown {
         let region = serde_json::from_value::<TeardownInput>(input.clone()).map(|t| t.region).unwrap_or_default();
         Some(probe_environment(&self.pool, &region))
     }
+}
+
+/// Where the public `*.apps` record may be deleted: its zone, and the DNS names of the cluster's
+/// own load balancers it may point at.
+pub(crate) struct Target {
+    pub zone: String,
+    pub targets: Vec<String>,
+}
+
+/// Whether teardown may remove `*.apps.<name>.<base>` from the public zone, and where; otherwise
+/// why not. Only if the cluster owns the private zone `<name>.<base>` (a mistyped name must never
+/// remove another cluster's record), and only a record that points at one of the cluster's own
+/// load balancers (a replacement cluster of the same name has its own).
+pub(crate) async fn public_record_decision(
+    aws: &Aws,
+    infra: &str,
+    name: &str,
+    base: &str,
+) -> Result<Result<Target, String>, AwsError> {
+    let ours = format!("{infra}/private-zone");
+    if !dns::private_zone_has_identity(aws, &format!("{name}.{base}"), &ours).await? {
+        return Ok(Err(format!("the private zone {name}.{base} is not this cluster's")));
+    }
+    let Some(zone) = dns::find_public_zone(aws, base).await? else {
+        return Ok(Err(format!("there is no public zone {base}")));
+    };
+    let owned = owned(infra);
+    let (classic, v2) =
+        futures::try_join!(classic_elb::find_with_dns_names(aws, &owned), elb::find_with_dns_names(aws, &owned))?;
+    let targets = classic.into_iter().chain(v2).map(|(_, dns)| dns).collect();
+    Ok(Ok(Target { zone, targets }))
 }
 
 /// The teardown body, callable from other workflows.

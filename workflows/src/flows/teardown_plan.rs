@@ -1,0 +1,141 @@
+//! `run teardown --dry-run`: what a teardown would delete and what it would leave, and why, read
+//! from AWS with the same rules as `teardown` and nothing changed (no journal, no write call).
+
+use std::collections::BTreeMap;
+
+use infraflow_activities::{AwsPool, Kind, Scope, network, resources};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{ActivityError, InputError};
+use crate::registry::WorkflowDef;
+use crate::teardown::{Target, Teardown, TeardownInput, public_record_decision};
+
+/// One resource of the plan.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Planned {
+    pub kind: String,
+    pub id: String,
+    /// Why it is left, or what may hold the delete up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TeardownPlan {
+    #[serde(rename = "infraID")]
+    pub infra_id: String,
+    pub account: String,
+    pub region: String,
+    /// What teardown would delete, in the order it deletes (dependents first).
+    pub delete: Vec<Planned>,
+    /// What it would not delete although it is the cluster's name or sits in its VPC.
+    pub leave: Vec<Planned>,
+    /// Foreign resources that would keep a delete waiting (then the teardown pauses naming them).
+    pub blocked: Vec<Planned>,
+}
+
+/// Reads the plan of a teardown of `input` (validated as `teardown` validates it).
+pub async fn plan(pool: &AwsPool, input: &Value) -> Result<TeardownPlan, PlanError> {
+    let def = Teardown { pool: pool.clone() };
+    let validated = def.validate("dry-run", input)?;
+    let t: TeardownInput = serde_json::from_value(validated.input).map_err(|e| InputError(e.to_string()))?;
+    let aws = pool.region(&t.region).await;
+    let env = aws.environment().await.map_err(ActivityError::from)?;
+    let scope = Scope::Owned(t.infra_id.clone());
+    let reads = Kind::TEARDOWN_ORDER.map(|kind| {
+        let (aws, scope) = (&aws, &scope);
+        async move { resources::find(aws, kind, scope).await.map(|ids| (kind, ids)) }
+    });
+    let found: BTreeMap<Kind, Vec<String>> =
+        futures::future::try_join_all(reads).await.map_err(ActivityError::from)?.into_iter().collect();
+    let mut plan = TeardownPlan {
+        infra_id: t.infra_id.clone(),
+        account: env.account,
+        region: env.region,
+        delete: Vec::new(),
+        leave: Vec::new(),
+        blocked: Vec::new(),
+    };
+    if let (Some(base), Some(name)) = (&t.base_domain, &t.name) {
+        let record = format!("*.apps.{name}.{base}");
+        let decision = public_record_decision(&aws, &t.infra_id, name, base).await.map_err(ActivityError::from)?;
+        let reason = match decision {
+            Ok(Target { zone, targets }) => {
+                let pointing = infraflow_activities::dns::records_named_pointing_to(&aws, &zone, &record, &targets)
+                    .await
+                    .map_err(ActivityError::from)?;
+                if pointing.is_empty() {
+                    Some("no such record points at one of the cluster's load balancers".to_string())
+                } else {
+                    plan.delete.push(Planned { kind: "public-record".into(), id: record.clone(), reason: None });
+                    None
+                }
+            }
+            Err(why) => Some(why),
+        };
+        if let Some(reason) = reason {
+            plan.leave.push(Planned { kind: "public-record".into(), id: record, reason: Some(reason) });
+        }
+    }
+    for kind in Kind::TEARDOWN_ORDER {
+        for id in found.get(&kind).into_iter().flatten() {
+            plan.delete.push(Planned { kind: kind.as_str().into(), id: id.clone(), reason: None });
+            match kind {
+                Kind::DhcpOptions => {
+                    let users = network::dhcp_options_users(&aws, id).await.map_err(ActivityError::from)?;
+                    for (vpc, _) in users.unwrap_or_default().into_iter().filter(|(_, owned)| !owned) {
+                        let reason = format!("uses the cluster's DHCP options {id}, and is never re-pointed");
+                        plan.blocked.push(Planned { kind: "vpc".into(), id: vpc, reason: Some(reason) });
+                    }
+                }
+                Kind::Vpc => {
+                    let foreign =
+                        network::subnets_not_owned_in(&aws, id, &t.infra_id).await.map_err(ActivityError::from)?;
+                    for subnet in foreign {
+                        let reason = format!("not the cluster's, in its VPC {id}: never deleted, it keeps the VPC");
+                        plan.blocked.push(Planned { kind: "subnet".into(), id: subnet, reason: Some(reason) });
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(plan)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("cannot read what the teardown would delete: {0}")]
+    Aws(#[from] ActivityError),
+}
+
+impl TeardownPlan {
+    /// The plan for people: one line per resource, then the counts.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "teardown of {} in account {}, region {} (nothing changed):\n",
+            self.infra_id, self.account, self.region
+        );
+        for p in &self.delete {
+            out.push_str(&format!("  delete  {:<22} {}\n", p.kind, p.id));
+        }
+        for p in &self.leave {
+            out.push_str(&format!("  leave   {:<22} {} ({})\n", p.kind, p.id, p.reason.as_deref().unwrap_or("")));
+        }
+        for p in &self.blocked {
+            out.push_str(&format!("  blocks  {:<22} {} ({})\n", p.kind, p.id, p.reason.as_deref().unwrap_or("")));
+        }
+        out.push_str(&format!(
+            "{} to delete, {} left, {} blocking\n",
+            self.delete.len(),
+            self.leave.len(),
+            self.blocked.len()
+        ));
+        out
+    }
+}
