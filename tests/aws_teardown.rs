@@ -400,3 +400,37 @@ fn teardown_never_repoints_a_foreign_vpc_that_uses_the_clusters_dhcp_options() {
     assert_eq!(res.status.code(), Some(0), "{}", stderr(&res));
     assert_eq!(Inventory::read(&e.c, "dhcp-abcde").total(), 0);
 }
+
+/// SAFETY-A5DD907 finding 6: a teardown paused on a dependency is retried after the operator
+/// removed it; meanwhile something new of the cluster appeared (here a subnet the cluster owns).
+/// The retry discovers afresh instead of replaying the inventory it journaled before the pause.
+#[test]
+fn a_retried_teardown_discovers_afresh_what_appeared_while_it_was_paused() {
+    use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
+    let e = Env::new();
+    let input = e.input("p.json", provision_input("fresh", "fresh-abcde", &["us-east-1a"]));
+    let out = ok(&e.cli(&["run", "provision-infra", "--input", &input]));
+    let vpc = out["vpcID"].as_str().unwrap();
+    let subnet = |cidr: &str, owner: Option<&str>| {
+        let mut create = e.c.ec2.create_subnet().vpc_id(vpc).cidr_block(cidr).availability_zone("us-east-1a");
+        if let Some(o) = owner {
+            let tag = Tag::builder().key(format!("kubernetes.io/cluster/{o}")).value("owned").build();
+            create = create
+                .tag_specifications(TagSpecification::builder().resource_type(ResourceType::Subnet).tags(tag).build());
+        }
+        e.c.block_on(create.send()).unwrap().subnet().unwrap().subnet_id().unwrap().to_string()
+    };
+    let foreign = subnet("10.0.64.0/20", None);
+    let t = e.input("t.json", json!({"infraID": "fresh-abcde", "region": "us-east-1", "maxDeleteAttempts": 1}));
+    let res = e.cli(&["run", "teardown", "--input", &t, "--id", "paused"]);
+    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
+    assert_eq!(e.s.status("paused")["state"], "paused");
+
+    let late = subnet("10.0.80.0/20", Some("fresh-abcde"));
+    e.c.block_on(e.c.ec2.delete_subnet().subnet_id(&foreign).send()).unwrap();
+    let res = e.cli(&["retry", "paused"]);
+    assert_eq!(res.status.code(), Some(0), "{}", stderr(&res));
+    let out: Value = serde_json::from_slice(&res.stdout).unwrap();
+    assert!(out["deleted"]["subnet"].as_array().unwrap().iter().any(|s| s == late.as_str()), "{out}");
+    assert_eq!(Inventory::read(&e.c, "fresh-abcde").total(), 0);
+}

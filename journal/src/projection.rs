@@ -255,6 +255,8 @@ pub struct WorkflowView {
     pub code_version: Option<u32>,
     /// Who the workflow is to AWS (`Event::Submitted::creator`): its id in older records.
     pub creator: String,
+    /// How many times the operator asked to resume it (`retry`).
+    pub resumes: u32,
     pub created_at: i64,
     pub updated_at: i64,
     pub summary: Summary,
@@ -274,6 +276,7 @@ impl WorkflowView {
             no_rollback: false,
             code_version: None,
             creator: id.to_string(),
+            resumes: 0,
             created_at: events.first().map_or(0, |e| e.at),
             updated_at: events.last().map_or(0, |e| e.at),
             summary: Summary::new(),
@@ -381,6 +384,7 @@ impl WorkflowView {
                     s.terminal = !*retryable;
                 }
                 Event::ResumeRequested => {
+                    view.resumes += 1;
                     for s in view.steps.iter_mut().filter(|s| s.state != StepState::Completed) {
                         s.terminal = false;
                         s.round_attempts = 0;

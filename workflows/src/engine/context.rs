@@ -41,6 +41,8 @@ pub(crate) struct Run {
     pub id: String,
     /// `WfCtx::creator`.
     pub creator: String,
+    /// `WfCtx::resumes`.
+    pub resumes: u32,
     pub journal: Journal,
     pub owner: String,
     pub clock: Arc<dyn Clock>,
@@ -167,6 +169,13 @@ impl WfCtx {
     /// submission, unlike the id, which a user may choose again (`Event::Submitted::creator`).
     pub fn creator(&self) -> &str {
         &self.run.creator
+    }
+
+    /// How many times an operator has resumed this workflow (`retry`): the same on every replay
+    /// until the next `retry`. A workflow that must look at the world afresh after an operator
+    /// fixed something (teardown's discovery) keys those steps by it.
+    pub fn resumes(&self) -> u32 {
+        self.run.resumes
     }
 
     /// A context whose step keys are prefixed with `scope/`: one per independent branch.

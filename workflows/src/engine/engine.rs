@@ -214,6 +214,7 @@ impl Engine {
         let run = Arc::new(Run {
             id: id.to_string(),
             creator: view.creator.clone(),
+            resumes: view.resumes,
             journal: self.journal.clone(),
             owner: self.owner.id.clone(),
             clock: self.clock.clone(),

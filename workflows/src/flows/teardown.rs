@@ -196,8 +196,16 @@ pub async fn teardown(
     max_delete_attempts: u32,
 ) -> Result<TeardownOutput, StepError> {
     let mut out = TeardownOutput { infra_id: infra_id.to_string(), ..Default::default() };
+    // After a `retry` (a pause on a dependency that the operator has since removed), discovery
+    // starts over: the journaled inventory of the paused round is what the world was before the
+    // fix, and may lack what appeared since (a load balancer missed, a new group). Deletes are
+    // idempotent, so a new pass re-deletes nothing that is gone.
+    let pass = match ctx.resumes() {
+        0 => String::new(),
+        n => format!("pass{}/", n + 1),
+    };
     for round in 1..=ROUNDS {
-        let rctx = ctx.scoped(&format!("round{round}"));
+        let rctx = ctx.scoped(&format!("{pass}round{round}"));
         let inventory: BTreeMap<Kind, Vec<String>> = rctx
             .step_with("discover", "aws.discover-owned", &(infra_id, region), read_opts(), || async {
                 let aws = pool.region(region).await;
