@@ -397,15 +397,12 @@ async fn write_and_commit(
     Ok(())
 }
 
-/// A lost connection leaves the COMMIT's fate unknown, whatever the statements before it said.
+/// A lost connection (or a server shutting down) leaves the COMMIT's fate unknown
+/// (`pool::commit_error`), whatever the statements before it said.
 /// Otherwise the statements' own answers tell: one that failed aborted the transaction, and the
 /// COMMIT behind it rolled back (PostgreSQL answers it without an error).
 fn settle(commit: std::result::Result<(), tokio_postgres::Error>) -> Result<()> {
-    match commit {
-        Ok(()) => Ok(()),
-        Err(e) if e.as_db_error().is_none() => Err(JournalError::CommitUnknown),
-        Err(e) => Err(e.into()),
-    }
+    commit.map_err(super::pool::commit_error)
 }
 
 /// The locking way, in two round trips: `BEGIN` and the locking read, then the writes and

@@ -100,11 +100,18 @@ pub(crate) fn unreachable(target: &PgTarget, e: &tokio_postgres::Error) -> Journ
 /// Commits; a failure without a server answer leaves the outcome unknown, which is never
 /// retried (nor reported as committed).
 pub(crate) async fn commit(tx: Transaction<'_>) -> Result<()> {
-    match tx.commit().await {
-        Ok(()) => Ok(()),
-        Err(e) if e.as_db_error().is_none() => Err(JournalError::CommitUnknown),
-        Err(e) => Err(e.into()),
-    }
+    tx.commit().await.map_err(commit_error)
+}
+
+/// What a failed COMMIT means. Without a server answer, or with the server going down (57P01
+/// admin shutdown, 57P02 crash shutdown, a connection error class 08: a fast shutdown under
+/// synchronous replication answers COMMIT with FATAL 57P01 after committing locally), the
+/// outcome is unknown and must not be retried. Any other server error rolled it back.
+pub(crate) fn commit_error(e: tokio_postgres::Error) -> JournalError {
+    let down = e.code().is_some_and(|c| {
+        c == &SqlState::ADMIN_SHUTDOWN || c == &SqlState::CRASH_SHUTDOWN || c.code().starts_with("08")
+    });
+    if e.as_db_error().is_none() || down { JournalError::CommitUnknown } else { e.into() }
 }
 
 impl Pool {
