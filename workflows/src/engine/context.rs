@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::clock::Clock;
 use crate::error::{ActivityError, StepError};
+use crate::lease::BootInstant;
 pub use crate::lease::LeaseCell;
 use crate::progress::{Observer, Progress};
 use crate::retry::RetryPolicy;
@@ -72,7 +73,7 @@ impl Run {
     /// Renews the lease when less than half of it is left, so no step starts on a lease that
     /// could expire under it.
     pub(crate) async fn ensure_lease(&self) -> Result<(), JournalError> {
-        if Instant::now() >= self.lease.fence_at() {
+        if BootInstant::now() >= self.lease.fence_at() {
             // No renewal succeeded in time: another process may soon take over.
             self.signals.lose();
             return Err(JournalError::LeaseLost {
@@ -84,7 +85,7 @@ impl Run {
         if self.lease.expires_at.load(Ordering::SeqCst) - now >= self.lease.ttl_ms / 2 {
             return Ok(());
         }
-        let sent = Instant::now();
+        let sent = BootInstant::now();
         let r = self.journal.renew(&self.owner, vec![self.id.clone()], now, self.lease.ttl_ms).await?;
         if r.first().is_some_and(|r| r.held) {
             self.lease.renewed(sent, now + self.lease.ttl_ms);

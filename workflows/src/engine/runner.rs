@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease::BootInstant;
 
 use infraflow_journal::{AcquireOutcome, JournalError, WorkflowState};
 use serde_json::Value;
@@ -50,7 +52,7 @@ impl Held {
         }
         let now = engine.clock.now_ms();
         let ttl = engine.config.lease_ttl.as_millis() as i64;
-        let sent = Instant::now();
+        let sent = BootInstant::now();
         match engine.journal.renew(&engine.owner.id, ids, now, ttl).await {
             Ok(renewals) => {
                 (engine.observer)(&Progress::LeasesRenewed { ok: true });
@@ -80,7 +82,7 @@ impl Held {
     /// Drops every held workflow whose lease has reached its self-fence without a successful
     /// renewal (see `LeaseCell`). Runs beside the heartbeat, which may be stuck in the journal.
     fn fence(&self) {
-        let now = Instant::now();
+        let now = BootInstant::now();
         for (id, (lease, signals)) in self.leases.lock().unwrap().iter() {
             if now >= lease.fence_at() && !signals.is_lost() {
                 tracing::warn!(workflow = %id, "no lease renewal succeeded in time; dropping the workflow before its lease can expire");
@@ -102,7 +104,7 @@ impl Engine {
         loop {
             let now = self.clock.now_ms();
             let ttl = self.config.lease_ttl.as_millis() as i64;
-            let sent = Instant::now();
+            let sent = BootInstant::now();
             match self.journal.acquire(id, &self.owner.id, now, ttl).await {
                 Ok(AcquireOutcome::Acquired { .. }) => {
                     let lease = Arc::new(LeaseCell::new(now + ttl, ttl, sent));
@@ -236,7 +238,7 @@ impl Engine {
                     // The time of this acquisition, not of the listing: on a slow disk a lease
                     // written late must not be born nearly expired.
                     let now = self.clock.now_ms();
-                    let sent = Instant::now();
+                    let sent = BootInstant::now();
                     match self.journal.acquire(&id, &self.owner.id, now, ttl).await {
                         Ok(AcquireOutcome::Acquired { previous }) => {
                             tracing::info!(workflow = %id, previous = ?previous, "claimed");
