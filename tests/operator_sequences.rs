@@ -139,3 +139,47 @@ fn expired_credentials_during_a_rollback_pause_it_and_keep_the_next_provision_wa
     assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
     assert_eq!(Inventory::read(&e.c, "blue-abcde").ids(), live.ids());
 }
+
+/// A teardown submitted while a provision of the cluster is running waits for it, runs after
+/// it, and leaves nothing: the two never interleave.
+#[test]
+fn a_teardown_submitted_during_a_provision_waits_for_it_and_removes_everything() {
+    let e = Env::new();
+    e.proxy.set_latency(Duration::from_millis(60));
+    let input = e.input("p.json", provision_input("seq", "seq-abcde", &["us-east-1a"]));
+    assert!(e.cli(&["submit", "provision-infra", "--input", &input, "--id", "up"]).status.success());
+    let env = aws_env(&e.proxy.endpoint());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut d = e.s.spawn_daemon(&[], &env);
+    e.wait_for_step("up", "vpc", Duration::from_secs(60));
+    let t = e.input("t.json", json!({"infraID": "seq-abcde", "region": "us-east-1"}));
+    assert!(e.cli(&["submit", "teardown", "--input", &t, "--id", "down"]).status.success());
+    let waiting = e.s.status("down");
+    assert_eq!(waiting["waitingFor"]["id"], "up", "{waiting}");
+    e.s.wait_for_state("down", &["completed", "paused", "failed", "compensated"], Duration::from_secs(240));
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+    assert_eq!(e.s.status("up")["state"], "completed");
+    assert_eq!(e.s.status("down")["state"], "completed");
+    let up_done = e.s.history("up").iter().find(|ev| ev["type"] == "completed").unwrap()["at"].as_i64().unwrap();
+    let down_first = e.s.history("down").iter().find(|ev| ev["type"] == "lease_taken").unwrap()["at"].as_i64().unwrap();
+    assert!(down_first >= up_done, "the teardown started after the provision finished");
+    e.proxy.set_latency(Duration::ZERO);
+    assert_eq!(Inventory::read(&e.c, "seq-abcde").total(), 0);
+}
+
+/// `cancel` of a workflow paused on expired credentials: once the operator has logged in again,
+/// the rollback removes what it made, and nothing of it is left.
+#[test]
+fn cancel_of_a_paused_provision_rolls_back_everything_it_made() {
+    let e = Env::new();
+    let input = e.input("p.json", provision_input("halt", "halt-abcde", &["us-east-1a"]));
+    e.proxy.fail_with("CreateRouteTable", "ExpiredToken", 1);
+    let out = e.cli(&["run", "provision-infra", "--input", &input, "--id", "halted"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(e.s.status("halted")["state"], "paused");
+    assert!(Inventory::read(&e.c, "halt-abcde").total() > 3, "it had made things before the pause");
+    let cancel = e.cli(&["cancel", "halted"]);
+    assert_eq!(cancel.status.code(), Some(0), "{}", stderr(&cancel));
+    assert_eq!(e.s.status("halted")["state"], "compensated");
+    assert_eq!(Inventory::read(&e.c, "halt-abcde").total(), 0);
+}
