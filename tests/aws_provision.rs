@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use support::aws::{AwsEnv as Env, ok};
 use support::inventory::Inventory;
 use support::moto::{Clients, Moto};
-use support::proxy::Proxy;
+use support::proxy::{KillAt, Proxy};
 use support::strict::Strict;
 use support::*;
 
@@ -200,6 +200,28 @@ fn a_create_whose_follow_up_call_fails_is_found_by_its_retry_and_made_once() {
         assert_eq!(counts.get(kind).copied(), Some(1), "{kind}: {counts:?}");
     }
     inv.assert_provisioned(&e.c, 1, 1, "follow", "example.com");
+}
+
+/// SAFETY-A5DD907 finding 4b: kill -9 just after AWS made a subnet, and the same command at once.
+/// Under a 4 s lag the subnet's create went out seconds after its step started (the new VPC was
+/// not known yet), so a settle counted from the step's start ended before AWS listed it: the
+/// lookup missed it and the second CreateSubnet met InvalidSubnet.Conflict, a rollback. Counted
+/// from the resume, the lookup finds it; and a conflict is now resolved to the subnet holding
+/// the range (ours: adopted). Everything else in flight at the kill is found too.
+#[test]
+fn a_provision_killed_after_a_subnet_was_made_under_lag_resumes_without_a_rollback() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    proxy.set_strict(Strict { lag: Some(Duration::from_secs(4)), tokens: true, ..Strict::default() });
+    let input = e.input("p.json", provision_input("sub", "sub-abcde", &["us-east-1a"]));
+    let args = ["run", "provision-infra", "--input", input.as_str(), "--id", "sub"];
+    let mut child = e.spawn_cli_at(&proxy.endpoint(), &args);
+    proxy.kill_at_action("CreateSubnet", KillAt { call: 0, after_aws_acts: true, pid: child.id() });
+    let status = child.wait().unwrap();
+    assert!(proxy.action_kill_fired() && !status.success(), "{status:?}");
+    ok(&e.cli_at(&proxy.endpoint(), &args));
+    assert_eq!(e.s.status("sub")["state"], "completed");
+    Inventory::read(&e.c, "sub-abcde").assert_provisioned(&e.c, 1, 1, "sub", "example.com");
 }
 
 #[test]

@@ -458,7 +458,7 @@ pub async fn ensure_subnet(
         return Ok(s);
     }
     // NotFound on a VPC made moments ago means nothing was created: retried in place.
-    let out = once_consistent(|| async {
+    let created = once_consistent(|| async {
         aws.ec2
             .create_subnet()
             .vpc_id(vpc_id)
@@ -469,13 +469,57 @@ pub async fn ensure_subnet(
             .await
             .map_err(|e| classify("CreateSubnet", e))
     })
-    .await?;
+    .await;
+    let out = match created {
+        Err(e) if e.code_is("InvalidSubnet.Conflict") => return subnet_holding(aws, id, vpc_id, cidr).await,
+        r => r?,
+    };
     let s = out.subnet().ok_or_else(|| missing("CreateSubnet", "subnet"))?;
     Ok(SubnetInfo {
         subnet_id: s.subnet_id().ok_or_else(|| missing("CreateSubnet", "subnet id"))?.to_string(),
         zone: s.availability_zone().unwrap_or(zone).to_string(),
         zone_id: s.availability_zone_id().unwrap_or_default().to_string(),
     })
+}
+
+/// The subnet that holds `cidr` in `vpc_id`, after CreateSubnet answered that one does. Ours when
+/// it has our identity: an earlier attempt made it (a crash after the create), and the lookup by
+/// tag missed it because AWS did not list it yet. Someone else's: a terminal error naming it.
+/// Not listed at all yet: retryable, and the engine's next attempt (after the consistency
+/// settle) looks it up by tag again.
+async fn subnet_holding(aws: &Aws, id: &Identity, vpc_id: &str, cidr: &str) -> AwsResult<SubnetInfo> {
+    let out = aws
+        .ec2
+        .describe_subnets()
+        .filters(filter("vpc-id", &[vpc_id]))
+        .filters(filter("cidr-block", &[cidr]))
+        .send()
+        .await
+        .map_err(|e| classify("DescribeSubnets", e))?;
+    let holder = out.subnets().iter().find(|s| s.vpc_id() == Some(vpc_id) && s.cidr_block() == Some(cidr));
+    match holder {
+        Some(s) if id.query().matches(s.tags()) => Ok(SubnetInfo {
+            subnet_id: s.subnet_id().ok_or_else(|| missing("DescribeSubnets", "subnet id"))?.to_string(),
+            zone: s.availability_zone().unwrap_or_default().to_string(),
+            zone_id: s.availability_zone_id().unwrap_or_default().to_string(),
+        }),
+        Some(s) => Err(AwsError::terminal(
+            "CreateSubnet",
+            format!(
+                "{cidr} in VPC {vpc_id} is taken by subnet {}, which is not {}; free that range or choose another vpcCIDR",
+                s.subnet_id().unwrap_or("?"),
+                id.key()
+            ),
+        )),
+        None => Err(AwsError {
+            operation: "CreateSubnet",
+            code: Some("InvalidSubnet.Conflict".into()),
+            message: format!("{cidr} in VPC {vpc_id} is taken by a subnet AWS does not list yet; looking again"),
+            retryable: true,
+            outcome_unknown: true,
+            ..AwsError::default()
+        }),
+    }
 }
 
 pub async fn delete_subnet(aws: &Aws, subnet_id: &str) -> AwsResult<bool> {

@@ -27,6 +27,8 @@ struct State {
     /// Calls seen since `kill_at` armed, and the SIGKILL it arms.
     seen: u32,
     kill_at: Option<KillAt>,
+    /// A SIGKILL at the first call of this action (`kill_at_action`).
+    kill_on: Option<(String, KillAt)>,
     /// Calls by IAM action (`ec2:CreateVpc`), for the policy completeness check.
     iam: BTreeMap<String, u32>,
 }
@@ -129,6 +131,16 @@ impl Proxy {
     }
 
     /// Arms one SIGKILL of the process `at.pid` at its `at.call`-th API call from now.
+    /// Arms one SIGKILL of the process `at.pid` at its next call of `action` (`at.call` unused).
+    pub fn kill_at_action(&self, action: &str, at: KillAt) {
+        self.state.lock().unwrap().kill_on = Some((action.to_string(), at));
+    }
+
+    /// Whether the kill armed by `kill_at_action` fired.
+    pub fn action_kill_fired(&self) -> bool {
+        self.state.lock().unwrap().kill_on.is_none()
+    }
+
     pub fn kill_at(&self, at: KillAt) {
         let mut s = self.state.lock().unwrap();
         s.seen = 0;
@@ -250,6 +262,13 @@ fn decide(st: &Mutex<State>, action: &str) -> Fault {
     let mut s = st.lock().unwrap();
     *s.counts.entry(action.to_string()).or_insert(0) += 1;
     s.seen += 1;
+    if let Some((a, k)) = &s.kill_on
+        && a == action
+    {
+        let (pid, after_aws_acts) = (k.pid, k.after_aws_acts);
+        s.kill_on = None;
+        return Fault::Kill { pid, after_aws_acts };
+    }
     if let Some(k) = s.kill_at
         && k.call == s.seen
     {
