@@ -224,6 +224,27 @@ fn a_provision_killed_after_a_subnet_was_made_under_lag_resumes_without_a_rollba
     Inventory::read(&e.c, "sub-abcde").assert_provisioned(&e.c, 1, 1, "sub", "example.com");
 }
 
+/// SAFETY-A5DD907 finding 9: AWS lists new resources by tag 6 s late (longer than the undo
+/// settle), and the provision fails for good right after its NAT gateway. Each undo deletes what
+/// its completed step returned, by id, once the resource's own tags show this identity and
+/// creator: nothing is left, the NAT gateway included.
+#[test]
+fn a_rollback_under_a_long_tag_lag_deletes_what_its_steps_made_by_id() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    let lag = Strict { lag: Some(Duration::from_secs(6)), lag_tag_filters_only: true, ..Strict::default() };
+    proxy.set_strict(lag);
+    proxy.fail_action(Some("CreateVpcEndpoint"));
+    let input = e.input("p.json", provision_input("tlag", "tlag-abcde", &["us-east-1a"]));
+    let out = e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "tlag"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(e.s.status("tlag")["state"], "compensated");
+    assert!(proxy.strict_effects().get("lag-hidden-from-describe").is_some_and(|n| *n > 0), "the lag was met");
+    let inv = Inventory::read(&e.c, "tlag-abcde");
+    assert_eq!(inv.counts().get("nat-gateway").copied(), Some(0), "{:?}", inv.counts());
+    assert_eq!(inv.total(), 0, "nothing it created remains: {:?}", inv.counts());
+}
+
 #[test]
 fn a_daemon_killed_at_random_moments_under_a_consistency_lag_makes_nothing_twice() {
     let e = Env::new();

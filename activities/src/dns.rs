@@ -422,12 +422,16 @@ pub async fn delete_records_named(aws: &Aws, zone_id: &str, names: &[String]) ->
         Err(e) if e.is_not_found() => return Ok(0),
         Err(e) => return Err(e),
     };
-    let doomed: Vec<Change> = records
+    let doomed = records.into_iter().filter(|r| {
+        want.iter().any(|w| w.eq_ignore_ascii_case(r.name()) || w.replace("\\052", "*").eq_ignore_ascii_case(r.name()))
+    });
+    delete_record_sets(aws, zone_id, doomed.collect()).await
+}
+
+/// Deletes these record sets of `zone_id` in one change; returns how many.
+async fn delete_record_sets(aws: &Aws, zone_id: &str, sets: Vec<ResourceRecordSet>) -> AwsResult<usize> {
+    let doomed: Vec<Change> = sets
         .into_iter()
-        .filter(|r| {
-            want.iter()
-                .any(|w| w.eq_ignore_ascii_case(r.name()) || w.replace("\\052", "*").eq_ignore_ascii_case(r.name()))
-        })
         .filter_map(|r| Change::builder().action(ChangeAction::Delete).resource_record_set(r).build().ok())
         .collect();
     if doomed.is_empty() {
@@ -478,17 +482,8 @@ pub async fn delete_records_named_pointing_to(
     name: &str,
     targets: &[String],
 ) -> AwsResult<usize> {
-    let doomed: Vec<Change> = records_named_pointing_to(aws, zone_id, name, targets)
-        .await?
-        .into_iter()
-        .filter_map(|r| Change::builder().action(ChangeAction::Delete).resource_record_set(r).build().ok())
-        .collect();
-    if doomed.is_empty() {
-        return Ok(0);
-    }
-    let n = doomed.len();
-    change_records(aws, zone_id, doomed).await?;
-    Ok(n)
+    let doomed = records_named_pointing_to(aws, zone_id, name, targets).await?;
+    delete_record_sets(aws, zone_id, doomed).await
 }
 
 /// Deletes CNAME records, in any private zone, whose value is one of `targets` (an endpoint's

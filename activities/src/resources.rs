@@ -10,7 +10,7 @@ use crate::{classic_elb, compute, dns, elb, endpoints, nat, network, privatelink
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
 /// the AWS suites through the counting proxy).
-pub const IAM_READ: &[&str] = &["ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets"];
+pub const IAM_READ: &[&str] = &["ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets", "ec2:DescribeTags"];
 /// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
 pub const IAM_WRITE: &[&str] = &[];
 /// The IAM actions of its deletes.
@@ -220,6 +220,77 @@ async fn delete_unexplained(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> 
         Kind::Vpc => network::delete_vpc(aws, id).await,
         Kind::DhcpOptions => network::delete_dhcp_options(aws, id).await,
     }
+}
+
+/// The prefix of the ids of an EC2 kind (None: not an EC2 id, or not told apart by prefix).
+fn ec2_id_prefix(kind: Kind) -> Option<&'static str> {
+    Some(match kind {
+        Kind::Instance => "i-",
+        Kind::VpcEndpoint => "vpce-",
+        Kind::NatGateway => "nat-",
+        Kind::ElasticIp => "eipalloc-",
+        Kind::RouteTable => "rtb-",
+        Kind::SecurityGroup => "sg-",
+        Kind::Subnet => "subnet-",
+        Kind::InternetGateway => "igw-",
+        Kind::Vpc => "vpc-",
+        Kind::DhcpOptions => "dopt-",
+        _ => return None,
+    })
+}
+
+/// The EC2 ids of `kind` anywhere in `value` (a step's output), each once.
+pub fn ids_of_kind(kind: Kind, value: &serde_json::Value) -> Vec<String> {
+    fn walk(v: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::String(s) if s.starts_with(prefix) && !s.starts_with("vpce-svc-") => {
+                if !out.contains(s) {
+                    out.push(s.clone());
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, prefix, out)),
+            serde_json::Value::Object(m) => m.values().for_each(|x| walk(x, prefix, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(prefix) = ec2_id_prefix(kind) {
+        walk(value, prefix, &mut out);
+    }
+    out
+}
+
+/// Deletes the EC2 resource `id` of `kind` only if its own tags say it has identity `identity`
+/// and was created by `created_by` (read by id: DescribeTags on the resource). False if it is
+/// gone, not tagged so, or not an EC2 kind.
+pub async fn delete_by_id_if_created_by(
+    aws: &Aws,
+    kind: Kind,
+    id: &str,
+    identity: &str,
+    created_by: &str,
+) -> AwsResult<bool> {
+    if ec2_id_prefix(kind).is_none() {
+        return Ok(false);
+    }
+    let out = aws
+        .ec2
+        .describe_tags()
+        .filters(crate::tags::filter("resource-id", &[id]))
+        .send()
+        .await
+        .map_err(|e| crate::error::classify("DescribeTags", e))?;
+    let tags: Vec<(String, String)> = out
+        .tags()
+        .iter()
+        .filter(|t| t.resource_id() == Some(id))
+        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
+        .collect();
+    let q = TagQuery { created_by: Some(created_by.to_string()), ..TagQuery::new(IDENTITY_TAG, identity) };
+    if !q.matches_pairs(&tags) {
+        return Ok(false);
+    }
+    delete(aws, kind, id).await
 }
 
 /// Deletes whatever of `kind` is in `scope`: with `Scope::CreatedBy`, the compensation of a

@@ -18,6 +18,9 @@ pub struct Strict {
     /// For this long after it is created, a new EC2 id is `*.NotFound` to calls that name it
     /// and missing from Describe results.
     pub lag: Option<Duration>,
+    /// With `lag`: only Describe calls filtered by a tag miss a new id (calls naming it by id,
+    /// DescribeTags included, see it at once).
+    pub lag_tag_filters_only: bool,
     /// DescribeAvailabilityZones lists an opted-in Local Zone first (unless filtered out).
     pub local_zone: bool,
     /// Route53: at most 10 tags per ChangeTagsForResource, at most `route53_rate` requests/s.
@@ -38,6 +41,7 @@ impl Strict {
         Strict {
             tokens: true,
             lag: Some(lag),
+            lag_tag_filters_only: false,
             local_zone: true,
             route53_limits: true,
             route53_rate: 5,
@@ -170,6 +174,7 @@ impl StrictState {
         }
         let p = params(body);
         if self.config.lag.is_some()
+            && !self.config.lag_tag_filters_only
             && let Some(id) =
                 p.iter().filter(|(k, _)| !k.starts_with("Filter.")).map(|(_, v)| v).find(|v| self.is_hidden(v))
         {
@@ -272,7 +277,9 @@ impl StrictState {
             {
                 self.hidden.insert(id.to_string(), Instant::now() + lag);
             }
-            if let Some((set, own)) = listing(action) {
+            let by_tag =
+                p.iter().any(|(k, v)| k.starts_with("Filter.") && k.ends_with(".Name") && v.starts_with("tag:"));
+            if let Some((set, own)) = listing(action).filter(|_| by_tag || !self.config.lag_tag_filters_only) {
                 let hidden: Vec<String> = self.hidden.keys().filter(|id| self.is_hidden(id)).cloned().collect();
                 let before = payload.len();
                 payload = drop_items(&payload, set, own, &hidden);

@@ -423,7 +423,7 @@ impl Engine {
             let result = match self.registry.undo(&undo.activity) {
                 Some(handler) => {
                     let options = StepOptions { retry: Some(self.config.undo_retry.clone()), undo: None, settle: None };
-                    let input = undo.input.clone();
+                    let input = with_step_output(&undo.input, view.step(step_key));
                     ctx.step_with(undo_key, &undo.activity, &undo.input, options, || handler(input.clone()))
                         .await
                         .map(|_: Value| ())
@@ -461,6 +461,21 @@ impl Engine {
         }
         run.record(vec![Event::Compensated], Durability::Durable).await?;
         Ok(WorkflowState::Compensated)
+    }
+}
+
+/// What an undo's handler is given: its journaled input, plus, when the step it undoes completed,
+/// that step's output as `stepOutput` (the ids it made: found by id, an undo does not depend on
+/// AWS listing them by tag yet). The undo step's own recorded input stays the journaled one.
+fn with_step_output(input: &Value, step: Option<&infraflow_journal::StepView>) -> Value {
+    let output = step.filter(|s| s.state == StepState::Completed).and_then(|s| s.output.clone());
+    match (input, output) {
+        (Value::Object(m), Some(out)) => {
+            let mut m = m.clone();
+            m.insert("stepOutput".into(), out);
+            Value::Object(m)
+        }
+        _ => input.clone(),
     }
 }
 

@@ -117,6 +117,10 @@ pub struct DeleteByIdentity {
     /// versions before the created-by rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
+    /// The output of the completed step (given by the engine at compensation, never journaled
+    /// here): the ids it made, deleted by id as well when they carry this identity and creator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_output: Option<Value>,
 }
 
 impl DeleteByIdentity {
@@ -142,7 +146,8 @@ pub struct DeleteOne {
 pub fn undo(region: &str, kind: Kind, id: &Identity) -> Undo {
     debug_assert!(!id.workflow.is_empty(), "a create step's identity names its workflow");
     let created_by = Some(id.workflow.clone()).filter(|w| !w.is_empty());
-    let input = DeleteByIdentity { region: region.to_string(), kind, identity: id.key(), created_by };
+    let input =
+        DeleteByIdentity { region: region.to_string(), kind, identity: id.key(), created_by, step_output: None };
     Undo { activity: DELETE_BY_IDENTITY.to_string(), input: serde_json::to_value(input).unwrap_or(Value::Null) }
 }
 
@@ -199,7 +204,18 @@ pub fn register(r: &mut Registry, pool: AwsPool) {
         async move {
             let d: DeleteByIdentity = decode(input)?;
             let aws = pool.region(&d.region).await;
-            let deleted = resources::delete_in_scope(&aws, d.kind, &d.scope()).await?;
+            let mut deleted = resources::delete_in_scope(&aws, d.kind, &d.scope()).await?;
+            // What the tag query did not list (AWS lists new resources by tag late): the ids the
+            // completed step returned, each only if its own tags name this identity and creator.
+            if let (Some(out), Some(creator)) = (&d.step_output, &d.created_by) {
+                for id in resources::ids_of_kind(d.kind, out) {
+                    if !deleted.contains(&id)
+                        && resources::delete_by_id_if_created_by(&aws, d.kind, &id, &d.identity, creator).await?
+                    {
+                        deleted.push(id);
+                    }
+                }
+            }
             Ok(serde_json::json!({ "deleted": deleted }))
         }
     });
