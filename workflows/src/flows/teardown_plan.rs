@@ -37,11 +37,27 @@ pub struct TeardownPlan {
     pub blocked: Vec<Planned>,
 }
 
-/// Reads the plan of a teardown of `input` (validated as `teardown` validates it).
+/// Reads the plan of a teardown of `input` (validated as `teardown` validates it). Every read is
+/// idempotent: the whole plan is read again on a retryable error (throttling above all: Route53
+/// allows five requests a second per account), as the workflow's steps would be.
 pub async fn plan(pool: &AwsPool, input: &Value) -> Result<TeardownPlan, PlanError> {
     let def = Teardown { pool: pool.clone() };
     let validated = def.validate("dry-run", input)?;
     let t: TeardownInput = serde_json::from_value(validated.input).map_err(|e| InputError(e.to_string()))?;
+    let policy = crate::aws_steps::aws_retry();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match read_plan(pool, &t).await {
+            Err(PlanError::Aws(e)) if e.retryable && attempt < policy.max_attempts => {
+                tokio::time::sleep(policy.delay_after(attempt)).await;
+            }
+            r => return r,
+        }
+    }
+}
+
+async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, PlanError> {
     let aws = pool.region(&t.region).await;
     let env = aws.environment().await.map_err(ActivityError::from)?;
     let scope = Scope::Owned(t.infra_id.clone());
