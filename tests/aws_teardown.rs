@@ -54,7 +54,7 @@ fn teardown_among_three_hundred_unrelated_private_zones_at_five_route53_requests
 #[test]
 fn teardown_removes_classic_elbs_referenced_groups_failed_endpoints_and_the_apps_record_and_nothing_foreign() {
     use aws_sdk_ec2::types::{IpPermission, ResourceType, Tag, TagSpecification, UserIdGroupPair};
-    use aws_sdk_route53::types::{Change, ChangeAction, ChangeBatch, ResourceRecord, ResourceRecordSet, RrType};
+    use aws_sdk_route53::types::RrType;
     let e = Env::new();
     let input = e.input("p.json", provision_input("run", "run-abcde", &["us-east-1a"]));
     let out = ok(&e.cli(&["run", "provision-infra", "--input", &input]));
@@ -133,22 +133,8 @@ fn teardown_removes_classic_elbs_referenced_groups_failed_endpoints_and_the_apps
     // The ingress's record in the public zone (to the cluster's load balancer), and someone
     // else's record beside it.
     let public = out["publicZoneID"].as_str().unwrap();
-    let record = |name: &str, kind: RrType, value: &str| {
-        let set = ResourceRecordSet::builder()
-            .name(name)
-            .r#type(kind)
-            .ttl(60)
-            .resource_records(ResourceRecord::builder().value(value).build().unwrap())
-            .build()
-            .unwrap();
-        Change::builder().action(ChangeAction::Create).resource_record_set(set).build().unwrap()
-    };
-    let batch = ChangeBatch::builder()
-        .changes(record("*.apps.run.example.com", RrType::Cname, &ingress_lb))
-        .changes(record("www.example.com", RrType::A, "192.0.2.10"))
-        .build()
-        .unwrap();
-    e.c.block_on(e.c.r53.change_resource_record_sets().hosted_zone_id(public).change_batch(batch).send()).unwrap();
+    create_record(&e, public, "*.apps.run.example.com", RrType::Cname, &ingress_lb);
+    create_record(&e, public, "www.example.com", RrType::A, "192.0.2.10");
     // An interface endpoint the cluster owns that AWS reports `failed`: it still sits in the VPC.
     let endpoint_spec = TagSpecification::builder()
         .resource_type(ResourceType::VpcEndpoint)
@@ -253,6 +239,21 @@ fn teardown_pauses_naming_what_blocks_the_vpc_never_deletes_it_and_retry_finishe
     assert_eq!(Inventory::read(&e.c, "block-abcde").total(), 0);
 }
 
+/// Creates the record `name` of type `kind` with `value` in zone `zone`.
+fn create_record(e: &Env, zone: &str, name: &str, kind: aws_sdk_route53::types::RrType, value: &str) {
+    use aws_sdk_route53::types::{Change, ChangeAction, ChangeBatch, ResourceRecord, ResourceRecordSet};
+    let set = ResourceRecordSet::builder()
+        .name(name)
+        .r#type(kind)
+        .ttl(60)
+        .resource_records(ResourceRecord::builder().value(value).build().unwrap())
+        .build()
+        .unwrap();
+    let change = Change::builder().action(ChangeAction::Create).resource_record_set(set).build().unwrap();
+    let batch = ChangeBatch::builder().changes(change).build().unwrap();
+    e.c.block_on(e.c.r53.change_resource_record_sets().hosted_zone_id(zone).change_batch(batch).send()).unwrap();
+}
+
 /// A classic load balancer of the cluster, in its subnet: what a `Service` of type LoadBalancer
 /// makes. Returns its DNS name.
 fn classic_load_balancer(e: &Env, name: &str, owner: &str, subnet: Option<&str>) -> String {
@@ -280,29 +281,14 @@ fn classic_load_balancer(e: &Env, name: &str, owner: &str, subnet: Option<&str>)
 /// the old cluster's load balancer but not the replacement's record.
 #[test]
 fn teardown_leaves_the_apps_record_that_a_replacement_cluster_points_at_its_own_load_balancer() {
-    use aws_sdk_route53::types::{Change, ChangeAction, ChangeBatch, ResourceRecord, ResourceRecordSet, RrType};
+    use aws_sdk_route53::types::RrType;
     let e = Env::new();
     let input = e.input("p.json", provision_input("prod", "prod-aaaaa", &["us-east-1a"]));
     let out = ok(&e.cli(&["run", "provision-infra", "--input", &input]));
     classic_load_balancer(&e, "blue-ingress", "prod-aaaaa", out["zones"][0]["subnetID"].as_str());
     let green = classic_load_balancer(&e, "green-ingress", "prod-bbbbb", None);
-    let set = ResourceRecordSet::builder()
-        .name("*.apps.prod.example.com")
-        .r#type(RrType::Cname)
-        .ttl(60)
-        .resource_records(ResourceRecord::builder().value(&green).build().unwrap())
-        .build()
-        .unwrap();
-    let change = Change::builder().action(ChangeAction::Create).resource_record_set(set).build().unwrap();
     let public = out["publicZoneID"].as_str().unwrap();
-    e.c.block_on(
-        e.c.r53
-            .change_resource_record_sets()
-            .hosted_zone_id(public)
-            .change_batch(ChangeBatch::builder().changes(change).build().unwrap())
-            .send(),
-    )
-    .unwrap();
+    create_record(&e, public, "*.apps.prod.example.com", RrType::Cname, &green);
 
     let t = e.input(
         "t.json",
