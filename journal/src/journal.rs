@@ -92,10 +92,23 @@ pub enum SubmitOutcome {
     Archived,
 }
 
+/// One acquisition of a lease: the owner, and the epoch — the sequence number of the
+/// `LeaseTaken` event it appended. Appends are fenced on both, so an append left over from an
+/// earlier acquisition by the same owner (a process that fenced itself, released, and claimed the
+/// workflow again while the old append still waited in its writer) is refused, not folded in
+/// after the new execution read the journal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fence {
+    pub owner: String,
+    pub epoch: i64,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AcquireOutcome {
+    /// `previous`: the other owner it was taken from, if any.
     Acquired {
         previous: Option<String>,
+        fence: Fence,
     },
     HeldBy(String),
     /// An older unfinished workflow of the same cluster goes first.
@@ -235,16 +248,17 @@ impl Journal {
         dispatch!(self, b => b.submit(new).await)
     }
 
-    /// Appends events of a workflow held by `owner`; refused unless `owner` still holds its lease.
+    /// Appends events of a workflow held under `fence`; refused unless that acquisition still
+    /// holds its lease (same owner and epoch).
     pub async fn append(
         &self,
         id: &str,
-        owner: &str,
+        fence: &Fence,
         events: Vec<Event>,
         at: i64,
         durability: Durability,
     ) -> Result<()> {
-        dispatch!(self, b => b.append(id, owner, events, at, durability).await)
+        dispatch!(self, b => b.append(id, fence, events, at, durability).await)
     }
 
     /// Takes the lease of a runnable workflow if it is free, expired, or held by a dead process

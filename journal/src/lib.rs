@@ -15,7 +15,7 @@ mod sqlite;
 pub use error::{JournalError, Result};
 pub use event::{Event, EventRecord, Undo};
 pub use journal::{
-    AcquireOutcome, CommitObserver, Durability, Journal, Location, NewWorkflow, Pruned, Renewal, RequestOutcome,
+    AcquireOutcome, CommitObserver, Durability, Fence, Journal, Location, NewWorkflow, Pruned, Renewal, RequestOutcome,
     SubmitOutcome, WorkflowOutcome, WorkflowRow,
 };
 pub use owner::{Owner, owner_is_gone};

@@ -4,6 +4,7 @@
 
 use crate::error::{JournalError, Result};
 use crate::event::Event;
+use crate::journal::Fence;
 use crate::owner::owner_is_gone;
 use crate::projection::{Summary, WorkflowState};
 
@@ -26,23 +27,34 @@ pub(crate) struct Folded {
     pub state_changed: bool,
 }
 
-/// Fences (`fence`: the owner the caller believes it is; `None` for requests that need no lease)
-/// and folds `events` into a summary whose last sequence number is `seq` and lease `owner`.
+/// The lease a summary row records: its owner and the epoch of the acquisition that took it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct HeldLease {
+    pub owner: Option<String>,
+    pub epoch: Option<i64>,
+}
+
+/// Fences (`fence`: the acquisition the caller believes holds the lease; `None` for requests that
+/// need no lease) and folds `events` into a summary whose last sequence number is `seq` and whose
+/// lease is `held`.
 pub(crate) fn fold_append(
     id: &str,
     mut summary: Summary,
     mut seq: i64,
-    owner: Option<&str>,
-    fence: Option<&str>,
+    held: &HeldLease,
+    fence: Option<&Fence>,
     events: &[Event],
 ) -> Result<Folded> {
-    if let Some(me) = fence
-        && owner != Some(me)
+    if let Some(f) = fence
+        && (held.owner.as_deref() != Some(f.owner.as_str()) || held.epoch != Some(f.epoch))
     {
-        return Err(JournalError::LeaseLost {
-            workflow: id.to_string(),
-            holder: owner.unwrap_or("nobody").to_string(),
-        });
+        let holder = match held.owner.as_deref() {
+            None => "nobody".to_string(),
+            // Same owner, later acquisition: this append was left over from an earlier one.
+            Some(o) if o == f.owner => format!("{o} again (a later acquisition, epoch {})", held.epoch.unwrap_or(0)),
+            Some(o) => o.to_string(),
+        };
+        return Err(JournalError::LeaseLost { workflow: id.to_string(), holder });
     }
     let (output_before, state_before) = (summary.output.clone(), summary.state);
     let mut rows = Vec::with_capacity(events.len());

@@ -7,11 +7,11 @@ mod support;
 use std::time::Duration;
 
 use infraflow_journal::{
-    AcquireOutcome, Durability, Event, Journal, JournalError, Location, RequestOutcome, StepState, SubmitOutcome,
+    AcquireOutcome, Durability, Event, Fence, Journal, JournalError, Location, RequestOutcome, StepState, SubmitOutcome,
     WorkflowState,
 };
 use serde_json::json;
-use support::{Fixture, Kind, completed, new_wf, now_ms, pg};
+use support::{Fixture, Kind, completed, new_wf, now_ms, pg, take};
 
 /// Each test of the list, once per backend: `sqlite::name` and `postgres::name`.
 macro_rules! conformance {
@@ -48,12 +48,14 @@ conformance!(
     a_pruned_id_is_refused_at_submit_and_the_creator_is_kept,
     a_failed_compensation_does_not_resume_once_a_later_workflow_of_its_cluster_ran,
     a_daemons_own_expired_lease_is_claimable_again_by_it,
+    an_append_left_from_an_earlier_acquisition_by_the_same_owner_is_refused,
 );
 
 async fn events_round_trip_and_fold_into_the_summary(f: Fixture) {
     let j = f.open();
     assert_eq!(j.submit(new_wf("w1", "")).await.unwrap(), SubmitOutcome::Created);
-    assert!(matches!(j.acquire("w1", "me", 2_000, 10_000).await.unwrap(), AcquireOutcome::Acquired { previous: None }));
+    let fence = take(&j, "w1", "me", 2_000, 10_000).await;
+    assert_eq!(fence.epoch, 2, "the epoch is the sequence number of the lease_taken event");
     let started = Event::StepStarted {
         step: "a".into(),
         attempt: 1,
@@ -62,8 +64,8 @@ async fn events_round_trip_and_fold_into_the_summary(f: Fixture) {
         undo: None,
         position: None,
     };
-    j.append("w1", "me", vec![started.clone(), completed("a", 7)], 3_000, Durability::Durable).await.unwrap();
-    j.append("w1", "me", vec![Event::Completed { output: json!({"ok": true}) }], 4_000, Durability::Durable)
+    j.append("w1", &fence, vec![started.clone(), completed("a", 7)], 3_000, Durability::Durable).await.unwrap();
+    j.append("w1", &fence, vec![Event::Completed { output: json!({"ok": true}) }], 4_000, Durability::Durable)
         .await
         .unwrap();
 
@@ -95,18 +97,18 @@ async fn resubmitting_the_same_id_is_idempotent_and_a_different_input_conflicts(
 async fn a_stale_owner_cannot_append_after_another_takes_over(f: Fixture) {
     let j = f.open();
     j.submit(new_wf("w1", "")).await.unwrap();
-    assert!(matches!(j.acquire("w1", "old", now_ms(), 500).await.unwrap(), AcquireOutcome::Acquired { .. }));
+    let old = take(&j, "w1", "old", now_ms(), 500).await;
     // While the lease is live, another owner is refused.
     assert_eq!(j.acquire("w1", "new", now_ms(), 500).await.unwrap(), AcquireOutcome::HeldBy("old".into()));
     // After expiry it is taken over, and the old owner's writes are fenced off.
     tokio::time::sleep(Duration::from_millis(700)).await;
-    assert!(matches!(
-        j.acquire("w1", "new", now_ms(), 60_000).await.unwrap(),
-        AcquireOutcome::Acquired { previous: Some(p) } if p == "old"
-    ));
-    let err = j.append("w1", "old", vec![completed("a", 1)], 2_100, Durability::Durable).await.unwrap_err();
+    let new = match j.acquire("w1", "new", now_ms(), 60_000).await.unwrap() {
+        AcquireOutcome::Acquired { previous: Some(p), fence } if p == "old" => fence,
+        other => panic!("{other:?}"),
+    };
+    let err = j.append("w1", &old, vec![completed("a", 1)], 2_100, Durability::Durable).await.unwrap_err();
     assert!(matches!(err, JournalError::LeaseLost { ref holder, .. } if holder == "new"), "{err}");
-    j.append("w1", "new", vec![completed("a", 2)], 2_200, Durability::Durable).await.unwrap();
+    j.append("w1", &new, vec![completed("a", 2)], 2_200, Durability::Durable).await.unwrap();
     let view = j.load("w1").unwrap().unwrap();
     assert_eq!(view.step("a").unwrap().output, Some(json!(2)));
     assert_eq!(view.step("a").unwrap().completions, 1);
@@ -117,13 +119,15 @@ async fn a_stale_owner_cannot_append_after_another_takes_over(f: Fixture) {
 
 async fn a_refused_append_does_not_undo_others_in_the_same_batch(f: Fixture) {
     let j = f.open();
+    let mut fences = Vec::new();
     for id in ["a", "b"] {
         j.submit(new_wf(id, "")).await.unwrap();
-        j.acquire(id, "me", 0, 60_000).await.unwrap();
+        fences.push(take(&j, id, "me", 0, 60_000).await);
     }
+    let intruder = Fence { owner: "intruder".into(), epoch: fences[1].epoch };
     let (good, bad) = tokio::join!(
-        j.append("a", "me", vec![completed("s", 1)], 10, Durability::Durable),
-        j.append("b", "intruder", vec![completed("s", 1)], 10, Durability::Durable),
+        j.append("a", &fences[0], vec![completed("s", 1)], 10, Durability::Durable),
+        j.append("b", &intruder, vec![completed("s", 1)], 10, Durability::Durable),
     );
     good.unwrap();
     assert!(bad.is_err());
@@ -135,8 +139,8 @@ async fn the_journal_survives_reopening_and_lazy_records_are_flushed_on_drop(f: 
     {
         let j = f.open();
         j.submit(new_wf("w1", "")).await.unwrap();
-        j.acquire("w1", "me", 0, 60_000).await.unwrap();
-        j.append("w1", "me", vec![completed("a", 1)], 5, Durability::Lazy).await.unwrap();
+        let fence = take(&j, "w1", "me", 0, 60_000).await;
+        j.append("w1", &fence, vec![completed("a", 1)], 5, Durability::Lazy).await.unwrap();
     }
     let j = f.open();
     let view = j.load("w1").unwrap().unwrap();
@@ -151,13 +155,13 @@ async fn the_journal_survives_reopening_and_lazy_records_are_flushed_on_drop(f: 
 async fn a_reader_sees_committed_state_while_the_writer_keeps_committing(f: Fixture) {
     let j = f.open();
     j.submit(new_wf("w1", "")).await.unwrap();
-    j.acquire("w1", "me", 0, 60_000).await.unwrap();
+    let fence = take(&j, "w1", "me", 0, 60_000).await;
     let reader = f.open_read_only();
     let writer = {
-        let j = j.clone();
+        let (j, fence) = (j.clone(), fence.clone());
         tokio::spawn(async move {
             for i in 0..200 {
-                j.append("w1", "me", vec![completed(&format!("s{i}"), i)], i, Durability::Durable).await.unwrap();
+                j.append("w1", &fence, vec![completed(&format!("s{i}"), i)], i, Durability::Durable).await.unwrap();
             }
         })
     };
@@ -183,16 +187,16 @@ async fn workflows_of_one_cluster_wait_for_the_older_one(f: Fixture) {
         AcquireOutcome::WaitingFor { ref id, .. } if id == "first"
     ));
     assert!(matches!(j.acquire("other", "me", 0, 1_000).await.unwrap(), AcquireOutcome::Acquired { .. }));
-    j.acquire("first", "me", 0, 1_000).await.unwrap();
-    j.append("first", "me", vec![Event::Completed { output: json!(null) }], 1, Durability::Durable).await.unwrap();
+    let fence = take(&j, "first", "me", 0, 1_000).await;
+    j.append("first", &fence, vec![Event::Completed { output: json!(null) }], 1, Durability::Durable).await.unwrap();
     assert!(matches!(j.acquire("second", "me", 0, 1_000).await.unwrap(), AcquireOutcome::Acquired { .. }));
 }
 
 async fn cancel_and_resume_requests_follow_the_state(f: Fixture) {
     let j = f.open();
     j.submit(new_wf("w", "")).await.unwrap();
-    j.acquire("w", "me", 0, 60_000).await.unwrap();
-    j.append("w", "me", vec![Event::Paused { step: Some("a".into()), reason: "boom".into() }], 1, Durability::Durable)
+    let fence = take(&j, "w", "me", 0, 60_000).await;
+    j.append("w", &fence, vec![Event::Paused { step: Some("a".into()), reason: "boom".into() }], 1, Durability::Durable)
         .await
         .unwrap();
     assert_eq!(j.request_resume("w", 2).await.unwrap(), RequestOutcome::Done(WorkflowState::Pending));
@@ -200,7 +204,7 @@ async fn cancel_and_resume_requests_follow_the_state(f: Fixture) {
     assert_eq!(j.request_cancel("w", 4).await.unwrap(), RequestOutcome::AlreadyRequested(WorkflowState::Cancelling));
     let r = j.renew("me", vec!["w".into()], 5, 1_000).await.unwrap();
     assert!(r[0].held && r[0].cancel_requested);
-    j.append("w", "me", vec![Event::Compensated], 6, Durability::Durable).await.unwrap();
+    j.append("w", &fence, vec![Event::Compensated], 6, Durability::Durable).await.unwrap();
     assert_eq!(j.request_cancel("w", 7).await.unwrap(), RequestOutcome::NotApplicable(WorkflowState::Compensated));
     assert_eq!(j.request_resume("w", 8).await.unwrap(), RequestOutcome::NotApplicable(WorkflowState::Compensated));
 }
@@ -212,9 +216,9 @@ async fn ten_thousand_finished_workflows_are_pruned_to_the_archive_and_live_ones
         async move {
             let id = format!("done{i}");
             j.submit(new_wf(&id, "")).await.unwrap();
-            j.acquire(&id, "me", 2_000, 10_000).await.unwrap();
+            let fence = take(&j, &id, "me", 2_000, 10_000).await;
             let end = if i.is_multiple_of(2) { Event::Completed { output: json!(i) } } else { Event::Compensated };
-            j.append(&id, "me", vec![completed("a", 1), end], 3_000, Durability::Durable).await.unwrap();
+            j.append(&id, &fence, vec![completed("a", 1), end], 3_000, Durability::Durable).await.unwrap();
         }
     };
     for chunk in (0..10_000).collect::<Vec<_>>().chunks(2_000) {
@@ -222,8 +226,8 @@ async fn ten_thousand_finished_workflows_are_pruned_to_the_archive_and_live_ones
     }
     j.submit(new_wf("live", "")).await.unwrap();
     j.submit(new_wf("failed", "")).await.unwrap();
-    j.acquire("failed", "me", 2_000, 10_000).await.unwrap();
-    j.append("failed", "me", vec![Event::Failed { error: "kept".into() }], 3_000, Durability::Durable).await.unwrap();
+    let fence = take(&j, "failed", "me", 2_000, 10_000).await;
+    j.append("failed", &fence, vec![Event::Failed { error: "kept".into() }], 3_000, Durability::Durable).await.unwrap();
 
     let pruned = j.prune(5_000).unwrap();
     assert_eq!((pruned.workflows, pruned.events), (10_000, 40_000), "submitted, lease, step, end each");
@@ -300,8 +304,8 @@ async fn two_handles_claiming_two_workflows_of_one_cluster_never_both_run(f: Fix
 async fn a_retried_failed_workflow_queues_behind_one_submitted_since(f: Fixture) {
     let j = f.open();
     j.submit(new_wf("old", "c")).await.unwrap();
-    j.acquire("old", "me", now_ms(), 60_000).await.unwrap();
-    j.append("old", "me", vec![Event::Failed { error: "boom".into() }], 1, Durability::Durable).await.unwrap();
+    let fence = take(&j, "old", "me", now_ms(), 60_000).await;
+    j.append("old", &fence, vec![Event::Failed { error: "boom".into() }], 1, Durability::Durable).await.unwrap();
     j.submit(new_wf("new", "c")).await.unwrap();
     assert_eq!(j.request_resume("old", 2).await.unwrap(), RequestOutcome::Done(WorkflowState::Pending));
     assert!(matches!(
@@ -316,18 +320,18 @@ async fn a_retried_failed_workflow_queues_behind_one_submitted_since(f: Fixture)
 async fn appends_after_a_release_or_a_cancel_see_the_row_as_it_is_now(f: Fixture) {
     let (daemon, operator) = (f.open(), f.open());
     daemon.submit(new_wf("w", "")).await.unwrap();
-    daemon.acquire("w", "me", now_ms(), 60_000).await.unwrap();
+    let fence = take(&daemon, "w", "me", now_ms(), 60_000).await;
     for i in 0..3 {
-        daemon.append("w", "me", vec![completed(&format!("s{i}"), i)], 10, Durability::Durable).await.unwrap();
+        daemon.append("w", &fence, vec![completed(&format!("s{i}"), i)], 10, Durability::Durable).await.unwrap();
     }
     assert_eq!(operator.request_cancel("w", 11).await.unwrap(), RequestOutcome::Done(WorkflowState::Cancelling));
-    daemon.append("w", "me", vec![completed("s3", 3)], 12, Durability::Durable).await.unwrap();
+    daemon.append("w", &fence, vec![completed("s3", 3)], 12, Durability::Durable).await.unwrap();
     let row = operator.row("w").unwrap().unwrap();
     assert_eq!(row.state, WorkflowState::Cancelling, "the cancel is not folded away");
     assert_eq!(daemon.events("w").unwrap().iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=7).collect::<Vec<_>>());
     // A release appends no event: the next append by the old owner is still refused.
     operator.release("me", vec!["w".into()]).await.unwrap();
-    let err = daemon.append("w", "me", vec![completed("s4", 4)], 13, Durability::Durable).await.unwrap_err();
+    let err = daemon.append("w", &fence, vec![completed("s4", 4)], 13, Durability::Durable).await.unwrap_err();
     assert!(matches!(err, JournalError::LeaseLost { .. }), "{err}");
     assert!(daemon.load("w").unwrap().unwrap().step("s4").is_none());
 }
@@ -341,8 +345,8 @@ async fn a_pruned_id_is_refused_at_submit_and_the_creator_is_kept(f: Fixture) {
     first.creator = Some("x@first".into());
     j.submit(first).await.unwrap();
     assert_eq!(j.load("x").unwrap().unwrap().creator, "x@first");
-    j.acquire("x", "me", now_ms(), 60_000).await.unwrap();
-    j.append("x", "me", vec![Event::Completed { output: json!({}) }], 1, Durability::Durable).await.unwrap();
+    let fence = take(&j, "x", "me", now_ms(), 60_000).await;
+    j.append("x", &fence, vec![Event::Completed { output: json!({}) }], 1, Durability::Durable).await.unwrap();
     assert_eq!(j.prune(now_ms()).unwrap().workflows, 1);
     assert_eq!(j.submit(new_wf("x", "c")).await.unwrap(), SubmitOutcome::Archived);
     assert!(j.row("x").unwrap().is_none(), "a refused submit writes nothing");
@@ -360,12 +364,12 @@ async fn a_pruned_id_is_refused_at_submit_and_the_creator_is_kept(f: Fixture) {
 async fn a_failed_compensation_does_not_resume_once_a_later_workflow_of_its_cluster_ran(f: Fixture) {
     let j = f.open();
     j.submit(new_wf("old", "c")).await.unwrap();
-    j.acquire("old", "me", now_ms(), 60_000).await.unwrap();
+    let fence = take(&j, "old", "me", now_ms(), 60_000).await;
     let ended = vec![
         Event::CompensationStarted { reason: "boom".into() },
         Event::CompensationFailed { error: "still there".into(), remaining: vec!["a".into()] },
     ];
-    j.append("old", "me", ended, 1, Durability::Durable).await.unwrap();
+    j.append("old", &fence, ended, 1, Durability::Durable).await.unwrap();
     j.submit(new_wf("queued", "c")).await.unwrap();
     assert_eq!(
         j.request_resume("old", 2).await.unwrap(),
@@ -376,11 +380,11 @@ async fn a_failed_compensation_does_not_resume_once_a_later_workflow_of_its_clus
         matches!(j.acquire("queued", "me", now_ms(), 60_000).await.unwrap(), AcquireOutcome::WaitingFor { ref id, .. } if id == "old"),
         "the resumed compensation keeps its place ahead of what was queued meanwhile"
     );
-    assert!(matches!(j.acquire("old", "me", now_ms(), 60_000).await.unwrap(), AcquireOutcome::Acquired { .. }));
+    let fence = take(&j, "old", "me", now_ms(), 60_000).await;
     let failed_again = vec![Event::CompensationFailed { error: "still there".into(), remaining: vec!["a".into()] }];
-    j.append("old", "me", failed_again, 4, Durability::Durable).await.unwrap();
-    assert!(matches!(j.acquire("queued", "me", now_ms(), 60_000).await.unwrap(), AcquireOutcome::Acquired { .. }));
-    j.append("queued", "me", vec![Event::Completed { output: json!({}) }], 5, Durability::Durable).await.unwrap();
+    j.append("old", &fence, failed_again, 4, Durability::Durable).await.unwrap();
+    let fence = take(&j, "queued", "me", now_ms(), 60_000).await;
+    j.append("queued", &fence, vec![Event::Completed { output: json!({}) }], 5, Durability::Durable).await.unwrap();
     assert_eq!(j.request_resume("old", 6).await.unwrap(), RequestOutcome::Superseded { by: "queued".into() });
     assert_eq!(j.row("old").unwrap().unwrap().state, WorkflowState::CompensationFailed, "nothing was written");
     assert_eq!(j.prune(now_ms()).unwrap().workflows, 0, "the later workflow is kept as evidence");
@@ -398,4 +402,36 @@ async fn a_daemons_own_expired_lease_is_claimable_again_by_it(f: Fixture) {
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert_eq!(j.claimable(now_ms(), "me", 10).unwrap(), ["w"]);
     assert!(matches!(j.acquire("w", "me", now_ms(), 60_000).await.unwrap(), AcquireOutcome::Acquired { .. }));
+}
+
+/// Finding 10 of the safety review: a daemon fences itself, releases, and claims the workflow
+/// again under the same owner id while an append of the dropped execution still waits in its
+/// writer. That append must not land after the new execution read the journal: every
+/// acquisition is an epoch of its own, and appends are fenced on it.
+async fn an_append_left_from_an_earlier_acquisition_by_the_same_owner_is_refused(f: Fixture) {
+    let j = f.open();
+    j.submit(new_wf("w", "")).await.unwrap();
+    let first = take(&j, "w", "me", now_ms(), 60_000).await;
+    j.append("w", &first, vec![completed("a", 1)], 1, Durability::Durable).await.unwrap();
+    j.release("me", vec!["w".into()]).await.unwrap();
+    let second = take(&j, "w", "me", now_ms(), 60_000).await;
+    assert_eq!(second.owner, first.owner);
+    assert!(second.epoch > first.epoch, "{first:?} then {second:?}");
+    let stale = vec![
+        Event::StepFailed {
+            step: "b".into(),
+            attempt: 1,
+            activity: "noop".into(),
+            error: "gave up".into(),
+            retryable: false,
+            next_attempt_at: None,
+        },
+        Event::Failed { error: "gave up".into() },
+    ];
+    let err = j.append("w", &first, stale, 2, Durability::Durable).await.unwrap_err();
+    assert!(matches!(err, JournalError::LeaseLost { ref holder, .. } if holder.contains("later acquisition")), "{err}");
+    j.append("w", &second, vec![completed("b", 2)], 3, Durability::Durable).await.unwrap();
+    let view = j.load("w").unwrap().unwrap();
+    assert_eq!(view.step("b").unwrap().state, StepState::Completed, "the stale failure never landed");
+    assert_eq!(view.summary.state, WorkflowState::Running);
 }

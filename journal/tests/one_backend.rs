@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use infraflow_journal::{AcquireOutcome, Durability, Journal, JournalError, Location};
-use support::{Fixture, Kind, completed, new_wf, now_ms, pg};
+use support::{Fixture, Kind, completed, new_wf, now_ms, pg, take};
 
 #[tokio::test]
 async fn sqlite_a_corrupt_or_foreign_file_is_refused_with_an_error_naming_it() {
@@ -62,7 +62,7 @@ async fn postgres_leases_follow_the_database_clock_not_the_callers() {
     let f = Fixture::new(Kind::Postgres);
     let j = f.open();
     j.submit(new_wf("w", "")).await.unwrap();
-    j.acquire("w", "honest", now_ms(), 60_000).await.unwrap();
+    let _ = take(&j, "w", "honest", now_ms(), 60_000).await;
     let skewed = now_ms() + 600_000;
     assert_eq!(j.acquire("w", "skewed", skewed, 60_000).await.unwrap(), AcquireOutcome::HeldBy("honest".into()));
     assert!(j.claimable(skewed, "skewed", 10).unwrap().is_empty());
@@ -106,7 +106,7 @@ async fn postgres_connections_killed_mid_append_never_acknowledge_a_lost_record(
     let f = Fixture::new(Kind::Postgres);
     let j = f.open();
     j.submit(new_wf("w", "")).await.unwrap();
-    j.acquire("w", "me", now_ms(), 600_000).await.unwrap();
+    let fence = take(&j, "w", "me", now_ms(), 600_000).await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let killer = {
         let (stop, db) = (stop.clone(), f.db.clone());
@@ -127,7 +127,7 @@ async fn postgres_connections_killed_mid_append_never_acknowledge_a_lost_record(
     };
     let (mut acknowledged, mut refused) = (Vec::new(), 0);
     for i in 0..300 {
-        match j.append("w", "me", vec![completed(&format!("s{i}"), i)], i, Durability::Durable).await {
+        match j.append("w", &fence, vec![completed(&format!("s{i}"), i)], i, Durability::Durable).await {
             Ok(()) => acknowledged.push(format!("s{i}")),
             Err(_) => refused += 1,
         }
@@ -157,7 +157,7 @@ async fn postgres_appends_never_scan_every_workflow_summary() {
     for i in 0..700 {
         j.submit(new_wf(&format!("w{i}"), "")).await.unwrap();
     }
-    j.acquire("w0", "me", now_ms(), 600_000).await.unwrap();
+    let fence = take(&j, "w0", "me", now_ms(), 600_000).await;
     // The planner judges by the table's statistics, as autovacuum keeps them; and the plan every
     // connection uses is the generic one, as PostgreSQL picks for a prepared statement once it
     // looks no dearer than the custom ones (or as a DBA may force).
@@ -176,7 +176,7 @@ async fn postgres_appends_never_scan_every_workflow_summary() {
     let (scans_before, updates_before) = settled(stats, |_| true).await;
     let j = f.open();
     for i in 0..50 {
-        j.append("w0", "me", vec![completed(&format!("s{i}"), i)], i, Durability::Durable).await.unwrap();
+        j.append("w0", &fence, vec![completed(&format!("s{i}"), i)], i, Durability::Durable).await.unwrap();
     }
     drop(j);
     let (scans, updates) = settled(stats, |(_, u)| u >= updates_before + 50).await;

@@ -18,12 +18,13 @@ use super::pool::Conn;
 use crate::error::{JournalError, Result};
 use crate::event::Event;
 use crate::projection::{Summary, WorkflowState};
-use crate::rules::fold_append;
+use crate::journal::Fence;
+use crate::rules::{HeldLease, fold_append};
 
-/// One append of one workflow's events; `fence`: the lease owner it must be made under.
+/// One append of one workflow's events; `fence`: the acquisition it must be made under.
 pub(crate) struct AppendReq {
     pub id: String,
-    pub fence: Option<String>,
+    pub fence: Option<Fence>,
     pub events: Vec<Event>,
     pub at: i64,
 }
@@ -31,7 +32,7 @@ pub(crate) struct AppendReq {
 /// The summary rows of `ids`, locked until the transaction ends (in id order: two transactions
 /// locking overlapping sets never deadlock).
 const LOCK_SQL: &str =
-    "SELECT id, state, seq, current_step, attempts, error, output, cancel_requested, lease_owner, compensating
+    "SELECT id, state, seq, current_step, attempts, error, output, cancel_requested, lease_owner, compensating, lease_epoch
      FROM workflows WHERE id = ANY($1) ORDER BY id FOR UPDATE";
 
 const INSERT_SQL: &str = "INSERT INTO events (workflow_id, seq, at, kind, step, data)
@@ -70,16 +71,17 @@ const UPDATE_SQL: &str = concat!(
 pub(crate) const NOTIFY_SQL: &str = "SELECT pg_notify($1, '')";
 
 /// The writes of a batch when every summary is as the writer last wrote it: the UPDATE's guard
-/// (`expected` sequence numbers, `owners`) makes `summaries_unchanged` abort the transaction
+/// (`expected` sequence numbers, lease `owner`s and `epoch`s) makes `summaries_unchanged` abort the transaction
 /// (SQLSTATE IF001) unless it changed every row. `w.id = ANY($1)`: as in `UPDATE_SQL`.
 const GUARDED_UPDATE_SQL: &str = concat!(
     "WITH changed AS (",
     summaries_update!(),
-    ", $12::int8[], $13::text[])
-          AS u(id, state, seq, current_step, attempts, error, output, cancel, at, finished, compensating, expected, owner)
+    ", $12::int8[], $13::text[], $14::int8[])
+          AS u(id, state, seq, current_step, attempts, error, output, cancel, at, finished, compensating, expected, owner, epoch)
      WHERE w.id = ANY($1) AND w.id = u.id AND w.seq = u.expected AND w.lease_owner IS NOT DISTINCT FROM u.owner
+       AND w.lease_epoch IS NOT DISTINCT FROM u.epoch
      RETURNING 1)
-   SELECT summaries_unchanged($14, count(*)) FROM changed"
+   SELECT summaries_unchanged($15, count(*)) FROM changed"
 );
 
 /// The SQLSTATE of `summaries_unchanged`'s refusal.
@@ -136,7 +138,7 @@ impl Written {
 pub(crate) struct Current {
     pub summary: Summary,
     pub seq: i64,
-    pub owner: Option<String>,
+    pub lease: HeldLease,
     /// The sequence number before this transaction.
     seq_before: i64,
     /// Written by this transaction: (the time of its last append, the output if changed).
@@ -157,7 +159,8 @@ fn currents(rows: Vec<tokio_postgres::Row>) -> Result<HashMap<String, Current>> 
             compensating: r.get(9),
         };
         let seq = r.get(2);
-        out.insert(r.get(0), Current { summary, seq, seq_before: seq, owner: r.get(8), touched: None });
+        let lease = HeldLease { owner: r.get(8), epoch: r.get(10) };
+        out.insert(r.get(0), Current { summary, seq, seq_before: seq, lease, touched: None });
     }
     Ok(out)
 }
@@ -216,6 +219,7 @@ struct Plan {
     compensating: Vec<bool>,
     expected: Vec<i64>,
     owner: Vec<Option<String>>,
+    epoch: Vec<Option<i64>>,
     /// A workflow finished (its cluster is free) or became pending (work): tell the daemons.
     wake: bool,
 }
@@ -234,8 +238,8 @@ impl Plan {
                 &req.id,
                 cur.summary.clone(),
                 cur.seq,
-                cur.owner.as_deref(),
-                req.fence.as_deref(),
+                &cur.lease,
+                req.fence.as_ref(),
                 &req.events,
             );
             match folded {
@@ -263,7 +267,8 @@ impl Plan {
             p.wake |= s.state.is_finished() || s.state == WorkflowState::Pending;
             p.id.push(id.clone());
             p.expected.push(cur.seq_before);
-            p.owner.push(cur.owner.clone());
+            p.owner.push(cur.lease.owner.clone());
+            p.epoch.push(cur.lease.epoch);
             p.state.push(s.state.as_str());
             p.seq.push(cur.seq);
             p.attempts.push(s.attempts as i32);
@@ -282,9 +287,9 @@ impl Plan {
         [&self.ev_id, &self.ev_seq, &self.ev_at, &self.ev_kind, &self.ev_step, &self.ev_data]
     }
 
-    fn guarded_params<'a>(&'a self, rows: &'a i64) -> [&'a (dyn ToSql + Sync); 14] {
+    fn guarded_params<'a>(&'a self, rows: &'a i64) -> [&'a (dyn ToSql + Sync); 15] {
         let s = self.summary_params();
-        [s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], &self.expected, &self.owner, rows]
+        [s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], &self.expected, &self.owner, &self.epoch, rows]
     }
 
     fn summary_params(&self) -> [&(dyn ToSql + Sync); 11] {

@@ -25,7 +25,7 @@ use self::pool::{Pool, SharedPool};
 use crate::error::{JournalError, Result};
 use crate::event::{Event, EventRecord};
 use crate::journal::{
-    AcquireOutcome, CommitObserver, Durability, NewWorkflow, Pruned, Renewal, RequestOutcome, SubmitOutcome,
+    AcquireOutcome, CommitObserver, Durability, Fence, NewWorkflow, Pruned, Renewal, RequestOutcome, SubmitOutcome,
     WorkflowOutcome, WorkflowRow,
 };
 use crate::projection::{WorkflowState, WorkflowView};
@@ -221,13 +221,13 @@ impl Postgres {
     pub async fn append(
         &self,
         id: &str,
-        owner: &str,
+        fence: &Fence,
         events: Vec<Event>,
         at: i64,
         durability: Durability,
     ) -> Result<()> {
         let sender = self.writer.as_ref().ok_or(JournalError::ReadOnly)?;
-        let req = AppendReq { id: id.to_string(), fence: Some(owner.to_string()), events, at };
+        let req = AppendReq { id: id.to_string(), fence: Some(fence.clone()), events, at };
         match durability {
             Durability::Lazy => {
                 sender.send(writer::Job { req, reply: None }).map_err(|_| JournalError::WriterGone)?;

@@ -87,6 +87,15 @@ const MIGRATIONS: &[&str] = &[
     r#"
     COMMENT ON TABLE archived_workflows IS 'pruned workflows; their ids are never submitted again';
     "#,
+    // 5: the epoch of the acquisition holding the lease (the sequence number of its
+    // `LeaseTaken`), which fences appends together with the owner: an append an earlier
+    // acquisition by the same daemon left in its writer is refused (finding 10 of the safety
+    // review). A lease held at the upgrade has none and is taken anew. The archive keeps the
+    // same columns (prune copies rows whole).
+    r#"
+    ALTER TABLE workflows ADD COLUMN lease_epoch BIGINT;
+    ALTER TABLE archived_workflows ADD COLUMN lease_epoch BIGINT;
+    "#,
 ];
 
 pub(crate) fn latest_version() -> i64 {

@@ -12,7 +12,7 @@ use super::append::{AppendReq, AppendStatements, NOTIFY_SQL, Written, append_one
 use super::pool::{Conn, commit};
 use crate::error::{JournalError, Result};
 use crate::event::Event;
-use crate::journal::{AcquireOutcome, NewWorkflow, Renewal, RequestOutcome, SubmitOutcome};
+use crate::journal::{AcquireOutcome, Fence, NewWorkflow, Renewal, RequestOutcome, SubmitOutcome};
 use crate::projection::WorkflowState;
 use crate::rules::{
     CLUSTER_BLOCKER_SQL, CancelPlan, LATER_STARTED_SQL, ResumePlan, lease_is_free, plan_cancel, plan_resume,
@@ -29,11 +29,12 @@ const SUBMIT_SQL: &str =
 const SUBMITTED_SQL: &str = "SELECT workflow, input, no_rollback FROM workflows WHERE id = $1";
 const PRUNED_SQL: &str = "SELECT EXISTS (SELECT 1 FROM archived_workflows WHERE id = $1)";
 /// SKIP LOCKED: a row another daemon is claiming this instant is theirs to decide.
-const CLAIM_SQL: &str = "SELECT state, lease_owner, lease_expires_at, cluster, now_ms() FROM workflows WHERE id = $1
+const CLAIM_SQL: &str = "SELECT state, lease_owner, lease_expires_at, cluster, now_ms(), seq FROM workflows WHERE id = $1
      FOR UPDATE SKIP LOCKED";
 const EXISTS_SQL: &str = "SELECT EXISTS (SELECT 1 FROM workflows WHERE id = $1)";
 const CLUSTER_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(hashtextextended('infraflow/cluster/' || $1, 0))";
-const TAKE_SQL: &str = "UPDATE workflows SET lease_owner = $2, lease_expires_at = now_ms() + $3 WHERE id = $1";
+const TAKE_SQL: &str =
+    "UPDATE workflows SET lease_owner = $2, lease_expires_at = now_ms() + $3, lease_epoch = $4 WHERE id = $1";
 const RENEW_SQL: &str = "UPDATE workflows SET lease_expires_at = now_ms() + $3 WHERE id = ANY($1) AND lease_owner = $2
      RETURNING id, cancel_requested";
 const RELEASE_SQL: &str =
@@ -135,17 +136,16 @@ pub(crate) async fn acquire(
     if let Some((bid, workflow, bstate)) = cluster_blocker(&tx, &blocker, id, &cluster, now).await? {
         return Ok(AcquireOutcome::WaitingFor { id: bid, workflow, state: bstate });
     }
-    tx.execute(&take, &[&id, &me, &ttl_ms]).await?;
-    if owner.as_deref() == Some(me) {
-        commit(tx).await?;
-        return Ok(AcquireOutcome::Acquired { previous: None });
-    }
+    // Every acquisition is a new epoch, its own owner's included: the `LeaseTaken` about to be
+    // appended is its sequence number.
+    let fence = Fence { owner: me.to_string(), epoch: row.get::<_, i64>(5) + 1 };
+    tx.execute(&take, &[&id, &me, &ttl_ms, &fence.epoch]).await?;
     let taken = Event::LeaseTaken { owner: me.to_string(), previous: owner.clone() };
-    let req = AppendReq { id: id.to_string(), fence: Some(me.to_string()), events: vec![taken], at };
+    let req = AppendReq { id: id.to_string(), fence: Some(fence.clone()), events: vec![taken], at };
     let (_, current) = append_one_hinted(&tx, &appends, req).await?;
     commit(tx).await?;
     written.remember(current);
-    Ok(AcquireOutcome::Acquired { previous: owner })
+    Ok(AcquireOutcome::Acquired { previous: owner.filter(|o| o != me), fence })
 }
 
 pub(crate) async fn renew(c: &mut Conn, owner: &str, ids: &[String], ttl_ms: i64) -> Result<Vec<Renewal>> {
@@ -177,7 +177,7 @@ pub(crate) async fn request_cancel(c: &mut Conn, id: &str, at: i64) -> Result<Re
     let tx = c.transaction().await?;
     let mut current = lock_summaries(&tx, &appends.lock, &[id]).await?;
     let cur = current.remove(id).ok_or_else(|| JournalError::UnknownWorkflow(id.to_string()))?;
-    let started = if cur.summary.state == WorkflowState::Pending && cur.owner.is_none() {
+    let started = if cur.summary.state == WorkflowState::Pending && cur.lease.owner.is_none() {
         tx.query_one(
             "SELECT EXISTS (SELECT 1 FROM events WHERE workflow_id = $1
                AND kind IN ('step_started', 'step_completed', 'step_failed', 'lease_taken'))",
@@ -188,7 +188,7 @@ pub(crate) async fn request_cancel(c: &mut Conn, id: &str, at: i64) -> Result<Re
     } else {
         true
     };
-    let outcome = match plan_cancel(&cur.summary, cur.owner.as_deref(), || Ok(started))? {
+    let outcome = match plan_cancel(&cur.summary, cur.lease.owner.as_deref(), || Ok(started))? {
         CancelPlan::NotApplicable(s) => RequestOutcome::NotApplicable(s),
         CancelPlan::AlreadyRequested(s) => RequestOutcome::AlreadyRequested(s),
         CancelPlan::Append(events) => RequestOutcome::Done(

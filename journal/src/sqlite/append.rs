@@ -7,14 +7,14 @@ use serde_json::Value;
 
 use crate::error::{JournalError, Result};
 use crate::event::Event;
-use crate::journal::{NewWorkflow, SubmitOutcome};
+use crate::journal::{Fence, NewWorkflow, SubmitOutcome};
 use crate::projection::{Summary, WorkflowState};
-use crate::rules::fold_append;
+use crate::rules::{HeldLease, fold_append};
 
-/// The summary row of a workflow plus its last sequence number and lease owner.
-pub(crate) fn load_summary(c: &Connection, id: &str) -> Result<(Summary, (i64, Option<String>))> {
+/// The summary row of a workflow plus its last sequence number and lease.
+pub(crate) fn load_summary(c: &Connection, id: &str) -> Result<(Summary, (i64, HeldLease))> {
     let mut st = c.prepare_cached(
-        "SELECT state, seq, current_step, attempts, error, output, cancel_requested, lease_owner, compensating FROM workflows WHERE id = ?1",
+        "SELECT state, seq, current_step, attempts, error, output, cancel_requested, lease_owner, compensating, lease_epoch FROM workflows WHERE id = ?1",
     )?;
     let row = st
         .query_row([id], |r| {
@@ -28,11 +28,12 @@ pub(crate) fn load_summary(c: &Connection, id: &str) -> Result<(Summary, (i64, O
                 r.get::<_, i64>(6)?,
                 r.get::<_, Option<String>>(7)?,
                 r.get::<_, i64>(8)?,
+                r.get::<_, Option<i64>>(9)?,
             ))
         })
         .optional()?
         .ok_or_else(|| JournalError::UnknownWorkflow(id.to_string()))?;
-    let (state, seq, current_step, attempts, error, output, cancel, owner, compensating) = row;
+    let (state, seq, current_step, attempts, error, output, cancel, owner, compensating, epoch) = row;
     let summary = Summary {
         state: WorkflowState::parse(&state).unwrap_or(WorkflowState::Failed),
         current_step,
@@ -42,19 +43,19 @@ pub(crate) fn load_summary(c: &Connection, id: &str) -> Result<(Summary, (i64, O
         cancel_requested: cancel != 0,
         compensating: compensating != 0,
     };
-    Ok((summary, (seq, owner)))
+    Ok((summary, (seq, HeldLease { owner, epoch })))
 }
 
 /// Appends events and folds them into the summary row, in the caller's transaction.
 pub(crate) fn append_tx(
     c: &Connection,
     id: &str,
-    fence: Option<&str>,
+    fence: Option<&Fence>,
     events: &[Event],
     at: i64,
 ) -> Result<WorkflowState> {
-    let (summary, (seq, owner)) = load_summary(c, id)?;
-    let f = fold_append(id, summary, seq, owner.as_deref(), fence, events)?;
+    let (summary, (seq, held)) = load_summary(c, id)?;
+    let f = fold_append(id, summary, seq, &held, fence, events)?;
     let mut ins = c.prepare_cached(
         "INSERT INTO events (workflow_id, seq, at, kind, step, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?;

@@ -19,7 +19,7 @@ use self::writer::{Job, Op};
 use crate::error::{JournalError, Result};
 use crate::event::{Event, EventRecord};
 use crate::journal::{
-    AcquireOutcome, CommitObserver, Durability, NewWorkflow, Renewal, RequestOutcome, SubmitOutcome, WorkflowOutcome,
+    AcquireOutcome, CommitObserver, Durability, Fence, NewWorkflow, Renewal, RequestOutcome, SubmitOutcome, WorkflowOutcome,
     WorkflowRow,
 };
 use crate::projection::{WorkflowState, WorkflowView};
@@ -145,19 +145,19 @@ impl Sqlite {
     pub async fn append(
         &self,
         id: &str,
-        owner: &str,
+        fence: &Fence,
         events: Vec<Event>,
         at: i64,
         durability: Durability,
     ) -> Result<()> {
-        let (id, owner) = (id.to_string(), owner.to_string());
+        let (id, fence) = (id.to_string(), fence.clone());
         match durability {
             Durability::Durable => {
-                self.write(durability, move |c| append_tx(c, &id, Some(&owner), &events, at).map(|_| ())).await
+                self.write(durability, move |c| append_tx(c, &id, Some(&fence), &events, at).map(|_| ())).await
             }
             Durability::Lazy => {
                 // Nobody waits: a refusal resurfaces on the owner's next durable append.
-                self.enqueue(durability, move |c| append_tx(c, &id, Some(&owner), &events, at).map(|_| ()))?;
+                self.enqueue(durability, move |c| append_tx(c, &id, Some(&fence), &events, at).map(|_| ()))?;
                 Ok(())
             }
         }
@@ -206,8 +206,8 @@ impl Sqlite {
     pub async fn request_cancel(&self, id: &str, at: i64) -> Result<RequestOutcome> {
         let id = id.to_string();
         self.write(Durability::Durable, move |c| {
-            let (summary, (_, owner)) = load_summary(c, &id)?;
-            match plan_cancel(&summary, owner.as_deref(), || ever_started(c, &id))? {
+            let (summary, (_, lease)) = load_summary(c, &id)?;
+            match plan_cancel(&summary, lease.owner.as_deref(), || ever_started(c, &id))? {
                 CancelPlan::NotApplicable(s) => Ok(RequestOutcome::NotApplicable(s)),
                 CancelPlan::AlreadyRequested(s) => Ok(RequestOutcome::AlreadyRequested(s)),
                 CancelPlan::Append(events) => Ok(RequestOutcome::Done(append_tx(c, &id, None, &events, at)?)),

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::append::append_tx;
 use crate::error::{JournalError, Result};
 use crate::event::Event;
-use crate::journal::AcquireOutcome;
+use crate::journal::{AcquireOutcome, Fence};
 use crate::projection::WorkflowState;
 use crate::rules::{CLUSTER_BLOCKER_SQL, lease_is_free};
 
@@ -38,11 +38,11 @@ pub(crate) fn cluster_blocker(
 }
 
 pub(crate) fn acquire_tx(c: &Connection, id: &str, me: &str, now: i64, ttl_ms: i64) -> Result<AcquireOutcome> {
-    let row: Option<(String, Option<String>, Option<i64>, String)> = c
-        .prepare_cached("SELECT state, lease_owner, lease_expires_at, cluster FROM workflows WHERE id = ?1")?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+    let row: Option<(String, Option<String>, Option<i64>, String, i64)> = c
+        .prepare_cached("SELECT state, lease_owner, lease_expires_at, cluster, seq FROM workflows WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
         .optional()?;
-    let Some((state, owner, expires, cluster)) = row else {
+    let Some((state, owner, expires, cluster, seq)) = row else {
         return Err(JournalError::UnknownWorkflow(id.to_string()));
     };
     let state = WorkflowState::parse(&state).unwrap_or(WorkflowState::Failed);
@@ -55,11 +55,12 @@ pub(crate) fn acquire_tx(c: &Connection, id: &str, me: &str, now: i64, ttl_ms: i
     if let Some((bid, workflow, bstate)) = cluster_blocker(c, id, &cluster, now)? {
         return Ok(AcquireOutcome::WaitingFor { id: bid, workflow, state: bstate });
     }
-    c.prepare_cached("UPDATE workflows SET lease_owner = ?2, lease_expires_at = ?3 WHERE id = ?1")?
-        .execute(params![id, me, now + ttl_ms])?;
-    if owner.as_deref() == Some(me) {
-        return Ok(AcquireOutcome::Acquired { previous: None });
-    }
-    append_tx(c, id, Some(me), &[Event::LeaseTaken { owner: me.to_string(), previous: owner.clone() }], now)?;
-    Ok(AcquireOutcome::Acquired { previous: owner })
+    // Every acquisition is a new epoch, its own owner's included: the `LeaseTaken` about to be
+    // appended is its sequence number.
+    let fence = Fence { owner: me.to_string(), epoch: seq + 1 };
+    c.prepare_cached("UPDATE workflows SET lease_owner = ?2, lease_expires_at = ?3, lease_epoch = ?4 WHERE id = ?1")?
+        .execute(params![id, me, now + ttl_ms, fence.epoch])?;
+    append_tx(c, id, Some(&fence), &[Event::LeaseTaken { owner: me.to_string(), previous: owner.clone() }], now)?;
+    let previous = owner.filter(|o| o != me);
+    Ok(AcquireOutcome::Acquired { previous, fence })
 }

@@ -99,6 +99,12 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE TABLE pruned (id TEXT PRIMARY KEY) STRICT;
     "#,
+    // 6: the epoch of the acquisition holding the lease (the sequence number of its
+    // `LeaseTaken`), which fences appends together with the owner. A lease held at the upgrade
+    // has none and is taken anew by whoever runs the workflow next.
+    r#"
+    ALTER TABLE workflows ADD COLUMN lease_epoch INTEGER;
+    "#,
 ];
 
 /// The migration after which pruned ids are recorded in `pruned`.

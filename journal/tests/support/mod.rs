@@ -5,7 +5,7 @@
 #[path = "../../../tests/support/postgres.rs"]
 pub mod pg;
 
-use infraflow_journal::{Event, Journal, Location, NewWorkflow};
+use infraflow_journal::{AcquireOutcome, Event, Fence, Journal, Location, NewWorkflow};
 use serde_json::json;
 
 #[derive(Clone, Copy, PartialEq)]
@@ -91,5 +91,13 @@ pub fn completed(step: &str, n: i64) -> Event {
         input_hash: "h".into(),
         output: json!(n),
         position: None,
+    }
+}
+
+/// Takes the lease of `id` for `owner`, which must be free: the fence its appends go under.
+pub async fn take(j: &Journal, id: &str, owner: &str, now: i64, ttl_ms: i64) -> Fence {
+    match j.acquire(id, owner, now, ttl_ms).await.unwrap() {
+        AcquireOutcome::Acquired { fence, .. } => fence,
+        other => panic!("{owner} could not take {id}: {other:?}"),
     }
 }

@@ -45,7 +45,6 @@ pub(crate) struct Run {
     /// `WfCtx::resumes`.
     pub resumes: u32,
     pub journal: Journal,
-    pub owner: String,
     pub clock: Arc<dyn Clock>,
     pub lease: Arc<LeaseCell>,
     pub signals: Arc<Signals>,
@@ -67,7 +66,7 @@ pub(crate) struct Run {
 
 impl Run {
     pub(crate) async fn record(&self, events: Vec<Event>, durability: Durability) -> Result<(), JournalError> {
-        self.journal.append(&self.id, &self.owner, events, self.clock.now_ms(), durability).await
+        self.journal.append(&self.id, &self.lease.fence, events, self.clock.now_ms(), durability).await
     }
 
     /// Renews the lease when less than half of it is left, so no step starts on a lease that
@@ -86,7 +85,7 @@ impl Run {
             return Ok(());
         }
         let sent = BootInstant::now();
-        let r = self.journal.renew(&self.owner, vec![self.id.clone()], now, self.lease.ttl_ms).await?;
+        let r = self.journal.renew(&self.lease.fence.owner, vec![self.id.clone()], now, self.lease.ttl_ms).await?;
         if r.first().is_some_and(|r| r.held) {
             self.lease.renewed(sent, now + self.lease.ttl_ms);
             Ok(())

@@ -159,6 +159,7 @@ impl Engine {
         signals: Arc<Signals>,
     ) -> Result<WorkflowState, EngineError> {
         use futures::FutureExt;
+        let fence = lease.fence.clone();
         match std::panic::AssertUnwindSafe(self.execute(id, lease, signals)).catch_unwind().await {
             Ok(r) => r,
             Err(panic) => {
@@ -174,7 +175,7 @@ impl Engine {
                 self.journal
                     .append(
                         id,
-                        &self.owner.id,
+                        &fence,
                         vec![Event::Paused { step: None, reason }],
                         self.clock.now_ms(),
                         Durability::Durable,
@@ -200,7 +201,7 @@ impl Engine {
             Err(e @ JournalError::BadRecord { .. }) => {
                 tracing::error!(workflow = %id, error = %e, "pausing a workflow whose journal does not decode");
                 let paused = vec![Event::Paused { step: None, reason: e.to_string() }];
-                self.journal.append(id, &self.owner.id, paused, self.clock.now_ms(), Durability::Durable).await?;
+                self.journal.append(id, &lease.fence, paused, self.clock.now_ms(), Durability::Durable).await?;
                 return Ok(WorkflowState::Paused);
             }
             Err(e) => return Err(e.into()),
@@ -216,7 +217,6 @@ impl Engine {
             creator: view.creator.clone(),
             resumes: view.resumes,
             journal: self.journal.clone(),
-            owner: self.owner.id.clone(),
             clock: self.clock.clone(),
             lease,
             signals: signals.clone(),

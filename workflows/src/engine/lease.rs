@@ -5,6 +5,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
+use infraflow_journal::Fence;
+
 /// A moment on the boot clock (CLOCK_BOOTTIME): monotonic like `Instant` (CLOCK_MONOTONIC), but
 /// it keeps counting while the machine is suspended or hibernated. A lease's expiry is wall or
 /// database time, which moves on during a suspend; a fence on CLOCK_MONOTONIC would resume as if
@@ -36,6 +38,8 @@ impl std::ops::Add<Duration> for BootInstant {
 /// The assumption: the clocks of the processes sharing a journal differ by less than the margin.
 #[derive(Debug)]
 pub struct LeaseCell {
+    /// The acquisition this is: every append of the execution is fenced on it.
+    pub(crate) fence: Fence,
     pub(crate) expires_at: AtomicI64,
     pub(crate) ttl_ms: i64,
     /// When the request of the last successful acquire or renewal was sent.
@@ -46,9 +50,9 @@ pub struct LeaseCell {
 pub const FENCE_MARGIN: f64 = 1.0 / 3.0;
 
 impl LeaseCell {
-    /// A lease acquired with a request sent at `sent`.
-    pub(crate) fn new(expires_at: i64, ttl_ms: i64, sent: BootInstant) -> LeaseCell {
-        LeaseCell { expires_at: AtomicI64::new(expires_at), ttl_ms, renewed_at: Mutex::new(sent) }
+    /// A lease acquired as `fence` with a request sent at `sent`.
+    pub(crate) fn new(fence: Fence, expires_at: i64, ttl_ms: i64, sent: BootInstant) -> LeaseCell {
+        LeaseCell { fence, expires_at: AtomicI64::new(expires_at), ttl_ms, renewed_at: Mutex::new(sent) }
     }
 
     /// A renewal whose request was sent at `sent` succeeded.

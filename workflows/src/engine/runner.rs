@@ -106,8 +106,8 @@ impl Engine {
             let ttl = self.config.lease_ttl.as_millis() as i64;
             let sent = BootInstant::now();
             match self.journal.acquire(id, &self.owner.id, now, ttl).await {
-                Ok(AcquireOutcome::Acquired { .. }) => {
-                    let lease = Arc::new(LeaseCell::new(now + ttl, ttl, sent));
+                Ok(AcquireOutcome::Acquired { fence, .. }) => {
+                    let lease = Arc::new(LeaseCell::new(fence, now + ttl, ttl, sent));
                     let result = self.execute_with_heartbeat(id, lease, signals.clone()).await;
                     // A finished workflow's lease went with its last record.
                     if !matches!(result, Ok(s) if s.is_finished()) {
@@ -240,10 +240,10 @@ impl Engine {
                     let now = self.clock.now_ms();
                     let sent = BootInstant::now();
                     match self.journal.acquire(&id, &self.owner.id, now, ttl).await {
-                        Ok(AcquireOutcome::Acquired { previous }) => {
+                        Ok(AcquireOutcome::Acquired { previous, fence }) => {
                             tracing::info!(workflow = %id, previous = ?previous, "claimed");
                             (self.observer)(&Progress::LeaseTaken { workflow: id.clone(), previous: previous.clone() });
-                            let lease = Arc::new(LeaseCell::new(now + ttl, ttl, sent));
+                            let lease = Arc::new(LeaseCell::new(fence, now + ttl, ttl, sent));
                             let signals = Arc::new(Signals::default());
                             held.insert(&id, lease.clone(), signals.clone());
                             running.insert(id.clone(), signals.clone());
