@@ -6,7 +6,7 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 use support::*;
 
 /// Runs a Python sqlite3 snippet on the journal (`db` is bound to its path): another process,
@@ -199,4 +199,34 @@ fn a_daemon_whose_journal_writer_stalls_past_its_lease_drops_the_workflow_before
         "daemon a fenced itself: {}",
         s.daemon_log()
     );
+}
+
+/// Finding 5 of the safety review, scenario C: another process (a long `prune`, a backup) holds
+/// the write lock past the writer's busy budget. The daemon's renewals fail, it fences itself,
+/// and its release fails too, so the lease goes on naming it after it expires. A single daemon
+/// must claim the workflow again once the lock is free, not leave it `running` until a restart.
+/// The busy budget is 3 s here (`INFRAFLOW_SQLITE_BUSY_SECONDS`) instead of two minutes.
+#[test]
+fn a_daemon_whose_release_failed_under_a_held_write_lock_claims_its_workflow_again() {
+    let s = Scratch::new();
+    let input = s.write_json("in.json", &json!({"steps": 60, "stepMillis": 200}));
+    assert!(s.cli(&["submit", "canary", "--input", input.to_str().unwrap(), "--id", "stranded"]).status.success());
+    let mut d = s.spawn_daemon(&[], &[("INFRAFLOW_SQLITE_BUSY_SECONDS", "3")]);
+    while completed(&s, "stranded") < 3 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // 22 s: past the self-fence (10 s after the last renewal) and the failed release behind it.
+    let mut holder = sqlite(
+        &s,
+        "c = sqlite3.connect(db, isolation_level=None)\nc.execute('BEGIN IMMEDIATE')\nprint('held', flush=True)\ntime.sleep(22)\nc.execute('COMMIT')",
+    );
+    assert!(holder.wait().unwrap().success());
+    let done = s.wait_for_state("stranded", &["completed", "paused", "failed"], Duration::from_secs(90));
+    terminate(&mut d, Duration::from_secs(30));
+    let log = s.daemon_log();
+    assert_eq!(done["state"], "completed", "{done}\n{log}");
+    assert!(log.contains("cannot release lease"), "the release failed under the lock: {log}");
+    let takes: Vec<Value> = s.history("stranded").into_iter().filter(|e| e["type"] == "lease_taken").collect();
+    assert_eq!(takes.len(), 2, "the same daemon took it twice: {takes:?}");
+    assert_eq!(takes[0]["owner"], takes[1]["owner"]);
 }

@@ -137,7 +137,15 @@ fn drain(rx: &mpsc::Receiver<Box<dyn Job>>, batch: &mut Vec<Box<dyn Job>>) {
 /// How long the writer keeps trying to take SQLite's write lock from another process (each try
 /// also waits up to the connection's busy timeout) before failing the batch. Callers wait
 /// meanwhile: a lock held for seconds by a backup or a second daemon is not an error.
-const BUSY_BUDGET: Duration = Duration::from_secs(120);
+/// `INFRAFLOW_SQLITE_BUSY_SECONDS` sets it (an operator whose backups hold the lock longer; a
+/// test that must see the budget run out without waiting two minutes).
+fn busy_budget() -> Duration {
+    static BUDGET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        let set = std::env::var("INFRAFLOW_SQLITE_BUSY_SECONDS").ok().and_then(|v| v.trim().parse::<u64>().ok());
+        Duration::from_secs(set.unwrap_or(120))
+    })
+}
 
 pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _)
@@ -150,7 +158,7 @@ fn exec_waiting(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     let mut pause = Duration::from_millis(20);
     loop {
         match exec(conn, sql) {
-            Err(e) if is_busy(&e) && start.elapsed() < BUSY_BUDGET => {
+            Err(e) if is_busy(&e) && start.elapsed() < busy_budget() => {
                 tracing::warn!(
                     statement = sql,
                     waited_ms = start.elapsed().as_millis() as u64,
