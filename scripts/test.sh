@@ -8,22 +8,30 @@ cd "$root"
 INFRAFLOW_MOTO_SERVER="$(scripts/moto.sh install)"
 export INFRAFLOW_MOTO_SERVER
 scripts/postgres.sh install >/dev/null
-# One build, then the tests from it; two test binaries at a time suit 2 cores.
+# One build, then the tests from it (scripts/run-tests.py runs the binaries cargo built, several
+# side by side: most of the suite waits on moto, PostgreSQL, leases and kills rather than on the
+# cores; it keeps every test's time and prints the ten slowest at the end).
 cargo build --workspace --all-targets
+cargo test --workspace --no-run --message-format=json 2>/dev/null | scripts/run-tests.py list
+rm -f target/test-times.tsv target/test-passes.tsv
+jobs="${INFRAFLOW_TEST_JOBS:-2}"
+status=0
 if [ "$#" -eq 0 ]; then
-  cargo test --workspace --no-fail-fast -- --test-threads=2 --skip several_hosts
-  # Daemons on three hosts (network namespaces) sharing PostgreSQL, one test at a time, with the
-  # figures they print: takeover time after kill -9, steps run twice.
-  cargo test -p infraflow-cmd --test multi_host -- --test-threads=1 --show-output
+  scripts/run-tests.py run --label plain --jobs "$jobs" -- --test-threads=2 --skip several_hosts || status=1
+  # Daemons on three hosts (network namespaces) sharing PostgreSQL, one test at a time and alone
+  # on the machine (they measure takeover times), with the figures they print.
+  scripts/run-tests.py run --label hosts --only multi_host -- --test-threads=1 --show-output || status=1
+  # The AWS suites again under AWS's contract rather than moto's: every proxy the tests start
+  # remembers idempotency tokens, hides new ids for a moment (eventual consistency), lists an
+  # opted-in Local Zone, and holds Route53 to its tag and rate limits (tests/support/strict.rs).
+  # Tests that set their own lag on their proxy already ran under it above, and are not run twice.
+  skip_lagged=(--skip consistency_lag --skip follow_up_call_fails --skip subnet_was_made_under_lag --skip long_tag_lag)
+  scripts/run-tests.py run --label strict --jobs "$jobs" --env INFRAFLOW_TEST_STRICT=1 \
+    --only aws_provision,aws_teardown,aws_privatelink,aws_nodepool,operator_sequences -- --test-threads=2 \
+    "${skip_lagged[@]}" || status=1
+  scripts/run-tests.py run --label strict-hosts --env INFRAFLOW_TEST_STRICT=1 --only multi_host -- --test-threads=2 || status=1
 else
-  cargo test --workspace -- --test-threads=2 "$@"
+  scripts/run-tests.py run --label filtered --jobs "$jobs" -- --test-threads=2 "$@" || status=1
 fi
-# The AWS suites again under AWS's contract rather than moto's: every proxy the tests start
-# remembers idempotency tokens, hides new ids for a moment (eventual consistency), lists an
-# opted-in Local Zone, and holds Route53 to its tag and rate limits (tests/support/strict.rs).
-# Tests that set their own lag on their proxy already ran under it above, and are not run twice.
-if [ "$#" -eq 0 ]; then
-  INFRAFLOW_TEST_STRICT=1 cargo test -p infraflow-cmd --test aws_provision --test aws_teardown --test aws_privatelink \
-    --test aws_nodepool --test operator_sequences --test multi_host -- --test-threads=2 \
-    --skip consistency_lag --skip follow_up_call_fails --skip subnet_was_made_under_lag --skip long_tag_lag
-fi
+scripts/run-tests.py report
+exit "$status"

@@ -8,8 +8,9 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use infraflow_engine::{Engine, EngineConfig, Submission, SystemClock};
 use infraflow_journal::{Journal, WorkflowState};
-use infraflow_workflows::{Engine, EngineConfig, Submission, SystemClock, base_registry};
+use infraflow_workflows::base_registry;
 use serde_json::{Value, json};
 use support::*;
 

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use infraflow_engine::{Engine, EngineConfig, Signals, Submission, SystemClock};
 use infraflow_journal::{Journal, Location, PgTarget, WorkflowState};
-use infraflow_workflows::{Engine, EngineConfig, Signals, Submission, SystemClock, base_registry};
+use infraflow_workflows::base_registry;
 use serde_json::json;
 
 use crate::failure::{CmdResult, Failure, OK};

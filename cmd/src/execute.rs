@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use infraflow_engine::{Engine, EngineConfig, Observer, Registry, Signals, Submission, SystemClock};
 use infraflow_journal::{Journal, Location, RequestOutcome, WorkflowState};
-use infraflow_workflows::{Engine, EngineConfig, Observer, Registry, Signals, Submission, SystemClock};
 
 use crate::cli::SubmitArgs;
 use crate::failure::{CmdResult, Failure, INTERRUPTED, OK, WORKFLOW_FAILED};
@@ -31,9 +31,9 @@ fn validated_submission(args: &SubmitArgs, registry: &Registry) -> Result<Submis
     let input = read_input(&args.input)?;
     let id = match &args.id {
         Some(id) => id.clone(),
-        None => infraflow_workflows::new_id(def.name(), SystemClock.now()),
+        None => infraflow_engine::new_id(def.name(), SystemClock.now()),
     };
-    infraflow_workflows::check_id(&id).map_err(Failure::usage)?;
+    infraflow_engine::check_id(&id).map_err(Failure::usage)?;
     def.validate(&id, &input).map_err(|e| Failure::usage(e.to_string()))?;
     Ok(Submission { workflow: args.workflow.clone(), input, id: Some(id), no_rollback: args.no_rollback })
 }

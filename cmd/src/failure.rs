@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
+use infraflow_engine::EngineError;
 use infraflow_journal::JournalError;
-use infraflow_workflows::EngineError;
 
 /// Exit codes of the CLI contract.
 pub const OK: u8 = 0;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use infraflow_workflows::{Observer, Progress};
+use infraflow_engine::{Observer, Progress};
 
 pub fn stderr_printer() -> Observer {
     let t0 = Instant::now();

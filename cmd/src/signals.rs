@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use infraflow_workflows::Signals;
+use infraflow_engine::Signals;
 
 /// Watches for SIGINT and SIGTERM in the background and forwards them to `signals`. The daemon
 /// says so in its log (which may be JSON); a command run by a person says so on stderr.

@@ -1,4 +1,6 @@
-//! Errors of the journal, classified by whether retrying the same call can help.
+//! Errors of the journal, classified by whether retrying the same call can help. A database
+//! error is classified where it arises, by its backend (`postgres::pool`, `sqlite::writer`,
+//! which convert the driver's errors), so this module names no backend.
 
 use std::path::PathBuf;
 
@@ -39,10 +41,12 @@ pub enum JournalError {
         "the connection to PostgreSQL was lost while committing; the transaction may or may not have been applied, so it is not retried here (the engine replays from the journal)"
     )]
     CommitUnknown,
-    #[error("postgres: {}", postgres_detail(.0))]
-    Postgres(#[from] tokio_postgres::Error),
-    #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    /// `transient`: the backend's judgement that the same transaction may succeed if run again.
+    #[error("postgres: {}", postgres_detail(source))]
+    Postgres { source: tokio_postgres::Error, transient: bool },
+    /// `busy`: another process held the lock (the backend's judgement).
+    #[error("sqlite: {source}")]
+    Sqlite { source: rusqlite::Error, busy: bool },
     #[error("a journal record does not decode: {0}")]
     Decode(#[from] serde_json::Error),
     #[error(
@@ -56,10 +60,8 @@ impl JournalError {
     pub fn is_retryable(&self) -> bool {
         match self {
             JournalError::Busy | JournalError::Unreachable { .. } => true,
-            JournalError::Postgres(e) => crate::postgres::is_transient(e),
-            JournalError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => {
-                matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-            }
+            JournalError::Postgres { transient, .. } => *transient,
+            JournalError::Sqlite { busy, .. } => *busy,
             _ => false,
         }
     }

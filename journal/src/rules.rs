@@ -2,9 +2,9 @@
 //! the summary, whether a lease is free, what a cancel or resume request does — so SQLite and
 //! PostgreSQL differ only in their SQL.
 
+use crate::api::Fence;
 use crate::error::{JournalError, Result};
 use crate::event::Event;
-use crate::journal::Fence;
 use crate::owner::owner_is_gone;
 use crate::projection::{Summary, WorkflowState};
 

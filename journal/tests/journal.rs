@@ -7,8 +7,8 @@ mod support;
 use std::time::Duration;
 
 use infraflow_journal::{
-    AcquireOutcome, Durability, Event, Fence, Journal, JournalError, Location, RequestOutcome, StepState, SubmitOutcome,
-    WorkflowState,
+    AcquireOutcome, Durability, Event, Fence, Journal, JournalError, Location, RequestOutcome, StepState,
+    SubmitOutcome, WorkflowState,
 };
 use serde_json::json;
 use support::{Fixture, Kind, completed, new_wf, now_ms, pg, take};
@@ -196,9 +196,15 @@ async fn cancel_and_resume_requests_follow_the_state(f: Fixture) {
     let j = f.open();
     j.submit(new_wf("w", "")).await.unwrap();
     let fence = take(&j, "w", "me", 0, 60_000).await;
-    j.append("w", &fence, vec![Event::Paused { step: Some("a".into()), reason: "boom".into() }], 1, Durability::Durable)
-        .await
-        .unwrap();
+    j.append(
+        "w",
+        &fence,
+        vec![Event::Paused { step: Some("a".into()), reason: "boom".into() }],
+        1,
+        Durability::Durable,
+    )
+    .await
+    .unwrap();
     assert_eq!(j.request_resume("w", 2).await.unwrap(), RequestOutcome::Done(WorkflowState::Pending));
     assert_eq!(j.request_cancel("w", 3).await.unwrap(), RequestOutcome::Done(WorkflowState::Cancelling));
     assert_eq!(j.request_cancel("w", 4).await.unwrap(), RequestOutcome::AlreadyRequested(WorkflowState::Cancelling));

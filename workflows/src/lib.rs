@@ -1,65 +1,21 @@
-//! The durable engine of infraflow and its workflows. Workflow code calls `ctx.step(...)`; the
-//! engine journals each step, skips completed ones on replay, retries durably, compensates on
-//! failure, and runs workflows under leases so two processes never run the same one.
+//! infraflow's workflows, one per file, built on the engine (`infraflow-engine`) and the AWS
+//! activities (`infraflow-activities`): `provision-infra`, `create-privatelink`,
+//! `scale-nodepool`, `teardown`, `create-cluster` (the four in order), and the `canary` the
+//! engine's and the daemon's tests run.
 
-// The engine (`engine/`): journaled steps, replay, retries, compensation, leases. It never
-// imports a workflow or `infraflow_activities`. Paths keep the flat module names.
-#[path = "engine/clock.rs"]
-mod clock;
-#[path = "engine/context.rs"]
-mod context;
-#[path = "engine/engine.rs"]
-mod engine;
-#[path = "engine/error.rs"]
-mod error;
-#[path = "engine/ids.rs"]
-mod ids;
-#[path = "engine/lease.rs"]
-mod lease;
-#[path = "engine/progress.rs"]
-mod progress;
-#[path = "engine/registry.rs"]
-mod registry;
-#[path = "engine/retry.rs"]
-mod retry;
-#[path = "engine/runner.rs"]
-mod runner;
-#[path = "engine/signals.rs"]
-mod signals;
-
-// The workflows (`flows/`), built on the engine and the AWS activities.
-#[path = "flows/aws_steps.rs"]
 mod aws_steps;
-#[path = "flows/canary.rs"]
 pub mod canary;
-#[path = "flows/create_cluster.rs"]
 pub mod create_cluster;
-#[path = "flows/create_privatelink.rs"]
 pub mod create_privatelink;
-#[path = "flows/policy.rs"]
 pub mod policy;
-#[path = "flows/provision_dag.rs"]
 mod provision_dag;
-#[path = "flows/provision_infra.rs"]
 pub mod provision_infra;
-#[path = "flows/scale_nodepool.rs"]
 pub mod scale_nodepool;
-#[path = "flows/teardown.rs"]
 pub mod teardown;
-#[path = "flows/teardown_plan.rs"]
 pub mod teardown_plan;
-#[path = "flows/validate.rs"]
 mod validate;
 
-pub use clock::{Clock, Sleep, SystemClock, TestClock};
-pub use context::{Signals, StepOptions, WfCtx, input_hash, join_branches};
-pub use engine::{Engine, EngineConfig, Submission, Submitted, UNDO_PREFIX};
-pub use error::{ActivityError, EngineError, InputError, StepError};
-pub use ids::{check_id, new_id};
-pub use progress::{Observer, Progress, silent};
-pub use registry::{BoxFuture, Registry, UndoFn, Validated, WorkflowDef};
-pub use retry::RetryPolicy;
-pub use runner::Outcome;
+use infraflow_engine::Registry;
 
 /// The registry with every built-in workflow that needs no cloud access.
 pub fn base_registry() -> Registry {

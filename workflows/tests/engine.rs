@@ -8,11 +8,12 @@ use std::time::Duration;
 mod common;
 
 use common::{World, completions, config, drive_and_crash_after, submit};
-use infraflow_journal::{Event, Journal, StepState, WorkflowState};
-use infraflow_workflows::{
+use infraflow_engine::{
     ActivityError, BoxFuture, Engine, InputError, Progress, Registry, Signals, StepError, Submission, SystemClock,
-    Validated, WfCtx, WorkflowDef, base_registry,
+    Validated, WfCtx, WorkflowDef,
 };
+use infraflow_journal::{Event, Journal, StepState, WorkflowState};
+use infraflow_workflows::base_registry;
 use serde_json::{Value, json};
 
 #[tokio::test]

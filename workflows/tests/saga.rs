@@ -9,12 +9,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{World, completions, drive_and_crash_after, drive_and_crash_when, submit};
+use infraflow_engine::{
+    ActivityError, BoxFuture, InputError, Progress, Registry, Signals, StepError, StepOptions, Validated, WfCtx,
+    WorkflowDef, join_branches,
+};
 use infraflow_journal::Undo;
 use infraflow_journal::{RequestOutcome, WorkflowState};
-use infraflow_workflows::{
-    ActivityError, BoxFuture, InputError, Progress, Registry, Signals, StepError, StepOptions, Validated, WfCtx,
-    WorkflowDef, base_registry, join_branches,
-};
+use infraflow_workflows::base_registry;
 use serde_json::{Value, json};
 
 /// Counters a test reads and knobs it turns, shared with the workflow definition.

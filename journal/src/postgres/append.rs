@@ -15,10 +15,10 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Statement, Transaction};
 
 use super::pool::Conn;
+use crate::api::Fence;
 use crate::error::{JournalError, Result};
 use crate::event::Event;
 use crate::projection::{Summary, WorkflowState};
-use crate::journal::Fence;
 use crate::rules::{HeldLease, fold_append};
 
 /// One append of one workflow's events; `fence`: the acquisition it must be made under.
@@ -234,14 +234,8 @@ impl Plan {
                 p.results.push(Err(JournalError::UnknownWorkflow(req.id.clone())));
                 continue;
             };
-            let folded = fold_append(
-                &req.id,
-                cur.summary.clone(),
-                cur.seq,
-                &cur.lease,
-                req.fence.as_ref(),
-                &req.events,
-            );
+            let folded =
+                fold_append(&req.id, cur.summary.clone(), cur.seq, &cur.lease, req.fence.as_ref(), &req.events);
             match folded {
                 Ok(f) => {
                     for row in f.rows {
@@ -289,7 +283,23 @@ impl Plan {
 
     fn guarded_params<'a>(&'a self, rows: &'a i64) -> [&'a (dyn ToSql + Sync); 15] {
         let s = self.summary_params();
-        [s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], &self.expected, &self.owner, &self.epoch, rows]
+        [
+            s[0],
+            s[1],
+            s[2],
+            s[3],
+            s[4],
+            s[5],
+            s[6],
+            s[7],
+            s[8],
+            s[9],
+            s[10],
+            &self.expected,
+            &self.owner,
+            &self.epoch,
+            rows,
+        ]
     }
 
     fn summary_params(&self) -> [&(dyn ToSql + Sync); 11] {
@@ -353,7 +363,7 @@ pub(crate) async fn commit_appends(
                     written.remember(current);
                     return Ok(plan.results);
                 }
-                Err(JournalError::Postgres(e)) if e.code().is_some_and(|c| c.code() == STALE) => {}
+                Err(JournalError::Postgres { source: e, .. }) if e.code().is_some_and(|c| c.code() == STALE) => {}
                 Err(e) => {
                     written.forget(reqs);
                     return Err(e);

@@ -22,16 +22,15 @@ use tokio::sync::{Notify, mpsc, oneshot};
 
 use self::append::{AppendReq, Written};
 use self::pool::{Pool, SharedPool};
-use crate::error::{JournalError, Result};
-use crate::event::{Event, EventRecord};
-use crate::journal::{
+use crate::api::{
     AcquireOutcome, CommitObserver, Durability, Fence, NewWorkflow, Pruned, Renewal, RequestOutcome, SubmitOutcome,
     WorkflowOutcome, WorkflowRow,
 };
+use crate::error::{JournalError, Result};
+use crate::event::{Event, EventRecord};
 use crate::projection::{WorkflowState, WorkflowView};
 
 pub use self::bench::raw_commit_ceiling;
-pub(crate) use self::pool::is_transient;
 pub use self::target::PgTarget;
 
 /// How long dropping the last handle waits for queued appends to be committed.

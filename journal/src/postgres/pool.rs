@@ -74,7 +74,15 @@ impl std::ops::DerefMut for Conn {
 }
 
 /// Whether an error says the same transaction may succeed if run again from the start.
-pub(crate) fn is_transient(e: &tokio_postgres::Error) -> bool {
+/// Every driver error reaches the journal's callers classified here.
+impl From<tokio_postgres::Error> for JournalError {
+    fn from(e: tokio_postgres::Error) -> JournalError {
+        let transient = is_transient(&e);
+        JournalError::Postgres { source: e, transient }
+    }
+}
+
+fn is_transient(e: &tokio_postgres::Error) -> bool {
     match e.code() {
         Some(c) => {
             [SqlState::T_R_SERIALIZATION_FAILURE, SqlState::T_R_DEADLOCK_DETECTED, SqlState::ADMIN_SHUTDOWN].contains(c)
@@ -188,7 +196,7 @@ impl Pool {
                     self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(client);
                     return Ok(r);
                 }
-                Ok(Err(JournalError::Postgres(e))) if is_transient(&e) && started.elapsed() < BUDGET => {
+                Ok(Err(JournalError::Postgres { source: e, transient: true })) if started.elapsed() < BUDGET => {
                     tracing::warn!(error = %e, "transient PostgreSQL failure; running the transaction again");
                     if !client.is_closed() && e.code().is_some() {
                         self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(client);

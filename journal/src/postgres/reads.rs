@@ -5,9 +5,9 @@ use tokio_postgres::{Client, Row};
 
 use super::pool::Conn;
 use super::tx::cluster_blocker;
+use crate::api::{WorkflowOutcome, WorkflowRow};
 use crate::error::Result;
 use crate::event::EventRecord;
-use crate::journal::{WorkflowOutcome, WorkflowRow};
 use crate::projection::{WorkflowState, WorkflowView};
 use crate::rules::{CLUSTER_BLOCKER_SQL, claimable_by};
 

@@ -10,9 +10,9 @@ use tokio_postgres::{GenericClient, Statement};
 
 use super::append::{AppendReq, AppendStatements, NOTIFY_SQL, Written, append_one, append_one_hinted, lock_summaries};
 use super::pool::{Conn, commit};
+use crate::api::{AcquireOutcome, Fence, NewWorkflow, Renewal, RequestOutcome, SubmitOutcome};
 use crate::error::{JournalError, Result};
 use crate::event::Event;
-use crate::journal::{AcquireOutcome, Fence, NewWorkflow, Renewal, RequestOutcome, SubmitOutcome};
 use crate::projection::WorkflowState;
 use crate::rules::{
     CLUSTER_BLOCKER_SQL, CancelPlan, LATER_STARTED_SQL, ResumePlan, lease_is_free, plan_cancel, plan_resume,
@@ -29,7 +29,8 @@ const SUBMIT_SQL: &str =
 const SUBMITTED_SQL: &str = "SELECT workflow, input, no_rollback FROM workflows WHERE id = $1";
 const PRUNED_SQL: &str = "SELECT EXISTS (SELECT 1 FROM archived_workflows WHERE id = $1)";
 /// SKIP LOCKED: a row another daemon is claiming this instant is theirs to decide.
-const CLAIM_SQL: &str = "SELECT state, lease_owner, lease_expires_at, cluster, now_ms(), seq FROM workflows WHERE id = $1
+const CLAIM_SQL: &str =
+    "SELECT state, lease_owner, lease_expires_at, cluster, now_ms(), seq FROM workflows WHERE id = $1
      FOR UPDATE SKIP LOCKED";
 const EXISTS_SQL: &str = "SELECT EXISTS (SELECT 1 FROM workflows WHERE id = $1)";
 const CLUSTER_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(hashtextextended('infraflow/cluster/' || $1, 0))";

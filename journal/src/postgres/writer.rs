@@ -9,8 +9,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::append::{AppendReq, Written, commit_appends};
 use super::pool::SharedPool;
+use crate::api::CommitObserver;
 use crate::error::{JournalError, Result};
-use crate::journal::CommitObserver;
 use crate::projection::WorkflowState;
 
 /// As SQLite's writer: lazy records wait this long for company, since nobody waits on them.

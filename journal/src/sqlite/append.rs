@@ -5,9 +5,9 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
+use crate::api::{Fence, NewWorkflow, SubmitOutcome};
 use crate::error::{JournalError, Result};
 use crate::event::Event;
-use crate::journal::{Fence, NewWorkflow, SubmitOutcome};
 use crate::projection::{Summary, WorkflowState};
 use crate::rules::{HeldLease, fold_append};
 

@@ -16,12 +16,12 @@ use rusqlite::{Connection, OptionalExtension, params};
 use self::append::{append_tx, load_summary, submit_tx};
 use self::queue::{acquire_tx, cluster_blocker, ever_started};
 use self::writer::{Job, Op};
+use crate::api::{
+    AcquireOutcome, CommitObserver, Durability, Fence, NewWorkflow, Renewal, RequestOutcome, SubmitOutcome,
+    WorkflowOutcome, WorkflowRow,
+};
 use crate::error::{JournalError, Result};
 use crate::event::{Event, EventRecord};
-use crate::journal::{
-    AcquireOutcome, CommitObserver, Durability, Fence, NewWorkflow, Renewal, RequestOutcome, SubmitOutcome, WorkflowOutcome,
-    WorkflowRow,
-};
 use crate::projection::{WorkflowState, WorkflowView};
 use crate::rules::{CancelPlan, LATER_STARTED_SQL, ResumePlan, claimable_by, plan_cancel, plan_resume};
 

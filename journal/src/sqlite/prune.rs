@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, params};
 
 use super::schema::{self, archive_path};
+use crate::api::Pruned;
 use crate::error::{JournalError, Result};
-use crate::journal::Pruned;
 use crate::rules::PRUNE_KEEPS_SQL;
 
 /// Finished-for-good states: `retry` refuses them, so nothing will append to them again.
@@ -72,7 +72,7 @@ fn in_transaction<R>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<R>
     let start = Instant::now();
     loop {
         match conn.execute_batch("BEGIN IMMEDIATE") {
-            Err(e) if super::writer::is_busy(&e) && start.elapsed() < Duration::from_secs(120) => {
+            Err(e) if super::writer::is_busy(&e) && start.elapsed() < super::writer::busy_budget() => {
                 std::thread::sleep(Duration::from_millis(50));
             }
             Err(e) => return Err(e.into()),

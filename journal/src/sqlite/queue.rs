@@ -4,9 +4,9 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::append::append_tx;
+use crate::api::{AcquireOutcome, Fence};
 use crate::error::{JournalError, Result};
 use crate::event::Event;
-use crate::journal::{AcquireOutcome, Fence};
 use crate::projection::WorkflowState;
 use crate::rules::{CLUSTER_BLOCKER_SQL, lease_is_free};
 
@@ -37,8 +37,11 @@ pub(crate) fn cluster_blocker(
         .map(|(bid, workflow, state)| (bid, workflow, WorkflowState::parse(&state).unwrap_or(WorkflowState::Running))))
 }
 
+/// What a claim reads of a workflow: state, lease owner, lease expiry, cluster, sequence number.
+type ClaimRow = (String, Option<String>, Option<i64>, String, i64);
+
 pub(crate) fn acquire_tx(c: &Connection, id: &str, me: &str, now: i64, ttl_ms: i64) -> Result<AcquireOutcome> {
-    let row: Option<(String, Option<String>, Option<i64>, String, i64)> = c
+    let row: Option<ClaimRow> = c
         .prepare_cached("SELECT state, lease_owner, lease_expires_at, cluster, seq FROM workflows WHERE id = ?1")?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
         .optional()?;

@@ -172,9 +172,9 @@ fn classify(path: &Path, e: rusqlite::Error) -> JournalError {
                 path: path.to_path_buf(),
                 detail: msg.clone().unwrap_or_else(|| "database disk image is malformed".into()),
             },
-            _ => JournalError::Sqlite(e),
+            _ => e.into(),
         },
-        _ => JournalError::Sqlite(e),
+        _ => e.into(),
     }
 }
 

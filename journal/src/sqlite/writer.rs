@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use crate::api::CommitObserver;
 use crate::error::{JournalError, Result};
-use crate::journal::CommitObserver;
 
 /// How long the writer waits for company when only lazy records are queued. Nobody waits on
 /// lazy records, so lingering costs no latency and lets them share the next awaited commit.
@@ -139,12 +139,20 @@ fn drain(rx: &mpsc::Receiver<Box<dyn Job>>, batch: &mut Vec<Box<dyn Job>>) {
 /// meanwhile: a lock held for seconds by a backup or a second daemon is not an error.
 /// `INFRAFLOW_SQLITE_BUSY_SECONDS` sets it (an operator whose backups hold the lock longer; a
 /// test that must see the budget run out without waiting two minutes).
-fn busy_budget() -> Duration {
+pub(crate) fn busy_budget() -> Duration {
     static BUDGET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
     *BUDGET.get_or_init(|| {
         let set = std::env::var("INFRAFLOW_SQLITE_BUSY_SECONDS").ok().and_then(|v| v.trim().parse::<u64>().ok());
         Duration::from_secs(set.unwrap_or(120))
     })
+}
+
+/// Every driver error reaches the journal's callers classified here.
+impl From<rusqlite::Error> for JournalError {
+    fn from(e: rusqlite::Error) -> JournalError {
+        let busy = is_busy(&e);
+        JournalError::Sqlite { source: e, busy }
+    }
 }
 
 pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {

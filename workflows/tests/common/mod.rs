@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use infraflow_engine::{Engine, EngineConfig, Progress, Registry, RetryPolicy, Signals, Submission, TestClock};
 use infraflow_journal::{Event, Journal};
-use infraflow_workflows::{Engine, EngineConfig, Progress, Registry, RetryPolicy, Signals, Submission, TestClock};
 use serde_json::Value;
 
 pub fn config() -> EngineConfig {

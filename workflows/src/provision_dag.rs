@@ -13,11 +13,11 @@ use infraflow_activities::throttle::read_retrying;
 use infraflow_activities::{AwsPool, Identity, Inventory, Kind, dns, endpoints, nat, network, routing, security};
 use serde::{Deserialize, Serialize};
 
-use crate::aws_steps::{FirstAttempt, create_opts, read_opts};
-use crate::context::{WfCtx, join_branches, join_pair};
-use crate::error::{ActivityError, StepError};
+use crate::aws_steps::{FirstAttempt, create_opts, from_aws, read_opts};
 use crate::provision_infra::{OutputZone, ProvisionInput, ProvisionOutput, worker_rules, zone_cidrs};
 use crate::validate;
+use infraflow_engine::{ActivityError, StepError};
+use infraflow_engine::{WfCtx, join_branches, join_pair};
 
 /// The roles of what provision-infra creates, once per cluster and once per zone: the identity
 /// keys its inventory reads. A role missing here is only ever looked up step by step.
@@ -78,7 +78,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                 read_retrying(|| dns::find_public_zone(&aws, &p.base_domain)),
                 read_retrying(|| network::availability_zones(&aws)),
                 early
-            )?;
+            ).map_err(from_aws)?;
             let public_zone_id = public_zone_id.ok_or_else(|| {
                 ActivityError::terminal(format!(
                     "baseDomain: no public hosted zone named {} in this account; create it first (infraflow never creates it)",
@@ -102,7 +102,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                 Some(i) => i,
                 None => {
                     let names: Vec<String> = zones.iter().map(|z| z.name.clone()).collect();
-                    take_inventory(&aws, &identity_keys(infra, &names)).await?
+                    take_inventory(&aws, &identity_keys(infra, &names)).await.map_err(from_aws)?
                 }
             };
             took_inventory.store(true, Ordering::SeqCst);
@@ -118,7 +118,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
     let vpc_id: String = ctx
         .step_with("vpc", "ec2.ensure-vpc", &(&vpc_ident, &p.vpc_cidr), with_undo(Kind::Vpc, &vpc_ident), || async {
             let aws = pool.region(&region).await;
-            Ok(network::ensure_vpc(&aws, &vpc_ident, &p.vpc_cidr, look.lookup()).await?)
+            network::ensure_vpc(&aws, &vpc_ident, &p.vpc_cidr, look.lookup()).await.map_err(from_aws)
         })
         .await?;
     let vpc = vpc_id.as_str();
@@ -134,7 +134,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
         with_undo(Kind::DhcpOptions, &dhcp),
         || async {
             let aws = pool.region(&region).await;
-            Ok(network::ensure_dhcp_options(&aws, &dhcp, &domain, vpc, dhcp_look.lookup()).await?)
+            network::ensure_dhcp_options(&aws, &dhcp, &domain, vpc, dhcp_look.lookup()).await.map_err(from_aws)
         },
     );
     let sg_ident = ident("worker-sg", None, format!("{infra}-worker-sg"));
@@ -148,7 +148,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
         with_undo(Kind::SecurityGroup, &sg_ident),
         || async {
             let aws = pool.region(&region).await;
-            Ok(security::ensure_security_group(
+            security::ensure_security_group(
                 &aws,
                 &sg_ident,
                 vpc,
@@ -157,7 +157,8 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                 &rules,
                 sg_look.lookup(),
             )
-            .await?)
+            .await
+            .map_err(from_aws)
         },
     );
     let private_name = format!("{}.{}", p.name, p.base_domain);
@@ -171,7 +172,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
         with_undo(Kind::HostedZone, &pz_ident),
         || async {
             let aws = pool.region(&region).await;
-            Ok(dns::ensure_private_zone(&aws, &pz_ident, &private_name, vpc).await?)
+            dns::ensure_private_zone(&aws, &pz_ident, &private_name, vpc).await.map_err(from_aws)
         },
     );
     let lz = ctx.step_with(
@@ -181,7 +182,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
         with_undo(Kind::HostedZone, &lz_ident),
         || async {
             let aws = pool.region(&region).await;
-            Ok(dns::ensure_private_zone(&aws, &lz_ident, &local_name, vpc).await?)
+            dns::ensure_private_zone(&aws, &lz_ident, &local_name, vpc).await.map_err(from_aws)
         },
     );
     let side: Vec<BoxFuture<'_, Result<String, StepError>>> =
@@ -210,7 +211,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
             with_undo(Kind::InternetGateway, &igw_ident),
             || async {
                 let aws = pool.region(&region).await;
-                Ok(network::ensure_internet_gateway(&aws, &igw_ident, vpc, igw_look.lookup()).await?)
+                network::ensure_internet_gateway(&aws, &igw_ident, vpc, igw_look.lookup()).await.map_err(from_aws)
             },
         );
         // Each zone's subnets and address, side by side.
@@ -231,7 +232,9 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                     with_undo(Kind::Subnet, &pub_ident),
                     || async {
                         let aws = pool.region(region).await;
-                        Ok(network::ensure_subnet(&aws, &pub_ident, vpc, &pub_cidr, &zone, pub_look.lookup()).await?)
+                        network::ensure_subnet(&aws, &pub_ident, vpc, &pub_cidr, &zone, pub_look.lookup())
+                            .await
+                            .map_err(from_aws)
                     },
                 );
                 let mut priv_ident = ident("private-subnet", Some(&zone), format!("{infra}-private-{zone}"));
@@ -248,8 +251,9 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                         with_undo(Kind::Subnet, &priv_ident),
                         || async {
                             let aws = pool.region(region).await;
-                            Ok(network::ensure_subnet(&aws, &priv_ident, vpc, &priv_cidr, &zone, priv_look.lookup())
-                                .await?)
+                            network::ensure_subnet(&aws, &priv_ident, vpc, &priv_cidr, &zone, priv_look.lookup())
+                                .await
+                                .map_err(from_aws)
                         },
                     )
                     .await
@@ -268,7 +272,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                         with_undo(Kind::ElasticIp, &eip_ident),
                         || async {
                             let aws = pool.region(region).await;
-                            Ok(nat::ensure_eip(&aws, &eip_ident, eip_look.lookup()).await?)
+                            nat::ensure_eip(&aws, &eip_ident, eip_look.lookup()).await.map_err(from_aws)
                         },
                     )
                     .await
@@ -296,13 +300,15 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                         with_undo(Kind::NatGateway, &nat_ident),
                         || async {
                             let aws = pool.region(region).await;
-                            Ok(nat::ensure_nat_gateway(&aws, &nat_ident, &subnet, alloc, nat_look.lookup()).await?)
+                            nat::ensure_nat_gateway(&aws, &nat_ident, &subnet, alloc, nat_look.lookup())
+                                .await
+                                .map_err(from_aws)
                         },
                     )
                     .await?;
                 zctx.step_with("nat-available", "ec2.wait-nat-available", &nat_id, read_opts(), || async {
                     let aws = pool.region(region).await;
-                    Ok(nat::wait_nat_available(&aws, &nat_id).await?)
+                    nat::wait_nat_available(&aws, &nat_id).await.map_err(from_aws)
                 })
                 .await?;
                 Ok::<_, StepError>((z.zone.clone(), nat_id))
@@ -319,7 +325,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
             with_undo(Kind::RouteTable, &prt_ident),
             || async {
                 let aws = pool.region(&region).await;
-                Ok(routing::ensure_route_table(
+                routing::ensure_route_table(
                     &aws,
                     &prt_ident,
                     vpc,
@@ -328,7 +334,8 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                     true,
                     prt_look.lookup(),
                 )
-                .await?)
+                .await
+                .map_err(from_aws)
             },
         );
         // Private route tables: each zone's own NAT, or the single one.
@@ -351,7 +358,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                         with_undo(Kind::RouteTable, &rt_ident),
                         || async {
                             let aws = pool.region(region).await;
-                            Ok(routing::ensure_route_table(
+                            routing::ensure_route_table(
                                 &aws,
                                 &rt_ident,
                                 vpc,
@@ -360,7 +367,8 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                                 false,
                                 rt_look.lookup(),
                             )
-                            .await?)
+                            .await
+                            .map_err(from_aws)
                         },
                     )
                     .await
@@ -380,7 +388,9 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
             with_undo(Kind::VpcEndpoint, &s3_ident),
             || async {
                 let aws = pool.region(&region).await;
-                Ok(endpoints::ensure_s3_endpoint(&aws, &s3_ident, vpc, &all_tables, s3_look.lookup()).await?)
+                endpoints::ensure_s3_endpoint(&aws, &s3_ident, vpc, &all_tables, s3_look.lookup())
+                    .await
+                    .map_err(from_aws)
             },
         )
         .await

@@ -7,9 +7,10 @@ use infraflow_activities::{AwsPool, Kind, Scope, network, resources};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::error::{ActivityError, InputError};
-use crate::registry::WorkflowDef;
+use crate::aws_steps::from_aws;
 use crate::teardown::{Target, Teardown, TeardownInput, public_record_decision};
+use infraflow_engine::WorkflowDef;
+use infraflow_engine::{ActivityError, InputError};
 
 /// One resource of the plan.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -59,14 +60,14 @@ pub async fn plan(pool: &AwsPool, input: &Value) -> Result<TeardownPlan, PlanErr
 
 async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, PlanError> {
     let aws = pool.region(&t.region).await;
-    let env = aws.environment().await.map_err(ActivityError::from)?;
+    let env = aws.environment().await.map_err(from_aws)?;
     let scope = Scope::Owned(t.infra_id.clone());
     let reads = Kind::TEARDOWN_ORDER.map(|kind| {
         let (aws, scope) = (&aws, &scope);
         async move { resources::find(aws, kind, scope).await.map(|ids| (kind, ids)) }
     });
     let found: BTreeMap<Kind, Vec<String>> =
-        futures::future::try_join_all(reads).await.map_err(ActivityError::from)?.into_iter().collect();
+        futures::future::try_join_all(reads).await.map_err(from_aws)?.into_iter().collect();
     let mut plan = TeardownPlan {
         infra_id: t.infra_id.clone(),
         account: env.account,
@@ -77,12 +78,12 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
     };
     if let (Some(base), Some(name)) = (&t.base_domain, &t.name) {
         let record = format!("*.apps.{name}.{base}");
-        let decision = public_record_decision(&aws, &t.infra_id, name, base).await.map_err(ActivityError::from)?;
+        let decision = public_record_decision(&aws, &t.infra_id, name, base).await.map_err(from_aws)?;
         let reason = match decision {
             Ok(Target { zone, targets }) => {
                 let pointing = infraflow_activities::dns::records_named_pointing_to(&aws, &zone, &record, &targets)
                     .await
-                    .map_err(ActivityError::from)?;
+                    .map_err(from_aws)?;
                 if pointing.is_empty() {
                     Some("no such record points at one of the cluster's load balancers".to_string())
                 } else {
@@ -101,15 +102,14 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
             plan.delete.push(Planned { kind: kind.as_str().into(), id: id.clone(), reason: None });
             match kind {
                 Kind::DhcpOptions => {
-                    let users = network::dhcp_options_users(&aws, id).await.map_err(ActivityError::from)?;
+                    let users = network::dhcp_options_users(&aws, id).await.map_err(from_aws)?;
                     for (vpc, _) in users.unwrap_or_default().into_iter().filter(|(_, owned)| !owned) {
                         let reason = format!("uses the cluster's DHCP options {id}, and is never re-pointed");
                         plan.blocked.push(Planned { kind: "vpc".into(), id: vpc, reason: Some(reason) });
                     }
                 }
                 Kind::Vpc => {
-                    let foreign =
-                        network::subnets_not_owned_in(&aws, id, &t.infra_id).await.map_err(ActivityError::from)?;
+                    let foreign = network::subnets_not_owned_in(&aws, id, &t.infra_id).await.map_err(from_aws)?;
                     for subnet in foreign {
                         let reason = format!("not the cluster's, in its VPC {id}: never deleted, it keeps the VPC");
                         plan.blocked.push(Planned { kind: "subnet".into(), id: subnet, reason: Some(reason) });

@@ -9,11 +9,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::aws_steps::probe_environment;
-use crate::context::WfCtx;
-use crate::error::{ActivityError, InputError, StepError};
 pub use crate::provision_dag::provision;
-use crate::registry::{BoxFuture, Validated, WorkflowDef};
 use crate::validate;
+use infraflow_engine::WfCtx;
+use infraflow_engine::{ActivityError, InputError, StepError};
+use infraflow_engine::{BoxFuture, Validated, WorkflowDef};
 
 /// User tags per resource: EC2 and Route53 allow 50, and infraflow writes up to 6 of its own
 /// (ownership, Name, identity, created-by, and a subnet's role tag), with a margin.

@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::error::InputError;
+use infraflow_engine::InputError;
 
 /// Decodes `input`, rejecting unknown fields; errors name the field path (`zones[2]`).
 pub fn decode<T: DeserializeOwned>(input: &Value) -> Result<T, InputError> {

@@ -9,12 +9,12 @@ use infraflow_activities::{Aws, AwsError, AwsPool, Kind, Scope, classic_elb, dns
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::aws_steps::{DELETE, DeleteOne, probe_environment, read_opts};
-use crate::context::{StepOptions, WfCtx, join_branches};
-use crate::error::{ActivityError, InputError, StepError};
-use crate::registry::{BoxFuture, Validated, WorkflowDef};
-use crate::retry::RetryPolicy;
+use crate::aws_steps::{DELETE, DeleteOne, from_aws, probe_environment, read_opts};
 use crate::validate;
+use infraflow_engine::RetryPolicy;
+use infraflow_engine::{ActivityError, InputError, StepError};
+use infraflow_engine::{BoxFuture, Validated, WorkflowDef};
+use infraflow_engine::{StepOptions, WfCtx, join_branches};
 
 /// Discover-and-delete rounds: a second round catches what appeared during the first.
 const ROUNDS: u32 = 3;
@@ -111,10 +111,11 @@ impl WorkflowDef for Teardown {
                             read_opts(),
                             || async {
                                 let aws = pool.region(&region).await;
-                                match public_record_decision(&aws, &infra, &name, base).await? {
+                                match public_record_decision(&aws, &infra, name, base).await.map_err(from_aws)? {
                                     Ok(Target { zone, targets }) => {
                                         Ok(dns::delete_records_named_pointing_to(&aws, &zone, &record, &targets)
-                                            .await?)
+                                            .await
+                                            .map_err(from_aws)?)
                                     }
                                     Err(_) => Ok(0),
                                 }
@@ -215,7 +216,7 @@ pub async fn teardown(
                     let (aws, scope) = (&aws, &scope);
                     async move { resources::find(aws, kind, scope).await.map(|ids| (kind, ids)) }
                 });
-                let found = futures::future::try_join_all(reads).await?;
+                let found = futures::future::try_join_all(reads).await.map_err(from_aws)?;
                 Ok(found.into_iter().filter(|(_, ids)| !ids.is_empty()).collect::<BTreeMap<_, _>>())
             })
             .await?;
@@ -228,7 +229,7 @@ pub async fn teardown(
                 inventory.iter().flat_map(|(k, ids)| ids.iter().map(move |i| format!("{} {i}", k.as_str()))).collect();
             return Err(StepError::Failed {
                 step: rctx.key("discover"),
-                error: crate::error::ActivityError::terminal(format!(
+                error: infraflow_engine::ActivityError::terminal(format!(
                     "resources keep reappearing after {ROUNDS} rounds (is something still creating them?): {}",
                     left.join(", ")
                 )),
@@ -246,7 +247,7 @@ pub async fn teardown(
                     let gone: bool = rctx
                         .step_with(&key, DELETE, &input, options, || async {
                             let aws = pool.region(&input.region).await;
-                            Ok(resources::delete(&aws, input.kind, &input.id).await?)
+                            resources::delete(&aws, input.kind, &input.id).await.map_err(from_aws)
                         })
                         .await?;
                     Ok::<_, StepError>((input.id.clone(), gone))
@@ -275,7 +276,7 @@ mod tests {
         let teardown = delete_retry(DEFAULT_DELETE_ATTEMPTS).nominal_budget();
         assert!(teardown >= DEPENDENCY_BUDGET, "teardown waits {teardown:?}");
         assert!(teardown < DEPENDENCY_BUDGET * 2);
-        let undo = crate::engine::EngineConfig::default().undo_retry.nominal_budget();
+        let undo = infraflow_engine::EngineConfig::default().undo_retry.nominal_budget();
         assert!(undo >= DEPENDENCY_BUDGET, "undos wait {undo:?}");
         assert!(undo < DEPENDENCY_BUDGET * 2);
     }

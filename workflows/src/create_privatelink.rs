@@ -12,11 +12,13 @@ use infraflow_journal::Undo;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::aws_steps::{RESTORE_RECORDS, RestoreRecords, aws_retry, create_opts, probe_environment, read_opts};
-use crate::context::{StepOptions, WfCtx, join_branches, join_pair};
-use crate::error::{ActivityError, InputError, StepError};
-use crate::registry::{BoxFuture, Validated, WorkflowDef};
+use crate::aws_steps::{
+    RESTORE_RECORDS, RestoreRecords, aws_retry, create_opts, from_aws, probe_environment, read_opts,
+};
 use crate::validate;
+use infraflow_engine::{ActivityError, InputError, StepError};
+use infraflow_engine::{BoxFuture, Validated, WorkflowDef};
+use infraflow_engine::{StepOptions, WfCtx, join_branches, join_pair};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -200,7 +202,7 @@ async fn service_side(
             create_opts(region, Kind::TargetGroup, &tg_id),
             || async {
                 let aws = pool.region(region).await;
-                Ok(elb::ensure_target_group(&aws, &tg_id, &name, &p.management.vpc_id, port).await?)
+                elb::ensure_target_group(&aws, &tg_id, &name, &p.management.vpc_id, port).await.map_err(from_aws)
             },
         )
         .await?;
@@ -213,18 +215,18 @@ async fn service_side(
             create_opts(region, Kind::LoadBalancer, &lb_id),
             || async {
                 let aws = pool.region(region).await;
-                Ok(elb::ensure_load_balancer(&aws, &lb_id, &name, &p.management.subnet_ids).await?)
+                elb::ensure_load_balancer(&aws, &lb_id, &name, &p.management.subnet_ids).await.map_err(from_aws)
             },
         )
         .await?;
     sctx.step_with("load-balancer-active", "elbv2.wait-active", &lb, read_opts(), || async {
         let aws = pool.region(region).await;
-        Ok(elb::wait_load_balancer_active(&aws, &lb).await?)
+        elb::wait_load_balancer_active(&aws, &lb).await.map_err(from_aws)
     })
     .await?;
     sctx.step_with("listener", "elbv2.ensure-listener", &(&lb, port, &tg), read_opts(), || async {
         let aws = pool.region(region).await;
-        Ok(elb::ensure_listener(&aws, &lb, port, &tg).await?)
+        elb::ensure_listener(&aws, &lb, port, &tg).await.map_err(from_aws)
     })
     .await
     .map(|_: String| ())?;
@@ -237,7 +239,7 @@ async fn service_side(
             create_opts(region, Kind::EndpointService, &svc_id),
             || async {
                 let aws = pool.region(region).await;
-                Ok(privatelink::ensure_endpoint_service(&aws, &svc_id, &lb, &p.allowed_principals).await?)
+                privatelink::ensure_endpoint_service(&aws, &svc_id, &lb, &p.allowed_principals).await.map_err(from_aws)
             },
         )
         .await?;
@@ -257,11 +259,11 @@ pub async fn create_privatelink(
             let aws = pool.region(region).await;
             let zone_id = match &p.local_zone_id {
                 Some(z) => z.clone(),
-                None => dns::find_private_zone(&aws, &local_name).await?.ok_or_else(|| {
+                None => dns::find_private_zone(&aws, &local_name).await.map_err(from_aws)?.ok_or_else(|| {
                     ActivityError::terminal(format!("localZoneID: no single private zone named {local_name}; run provision-infra first or pass localZoneID"))
                 })?,
             };
-            let subnets = network::describe_subnets(&aws, &p.guest.subnet_ids).await?;
+            let subnets = network::describe_subnets(&aws, &p.guest.subnet_ids).await.map_err(from_aws)?;
             let mut per_zone: Vec<SubnetInfo> = Vec::new();
             for id in &p.guest.subnet_ids {
                 let s = subnets.iter().find(|s| &s.subnet_id == id).ok_or_else(|| ActivityError::terminal(format!("guest.subnetIDs: {id} does not exist")))?;
@@ -287,7 +289,7 @@ pub async fn create_privatelink(
         create_opts(region, Kind::SecurityGroup, &sg_ident),
         || async {
             let aws = pool.region(region).await;
-            Ok(security::ensure_security_group(
+            security::ensure_security_group(
                 &aws,
                 &sg_ident,
                 &p.guest.vpc_id,
@@ -296,7 +298,8 @@ pub async fn create_privatelink(
                 &rules,
                 Lookup::First,
             )
-            .await?)
+            .await
+            .map_err(from_aws)
         },
     );
 
@@ -319,7 +322,7 @@ pub async fn create_privatelink(
     let offered_ids: Vec<(String, String)> = ctx
         .step_with("zone-check", "ec2.zone-ids", &offered, read_opts(), || async {
             let aws = pool.region(region).await;
-            Ok(privatelink::zone_ids(&aws, &offered).await?)
+            privatelink::zone_ids(&aws, &offered).await.map_err(from_aws)
         })
         .await?;
     for s in &services {
@@ -356,7 +359,7 @@ pub async fn create_privatelink(
                     create_opts(region, Kind::VpcEndpoint, &id),
                     || async {
                         let aws = pool.region(region).await;
-                        Ok(privatelink::ensure_interface_endpoint(
+                        privatelink::ensure_interface_endpoint(
                             &aws,
                             &id,
                             &p.guest.vpc_id,
@@ -364,14 +367,15 @@ pub async fn create_privatelink(
                             &subnets,
                             std::slice::from_ref(&sg),
                         )
-                        .await?)
+                        .await
+                        .map_err(from_aws)
                     },
                 )
                 .await?;
             let dns_name: String = ectx
                 .step_with("endpoint-available", "ec2.wait-endpoint-available", &vpce, read_opts(), || async {
                     let aws = pool.region(region).await;
-                    Ok(privatelink::wait_endpoint_available(&aws, &vpce).await?)
+                    privatelink::wait_endpoint_available(&aws, &vpce).await.map_err(from_aws)
                 })
                 .await?;
             Ok::<_, StepError>((vpce, dns_name))
@@ -386,14 +390,14 @@ pub async fn create_privatelink(
     let api_ep = eps.get(1).cloned();
 
     let api_target = api_ep.as_ref().map(|(_, d)| d.clone()).unwrap_or_else(|| router_dns.clone());
-    let records = vec![(format!("api.{local_name}"), api_target), (format!("*.apps.{local_name}"), router_dns.clone())];
+    let records = [(format!("api.{local_name}"), api_target), (format!("*.apps.{local_name}"), router_dns.clone())];
     let names: Vec<String> = records.iter().map(|(n, _)| n.clone()).collect();
     // What the names hold now is journaled before anything is written, so the undo restores
     // exactly that: a record this workflow found in place (a live cluster's) is never removed.
     let before: Vec<(String, Option<String>)> = ctx
         .step_with("records-before", "route53.read-cnames", &(&pre.zone_id, &names), read_opts(), || async {
             let aws = pool.region(region).await;
-            Ok(dns::cname_values(&aws, &pre.zone_id, &names).await?)
+            dns::cname_values(&aws, &pre.zone_id, &names).await.map_err(from_aws)
         })
         .await?;
     let written: Vec<WrittenCname> = records
@@ -419,7 +423,7 @@ pub async fn create_privatelink(
         let changes: Vec<(String, String)> = written.iter().map(|w| (w.name.clone(), w.wrote.clone())).collect();
         ctx.step_with("records", "route53.upsert-cnames", &(&pre.zone_id, &changes), options, || async {
             let aws = pool.region(region).await;
-            Ok(dns::upsert_cnames(&aws, &pre.zone_id, &changes).await?)
+            dns::upsert_cnames(&aws, &pre.zone_id, &changes).await.map_err(from_aws)
         })
         .await?;
     }

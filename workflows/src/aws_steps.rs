@@ -14,20 +14,20 @@ use std::time::Duration;
 
 use infraflow_activities::{Inventory, Lookup};
 
-use crate::context::{StepOptions, WfCtx};
-use crate::error::ActivityError;
-use crate::registry::{BoxFuture, Registry};
-use crate::retry::RetryPolicy;
+use infraflow_engine::ActivityError;
+use infraflow_engine::RetryPolicy;
+use infraflow_engine::{BoxFuture, Registry};
+use infraflow_engine::{StepOptions, WfCtx};
 
-impl From<AwsError> for ActivityError {
-    fn from(e: AwsError) -> ActivityError {
-        ActivityError {
-            retryable: e.retryable,
-            code: e.code.clone(),
-            message: format!("{}: {}", e.operation, e.message),
-            outcome_unknown: e.outcome_unknown,
-            operator: e.operator,
-        }
+/// An AWS error as the engine classifies it (retryable, outcome unknown, an operator's to fix).
+/// A function, not a `From`: the orphan rule forbids converting between two other crates' types.
+pub(crate) fn from_aws(e: AwsError) -> ActivityError {
+    ActivityError {
+        retryable: e.retryable,
+        code: e.code.clone(),
+        message: format!("{}: {}", e.operation, e.message),
+        outcome_unknown: e.outcome_unknown,
+        operator: e.operator,
     }
 }
 
@@ -71,7 +71,7 @@ pub fn probe_environment(pool: &AwsPool, region: &str) -> BoxFuture<Result<Value
     let (pool, region) = (pool.clone(), region.to_string());
     Box::pin(async move {
         let aws = pool.region(&region).await;
-        let env = aws.environment().await?;
+        let env = aws.environment().await.map_err(from_aws)?;
         serde_json::to_value(env).map_err(|e| ActivityError::terminal(e.to_string()))
     })
 }
@@ -185,7 +185,7 @@ pub fn register(r: &mut Registry, pool: AwsPool) {
         async move {
             let d: RestoreRecords = decode(input)?;
             let aws = pool.region(&d.region).await;
-            let n = infraflow_activities::dns::restore_cnames(&aws, &d.zone_id, &d.written).await?;
+            let n = infraflow_activities::dns::restore_cnames(&aws, &d.zone_id, &d.written).await.map_err(from_aws)?;
             Ok(serde_json::json!({ "restored": n }))
         }
     });
@@ -195,7 +195,8 @@ pub fn register(r: &mut Registry, pool: AwsPool) {
         async move {
             let d: DeleteRecords = decode(input)?;
             let aws = pool.region(&d.region).await;
-            let n = infraflow_activities::dns::delete_records_named(&aws, &d.zone_id, &d.names).await?;
+            let n =
+                infraflow_activities::dns::delete_records_named(&aws, &d.zone_id, &d.names).await.map_err(from_aws)?;
             Ok(serde_json::json!({ "deleted": n }))
         }
     });
@@ -204,13 +205,15 @@ pub fn register(r: &mut Registry, pool: AwsPool) {
         async move {
             let d: DeleteByIdentity = decode(input)?;
             let aws = pool.region(&d.region).await;
-            let mut deleted = resources::delete_in_scope(&aws, d.kind, &d.scope()).await?;
+            let mut deleted = resources::delete_in_scope(&aws, d.kind, &d.scope()).await.map_err(from_aws)?;
             // What the tag query did not list (AWS lists new resources by tag late): the ids the
             // completed step returned, each only if its own tags name this identity and creator.
             if let (Some(out), Some(creator)) = (&d.step_output, &d.created_by) {
                 for id in resources::ids_of_kind(d.kind, out) {
                     if !deleted.contains(&id)
-                        && resources::delete_by_id_if_created_by(&aws, d.kind, &id, &d.identity, creator).await?
+                        && resources::delete_by_id_if_created_by(&aws, d.kind, &id, &d.identity, creator)
+                            .await
+                            .map_err(from_aws)?
                     {
                         deleted.push(id);
                     }

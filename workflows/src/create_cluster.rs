@@ -7,13 +7,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::aws_steps::probe_environment;
-use crate::context::{WfCtx, join_branches};
 use crate::create_privatelink::{self, GuestSide, ManagementSide, PrivateLinkInput, PrivateLinkOutput};
-use crate::error::{ActivityError, InputError, StepError};
 use crate::provision_infra::{self, EndpointAccess, ProvisionInput, ProvisionOutput};
-use crate::registry::{BoxFuture, Validated, WorkflowDef};
 use crate::scale_nodepool::{self, ScaleInput, ScaleOutput};
 use crate::validate;
+use infraflow_engine::{ActivityError, InputError, StepError};
+use infraflow_engine::{BoxFuture, Validated, WorkflowDef};
+use infraflow_engine::{WfCtx, join_branches};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -46,7 +46,7 @@ pub trait WorkflowDef: Send + Sync + 'static {
     fn environment(&self, _input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
         None
     }
-    /// Every AWS action this workflow may call, compensation included (`crate::policy`): what
+    /// Every AWS action this workflow may call, compensation included (the workflows' `policy` module composes it): what
     /// `infraflow policy` grants. Empty for workflows that never call AWS.
     fn iam_actions(&self) -> std::collections::BTreeSet<&'static str> {
         std::collections::BTreeSet::new()

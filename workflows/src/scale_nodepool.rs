@@ -8,11 +8,11 @@ use infraflow_activities::{AwsPool, Identity, Kind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::aws_steps::{acting_region, create_opts, probe_environment, read_opts};
-use crate::context::{WfCtx, join_branches};
-use crate::error::{ActivityError, InputError, StepError};
-use crate::registry::{BoxFuture, Validated, WorkflowDef};
+use crate::aws_steps::{acting_region, create_opts, from_aws, probe_environment, read_opts};
 use crate::validate;
+use infraflow_engine::{ActivityError, InputError, StepError};
+use infraflow_engine::{BoxFuture, Validated, WorkflowDef};
+use infraflow_engine::{WfCtx, join_branches};
 
 /// The tag naming a node pool: `<infraID>/<nodePool>`.
 pub const NODEPOOL_TAG: &str = "infraflow.io/nodepool";
@@ -188,10 +188,10 @@ pub async fn scale(ctx: &WfCtx, pool: &AwsPool, s: &ScaleInput) -> Result<ScaleO
             let (q, region, owner) = (q.clone(), region.clone(), owner.clone());
             async move {
                 let aws = pool.region(&region).await;
-                let members = compute::find_instances(&aws, &q).await?;
+                let members = compute::find_instances(&aws, &q).await.map_err(from_aws)?;
                 // Only members this cluster owns count (and are ever terminated).
                 let owned = TagQuery::new(owner, "owned");
-                let owned_ids = compute::find_instances(&aws, &owned).await?;
+                let owned_ids = compute::find_instances(&aws, &owned).await.map_err(from_aws)?;
                 Ok(members
                     .into_iter()
                     .filter(|m| owned_ids.iter().any(|o| o.instance_id == m.instance_id))
@@ -222,13 +222,13 @@ pub async fn scale(ctx: &WfCtx, pool: &AwsPool, s: &ScaleInput) -> Result<ScaleO
                     create_opts(region, Kind::Instance, &id),
                     || async {
                         let aws = pool.region(region).await;
-                        Ok(compute::ensure_instance(&aws, &id, spec, &token).await?)
+                        compute::ensure_instance(&aws, &id, spec, &token).await.map_err(from_aws)
                     },
                 )
                 .await?;
             mctx.step_with("running", "ec2.wait-instance-running", &instance, read_opts(), || async {
                 let aws = pool.region(region).await;
-                Ok(compute::wait_instance_running(&aws, &instance).await?)
+                compute::wait_instance_running(&aws, &instance).await.map_err(from_aws)
             })
             .await?;
             Ok::<_, StepError>(())
@@ -240,7 +240,7 @@ pub async fn scale(ctx: &WfCtx, pool: &AwsPool, s: &ScaleInput) -> Result<ScaleO
         async move {
             ctx.step_with(&terminate_key(m), "ec2.terminate-instance", &m.instance_id, read_opts(), || async {
                 let aws = pool.region(region).await;
-                Ok(compute::terminate_instance(&aws, &m.instance_id).await?)
+                compute::terminate_instance(&aws, &m.instance_id).await.map_err(from_aws)
             })
             .await
         }
@@ -255,7 +255,7 @@ pub async fn scale(ctx: &WfCtx, pool: &AwsPool, s: &ScaleInput) -> Result<ScaleO
             read_opts(),
             || async {
                 let aws = pool.region(region).await;
-                Ok(privatelink::add_subnet_to_endpoint(&aws, vpce, &s.subnet_id).await?)
+                privatelink::add_subnet_to_endpoint(&aws, vpce, &s.subnet_id).await.map_err(from_aws)
             },
         )
         .await

@@ -8,9 +8,9 @@ use infraflow_journal::Undo;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::context::{StepOptions, WfCtx, join_branches};
-use crate::error::{ActivityError, InputError, StepError};
-use crate::registry::{BoxFuture, Registry, Validated, WorkflowDef};
+use infraflow_engine::{ActivityError, InputError, StepError};
+use infraflow_engine::{BoxFuture, Registry, Validated, WorkflowDef};
+use infraflow_engine::{StepOptions, WfCtx, join_branches};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Runs test binaries built by cargo, several side by side, and keeps each test's time.
+
+    run-tests.py run --label L [--jobs N] [--only NAME,...] [--env K=V ...] -- LIBTEST_ARGS...
+    run-tests.py report
+    cargo test --no-run --message-format=json | run-tests.py list
+
+`run` reads the binaries from `target/test-binaries.tsv` (name, path, package directory; written
+by `list` from `cargo test --no-run --message-format=json` on standard input), runs them with libtest's JSON
+events (`--format json --report-time`, unstable options that libtest grants at run time when
+RUSTC_BOOTSTRAP is set: nothing is compiled differently), at most N at a time, the slowest of the
+last run first, and prints each binary's result when it ends (never interleaved). Every test's
+time goes to `target/test-times.tsv`. `report` prints the ten slowest tests and each pass's wall
+time. Exit status: 1 if any test failed or a binary could not run.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARIES = os.path.join(ROOT, "target", "test-binaries.tsv")
+TIMES = os.path.join(ROOT, "target", "test-times.tsv")
+PASSES = os.path.join(ROOT, "target", "test-passes.tsv")
+PREVIOUS = os.path.join(ROOT, "target", "test-times.previous.tsv")
+
+
+def binaries():
+    with open(BINARIES) as f:
+        return [tuple(line.rstrip("\n").split("\t")) for line in f if line.strip()]
+
+
+def previous_seconds():
+    """Seconds each binary took in the last complete run, to start the longest first."""
+    took = {}
+    try:
+        with open(PREVIOUS) as f:
+            for line in f:
+                _label, binary, _test, secs = line.rstrip("\n").split("\t")
+                took[binary] = took.get(binary, 0.0) + float(secs)
+    except FileNotFoundError:
+        pass
+    return took
+
+
+def list_binaries():
+    """Writes the test executables cargo reports building, as `run` reads them."""
+    out = []
+    for raw in sys.stdin:
+        try:
+            msg = json.loads(raw)
+        except ValueError:
+            continue
+        if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
+            continue
+        if not msg.get("profile", {}).get("test"):
+            continue
+        target = msg["target"]
+        package = os.path.basename(os.path.dirname(msg["manifest_path"]))
+        name = target["name"] if "test" in target["kind"] else f"{package}:{target['name']}"
+        out.append(f"{name}\t{msg['executable']}\t{os.path.dirname(msg['manifest_path'])}\n")
+    with open(BINARIES, "w") as f:
+        f.writelines(out)
+    return 0
+
+
+def run_one(label, name, path, cwd, args, env):
+    """Runs one binary; returns (ok, text to print, [(test, seconds)])."""
+    cmd = [path, "-Z", "unstable-options", "--format", "json", "--report-time", *args]
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines, times, failed, summary, stray = [], [], [], None, []
+    for raw in proc.stdout:
+        try:
+            ev = json.loads(raw)
+        except ValueError:
+            stray.append(raw.rstrip("\n"))
+            continue
+        if ev.get("type") == "test" and ev.get("event") in ("ok", "failed"):
+            times.append((ev["name"], float(ev.get("exec_time", 0.0))))
+            if ev["event"] == "failed":
+                failed.append(ev["name"])
+                lines.append(f"---- {ev['name']} ----\n{ev.get('stdout', '')}")
+            elif ev.get("stdout"):
+                lines.append(f"---- {ev['name']} (output) ----\n{ev['stdout']}")
+        elif ev.get("type") == "suite" and ev.get("event") in ("ok", "failed"):
+            summary = ev
+    code = proc.wait()
+    wall = time.monotonic() - started
+    if summary is None:
+        head = f"{name}: exited {code} without a result"
+        lines.extend(stray[-50:])
+    else:
+        head = (f"{name}: {summary['passed']} passed, {summary['failed']} failed, "
+                f"{summary['ignored']} ignored ({wall:.1f} s)")
+    text = "\n".join([f"[{label}] {head}", *lines, *[f"    FAILED {t}" for t in failed]])
+    return code == 0 and summary is not None, text, times
+
+
+def run(label, jobs, only, extra_env, args):
+    env = dict(os.environ, RUSTC_BOOTSTRAP="1", **extra_env)
+    todo = [b for b in binaries() if not only or b[0] in only]
+    took = previous_seconds()
+    todo.sort(key=lambda b: -took.get(b[0], 0.0))
+    lock = threading.Lock()
+    state = {"ok": True, "next": 0}
+    started = time.monotonic()
+
+    def worker():
+        while True:
+            with lock:
+                if state["next"] >= len(todo):
+                    return
+                name, path, cwd = todo[state["next"]]
+                state["next"] += 1
+            ok, text, times = run_one(label, name, path, cwd, args, env)
+            with lock:
+                print(text, flush=True)
+                state["ok"] &= ok
+                with open(TIMES, "a") as f:
+                    for test, secs in times:
+                        f.write(f"{label}\t{name}\t{test}\t{secs:.3f}\n")
+
+    threads = [threading.Thread(target=worker) for _ in range(max(1, jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - started
+    with open(PASSES, "a") as f:
+        f.write(f"{label}\t{wall:.1f}\n")
+    print(f"[{label}] {len(todo)} binaries in {wall:.0f} s: {'ok' if state['ok'] else 'FAILED'}", flush=True)
+    return 0 if state["ok"] else 1
+
+
+def report():
+    rows = []
+    with open(TIMES) as f:
+        for line in f:
+            label, binary, test, secs = line.rstrip("\n").split("\t")
+            rows.append((float(secs), label, binary, test))
+    rows.sort(reverse=True)
+    print("the ten slowest tests:")
+    for secs, label, binary, test in rows[:10]:
+        print(f"  {secs:7.1f} s  [{label}] {binary} {test}")
+    with open(PASSES) as f:
+        for line in f:
+            label, wall = line.rstrip("\n").split("\t")
+            print(f"pass {label}: {float(wall):.0f} s wall")
+    os.replace(TIMES, PREVIOUS)
+    return 0
+
+
+def main(argv):
+    if argv[:1] == ["report"]:
+        return report()
+    if argv[:1] == ["list"]:
+        return list_binaries()
+    if argv[:1] != ["run"] or "--" not in argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    opts, args = argv[1:argv.index("--")], argv[argv.index("--") + 1:]
+    label, jobs, only, env = "tests", 1, set(), {}
+    it = iter(opts)
+    for o in it:
+        if o == "--label":
+            label = next(it)
+        elif o == "--jobs":
+            jobs = int(next(it))
+        elif o == "--only":
+            only = set(next(it).split(","))
+        elif o == "--env":
+            k, v = next(it).split("=", 1)
+            env[k] = v
+        else:
+            print(f"run-tests.py: unknown option {o}", file=sys.stderr)
+            return 2
+    return run(label, jobs, only, env, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
