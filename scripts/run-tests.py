@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs test binaries built by cargo, several side by side, and keeps each test's time.
 
-    run-tests.py run --label L [--jobs N] [--only NAME,...] [--env K=V ...] -- LIBTEST_ARGS...
+    run-tests.py run --label L [--jobs N] [--only NAME,...] [--first NAME,...] [--env K=V ...] -- LIBTEST_ARGS...
     run-tests.py report
     cargo test --no-run --message-format=json | run-tests.py list
 
@@ -9,7 +9,7 @@
 by `list` from `cargo test --no-run --message-format=json` on standard input), runs them with libtest's JSON
 events (`--format json --report-time`, unstable options that libtest grants at run time when
 RUSTC_BOOTSTRAP is set: nothing is compiled differently), at most N at a time, the slowest of the
-last run first, and prints each binary's result when it ends (never interleaved). Every test's
+last run first (`--first` names the slow ones for a checkout that has no last run), and prints each binary's result when it ends (never interleaved). Every test's
 time goes to `target/test-times.tsv`. `report` prints the ten slowest tests and each pass's wall
 time. Exit status: 1 if any test failed or a binary could not run.
 """
@@ -91,9 +91,11 @@ def run_one(label, name, path, cwd, args, env):
             summary = ev
     code = proc.wait()
     wall = time.monotonic() - started
+    if code != 0 and stray:
+        # What bypassed libtest's capture (a child process's stderr, a panic off the test thread).
+        lines.append("---- other output (last 200 lines) ----\n" + "\n".join(stray[-200:]))
     if summary is None:
         head = f"{name}: exited {code} without a result"
-        lines.extend(stray[-50:])
     else:
         head = (f"{name}: {summary['passed']} passed, {summary['failed']} failed, "
                 f"{summary['ignored']} ignored ({wall:.1f} s)")
@@ -101,11 +103,11 @@ def run_one(label, name, path, cwd, args, env):
     return code == 0 and summary is not None, text, times
 
 
-def run(label, jobs, only, extra_env, args):
+def run(label, jobs, only, first, extra_env, args):
     env = dict(os.environ, RUSTC_BOOTSTRAP="1", **extra_env)
     todo = [b for b in binaries() if not only or b[0] in only]
     took = previous_seconds()
-    todo.sort(key=lambda b: -took.get(b[0], 0.0))
+    todo.sort(key=lambda b: (b[0] not in first, -took.get(b[0], 0.0)))
     lock = threading.Lock()
     state = {"ok": True, "next": 0}
     started = time.monotonic()
@@ -151,7 +153,11 @@ def report():
         for line in f:
             label, wall = line.rstrip("\n").split("\t")
             print(f"pass {label}: {float(wall):.0f} s wall")
-    os.replace(TIMES, PREVIOUS)
+    # A complete run orders the next one; a filtered run's times would mislead it.
+    if any(r[1] == "plain" for r in rows):
+        os.replace(TIMES, PREVIOUS)
+    else:
+        os.remove(TIMES)
     return 0
 
 
@@ -164,7 +170,7 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     opts, args = argv[1:argv.index("--")], argv[argv.index("--") + 1:]
-    label, jobs, only, env = "tests", 1, set(), {}
+    label, jobs, only, first, env = "tests", 1, set(), [], {}
     it = iter(opts)
     for o in it:
         if o == "--label":
@@ -173,13 +179,15 @@ def main(argv):
             jobs = int(next(it))
         elif o == "--only":
             only = set(next(it).split(","))
+        elif o == "--first":
+            first = next(it).split(",")
         elif o == "--env":
             k, v = next(it).split("=", 1)
             env[k] = v
         else:
             print(f"run-tests.py: unknown option {o}", file=sys.stderr)
             return 2
-    return run(label, jobs, only, env, args)
+    return run(label, jobs, only, first, env, args)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ rm -f target/test-times.tsv target/test-passes.tsv
 jobs="${INFRAFLOW_TEST_JOBS:-2}"
 status=0
 if [ "$#" -eq 0 ]; then
-  scripts/run-tests.py run --label plain --jobs "$jobs" -- --test-threads=2 --skip several_hosts || status=1
+  scripts/run-tests.py run --label plain --jobs "$jobs" --first crash_sweep,aws_provision -- --test-threads=2 \
+    --skip several_hosts || status=1
   # Daemons on three hosts (network namespaces) sharing PostgreSQL, one test at a time and alone
   # on the machine (they measure takeover times), with the figures they print.
   scripts/run-tests.py run --label hosts --only multi_host -- --test-threads=1 --show-output || status=1
@@ -26,7 +27,7 @@ if [ "$#" -eq 0 ]; then
   # opted-in Local Zone, and holds Route53 to its tag and rate limits (tests/support/strict.rs).
   # Tests that set their own lag on their proxy already ran under it above, and are not run twice.
   skip_lagged=(--skip consistency_lag --skip follow_up_call_fails --skip subnet_was_made_under_lag --skip long_tag_lag)
-  scripts/run-tests.py run --label strict --jobs "$jobs" --env INFRAFLOW_TEST_STRICT=1 \
+  scripts/run-tests.py run --label strict --jobs "$jobs" --first aws_provision --env INFRAFLOW_TEST_STRICT=1 \
     --only aws_provision,aws_teardown,aws_privatelink,aws_nodepool,operator_sequences -- --test-threads=2 \
     "${skip_lagged[@]}" || status=1
   scripts/run-tests.py run --label strict-hosts --env INFRAFLOW_TEST_STRICT=1 --only multi_host -- --test-threads=2 || status=1
