@@ -200,3 +200,34 @@ fn a_mistyped_image_fails_at_once_instead_of_retrying_for_minutes() {
     assert_eq!(proxy.counts().get("RunInstances"), Some(&1), "one attempt, no retries");
     assert!(started.elapsed() < Duration::from_secs(30));
 }
+
+/// HyperShift's `--public-only`: no NAT gateway, the zones' subnets are public, and a node has no
+/// way out without a public address. provision-infra says `publicOnly` in its output (what
+/// `--infra-json` reads); a node pool with `publicIPs` launches its nodes with one.
+#[test]
+fn a_public_only_cluster_says_so_and_its_nodes_get_public_addresses() {
+    let e = AwsEnv::new();
+    let input = e.input(
+        "p.json",
+        json!({"name": "po", "infraID": "po-abcde", "region": "us-east-1", "zones": ["us-east-1a"],
+               "baseDomain": "example.com", "publicOnly": true}),
+    );
+    let infra = ok_output(&e.cli(&["run", "provision-infra", "--input", &input]));
+    assert_eq!(infra["publicOnly"], true, "{infra}");
+    assert_eq!(infra["zones"][0]["subnetID"], infra["publicSubnetIDs"][0], "its zone is the public subnet: {infra}");
+    let subnet = infra["zones"][0]["subnetID"].as_str().unwrap().to_string();
+    let scale = e.input(
+        "s.json",
+        json!({"infraID": "po-abcde", "nodePool": "workers", "replicas": 1, "subnetID": subnet,
+               "instanceType": "m6i.xlarge", "imageID": "ami-12c6146b", "securityGroupIDs": [infra["securityGroupID"]],
+               "region": "us-east-1", "publicIPs": true}),
+    );
+    let out = ok_output(&e.cli(&["run", "scale-nodepool", "--input", &scale]));
+    let id = out["instanceIDs"][0].as_str().unwrap().to_string();
+    let described = e.c.block_on(e.c.ec2.describe_instances().instance_ids(&id).send()).unwrap();
+    let node = described.reservations()[0].instances()[0].clone();
+    assert_eq!(node.subnet_id(), Some(subnet.as_str()));
+    assert!(node.public_ip_address().is_some_and(|a| !a.is_empty()), "a public address: {node:?}");
+    let groups: Vec<&str> = node.network_interfaces()[0].groups().iter().filter_map(|g| g.group_id()).collect();
+    assert_eq!(groups, [infra["securityGroupID"].as_str().unwrap()], "the groups went with the interface");
+}

@@ -21,25 +21,47 @@ fn provision_input(name: &str, infra: &str, zones: &[&str]) -> Value {
 fn provision_one_zone_creates_the_exact_inventory_and_hypershift_output() {
     let e = Env::new();
     let input = e.input("p.json", provision_input("one", "one-abcde", &["us-east-1a"]));
-    let out = ok(&e.cli(&["run", "provision-infra", "--input", &input, "--id", "p1"]));
+    let file = e.s.file("infra.json");
+    let out = ok(&e.cli(&[
+        "run",
+        "provision-infra",
+        "--input",
+        &input,
+        "--id",
+        "p1",
+        "--output-file",
+        file.to_str().unwrap(),
+    ]));
     let inv = Inventory::read(&e.c, "one-abcde");
     inv.assert_provisioned(&e.c, 1, 1, "one", "example.com");
+    let written: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(written, out, "--output-file holds what stdout printed");
 
+    // HyperShift's CreateInfraOutput, names and casing as `--infra-json` reads them, then ours.
     for field in [
         "region",
+        "zone",
         "infraID",
         "machineCIDR",
         "vpcID",
         "zones",
+        "Name",
         "baseDomain",
+        "baseDomainPrefix",
         "publicZoneID",
         "privateZoneID",
         "localZoneID",
+        "publicOnly",
         "securityGroupID",
         "publicSubnetIDs",
     ] {
         assert!(out.get(field).is_some(), "output lacks {field}: {out}");
     }
+    assert!(out.get("name").is_none(), "HyperShift writes Name, capital N: {out}");
+    assert_eq!(out["Name"], "one");
+    assert_eq!(out["zone"], "", "HyperShift never fills it");
+    assert_eq!(out["baseDomainPrefix"], "one", "the private zone is one.example.com");
+    assert_eq!(out["publicOnly"], false);
     assert_eq!(out["infraID"], "one-abcde");
     assert_eq!(out["machineCIDR"], "10.0.0.0/16");
     assert_eq!(out["vpcID"], inv.vpcs[0].vpc_id().unwrap());

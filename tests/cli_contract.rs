@@ -59,6 +59,22 @@ fn bad_input_exits_2_with_one_line_and_journals_nothing() {
     assert!(!s.db().exists(), "nothing was journaled, not even an empty journal");
     let out = s.cli(&["submit", "canary", "--input", "-", "--id", "bad id"]);
     assert_eq!(out.status.code(), Some(2));
+    // --output-file: only `run` waits for an output, and the file must be writable before it acts.
+    let good = s.write_json("good.json", &json!({"steps": 1}));
+    let good = good.to_str().unwrap();
+    let nowhere = s.file("no-such-folder/out.json");
+    let folder = s.file("");
+    for (args, expect) in [
+        (vec!["submit", "canary", "--input", good, "--output-file", "o.json"], "--output-file is for `infraflow run`"),
+        (vec!["run", "canary", "--input", good, "--output-file", nowhere.to_str().unwrap()], "no folder"),
+        (vec!["run", "canary", "--input", good, "--output-file", folder.to_str().unwrap()], "is a folder"),
+    ] {
+        let out = s.cli(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out).lines().count(), 1, "one line: {}", stderr(&out));
+        assert!(stderr(&out).contains(expect), "{args:?}: {}", stderr(&out));
+    }
+    assert!(!s.db().exists(), "nothing was journaled");
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! EC2 instances of node pools: launch one member idempotently, wait for running, terminate and
 //! wait for terminated.
 
-use aws_sdk_ec2::types::{IamInstanceProfileSpecification, InstanceStateName, InstanceType, ResourceType};
+use aws_sdk_ec2::types::{
+    IamInstanceProfileSpecification, InstanceNetworkInterfaceSpecification, InstanceStateName, InstanceType, ResourceType,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
@@ -31,6 +33,10 @@ pub struct LaunchSpec {
     pub security_group_ids: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_profile: Option<String>,
+    /// Give the instance a public address: a node in a public subnet (HyperShift's
+    /// `--public-only`: no NAT gateway) has no other way out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub public_ip: bool,
 }
 
 /// A live instance: not terminated or shutting down.
@@ -103,10 +109,22 @@ pub async fn ensure_instance(aws: &Aws, id: &Identity, spec: &LaunchSpec, token:
         // Exactly one: asking for a range lets implementations pick either end.
         .min_count(1)
         .max_count(1)
-        .subnet_id(&spec.subnet_id)
-        .set_security_group_ids(Some(spec.security_group_ids.clone()))
         .client_token(token)
         .tag_specifications(id.tag_spec(ResourceType::Instance));
+    // A public address can only be asked for on the network interface, which then carries the
+    // subnet and groups too (AWS refuses them twice).
+    req = if spec.public_ip {
+        req.network_interfaces(
+            InstanceNetworkInterfaceSpecification::builder()
+                .device_index(0)
+                .subnet_id(&spec.subnet_id)
+                .set_groups(Some(spec.security_group_ids.clone()))
+                .associate_public_ip_address(true)
+                .build(),
+        )
+    } else {
+        req.subnet_id(&spec.subnet_id).set_security_group_ids(Some(spec.security_group_ids.clone()))
+    };
     if let Some(profile) = &spec.instance_profile {
         req = req.iam_instance_profile(IamInstanceProfileSpecification::builder().name(profile).build());
     }

@@ -123,6 +123,10 @@ pub struct SubmitArgs {
     /// With --dry-run: the plan as JSON.
     #[arg(long, requires = "dry_run")]
     pub json: bool,
+    /// `run` only: also write the output JSON to FILE once the workflow completes, as
+    /// `hypershift create infra aws --output-file` does (what `--infra-json` reads).
+    #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]
+    pub output_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -42,6 +42,11 @@ pub async fn submit(db: &Location, args: &SubmitArgs) -> CmdResult {
     if args.dry_run {
         return Err(Failure::usage("--dry-run is for `infraflow run teardown`: a submitted workflow acts"));
     }
+    if args.output_file.is_some() {
+        return Err(Failure::usage(
+            "--output-file is for `infraflow run`, which waits for the output; after `submit`, `infraflow status ID --json` has it",
+        ));
+    }
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
     let engine = open_engine(db, registry, tracing_observer())?;
@@ -56,6 +61,9 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
     }
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
+    if let Some(file) = &args.output_file {
+        check_output_file(file)?;
+    }
     let engine = open_engine(db, registry, stderr_printer())?;
     let submitted = engine.submit(submission).await?;
     eprintln!(
@@ -64,7 +72,20 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
         submitted.id,
         if submitted.created { "new" } else { "resuming" }
     );
-    see_through(&engine, &submitted.id, WorkflowState::Completed).await
+    see_through(&engine, &submitted.id, WorkflowState::Completed, args.output_file.as_deref()).await
+}
+
+/// Before anything runs: a file the output can be written to (its folder exists, it is not a
+/// folder), so a finished provision never ends on "cannot write".
+fn check_output_file(file: &std::path::Path) -> Result<(), Failure> {
+    let parent = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    if !parent.is_dir() {
+        return Err(Failure::usage(format!("--output-file {}: no folder {}", file.display(), parent.display())));
+    }
+    if file.is_dir() {
+        return Err(Failure::usage(format!("--output-file {}: is a folder; name a file", file.display())));
+    }
+    Ok(())
 }
 
 pub async fn cancel(db: &Location, id: &str, detach: bool) -> CmdResult {
@@ -82,7 +103,7 @@ pub async fn cancel(db: &Location, id: &str, detach: bool) -> CmdResult {
     if detach {
         return Ok(OK);
     }
-    see_through(&engine, id, WorkflowState::Compensated).await
+    see_through(&engine, id, WorkflowState::Compensated, None).await
 }
 
 pub async fn retry(db: &Location, id: &str, detach: bool) -> CmdResult {
@@ -104,7 +125,7 @@ pub async fn retry(db: &Location, id: &str, detach: bool) -> CmdResult {
     if detach {
         return Ok(OK);
     }
-    see_through(&engine, id, WorkflowState::Completed).await
+    see_through(&engine, id, WorkflowState::Completed, None).await
 }
 
 /// `run teardown --dry-run`: the plan, read from AWS; no journal is opened and nothing changes.
@@ -132,12 +153,26 @@ async fn dry_run(args: &SubmitArgs) -> CmdResult {
 }
 
 /// Drives a workflow here until it rests, then reports: output JSON on stdout when completed.
-async fn see_through(engine: &Engine, id: &str, success: WorkflowState) -> CmdResult {
+async fn see_through(
+    engine: &Engine,
+    id: &str,
+    success: WorkflowState,
+    output_file: Option<&std::path::Path>,
+) -> CmdResult {
     let signals = Arc::new(Signals::default());
     forward_interrupts(signals.clone(), "the workflow");
     let out = engine.drive(id, signals.clone()).await?;
     if let Some(output) = &out.output {
-        println!("{}", serde_json::to_string_pretty(output).unwrap_or_default());
+        let text = serde_json::to_string_pretty(output).unwrap_or_default();
+        println!("{text}");
+        if let Some(file) = output_file.filter(|_| out.state == success) {
+            std::fs::write(file, format!("{text}\n")).map_err(|e| {
+                Failure::other(format!(
+                    "{id} completed, but its output could not be written to {}: {e}; `infraflow status {id} --json` has it",
+                    file.display()
+                ))
+            })?;
+        }
     }
     if out.state == success {
         return Ok(OK);

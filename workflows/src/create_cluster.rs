@@ -75,6 +75,8 @@ fn scale_input(
         instance_profile: c.node_pool.instance_profile.clone(),
         vpc_endpoint_ids: endpoints,
         region: Some(infra.region.clone()),
+        // A public-only cluster's zones are public subnets without NAT: its nodes need addresses.
+        public_ips: infra.public_only,
     }
 }
 
@@ -113,6 +115,7 @@ impl WorkflowDef for CreateCluster {
             instance_profile: None,
             vpc_endpoint_ids: Vec::new(),
             region: Some(c.infra.region.clone()),
+            public_ips: c.infra.public_only,
         };
         probe.check().map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: nodePool.", 1)))?;
         let cluster = c.infra.infra_id().to_string();

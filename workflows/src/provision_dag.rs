@@ -403,6 +403,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
 
     Ok(ProvisionOutput {
         region: region.clone(),
+        zone: String::new(),
         infra_id: infra.to_string(),
         name: p.name.clone(),
         machine_cidr: p.vpc_cidr.clone(),
@@ -415,6 +416,8 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
             })
             .collect(),
         base_domain: p.base_domain.clone(),
+        base_domain_prefix: p.name.clone(),
+        public_only: p.public_only,
         public_zone_id: pre.public_zone_id,
         private_zone_id,
         local_zone_id,

@@ -62,8 +62,13 @@ fn default_cidr() -> String {
 #[serde(rename_all = "camelCase")]
 pub struct ProvisionOutput {
     pub region: String,
+    /// HyperShift's output has it and never fills it: always empty, kept for its readers.
+    #[serde(default)]
+    pub zone: String,
     #[serde(rename = "infraID")]
     pub infra_id: String,
+    /// Capital N, as HyperShift writes it (`alias`: outputs journaled by earlier versions).
+    #[serde(rename = "Name", alias = "name")]
     pub name: String,
     #[serde(rename = "machineCIDR")]
     pub machine_cidr: String,
@@ -71,6 +76,12 @@ pub struct ProvisionOutput {
     pub vpc_id: String,
     pub zones: Vec<OutputZone>,
     pub base_domain: String,
+    /// The private zone is `<baseDomainPrefix>.<baseDomain>`; infraflow's prefix is the name
+    /// (HyperShift's default).
+    #[serde(default)]
+    pub base_domain_prefix: String,
+    #[serde(default)]
+    pub public_only: bool,
     #[serde(rename = "publicZoneID")]
     pub public_zone_id: String,
     #[serde(rename = "privateZoneID")]

@@ -36,6 +36,10 @@ pub struct ScaleInput {
     pub instance_profile: Option<String>,
     #[serde(rename = "vpcEndpointIDs", default, skip_serializing_if = "Vec::is_empty")]
     pub vpc_endpoint_ids: Vec<String>,
+    /// Nodes get public addresses: set it for a `publicOnly` cluster (provision-infra's output
+    /// says so), whose subnets have no NAT gateway — as HyperShift's `aws-machine-public-ips`.
+    #[serde(rename = "publicIPs", default, skip_serializing_if = "std::ops::Not::not")]
+    pub public_ips: bool,
     /// Defaults to the SDK's region (AWS_REGION or the profile's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
@@ -207,6 +211,7 @@ pub async fn scale(ctx: &WfCtx, pool: &AwsPool, s: &ScaleInput) -> Result<ScaleO
         image_id: s.image_id.clone(),
         security_group_ids: s.security_group_ids.clone(),
         instance_profile: s.instance_profile.clone(),
+        public_ip: s.public_ips,
     };
     let launches = launch.iter().map(|&i| {
         let mctx = ctx.scoped(&format!("member/{i}"));
