@@ -231,3 +231,50 @@ fn a_public_only_cluster_says_so_and_its_nodes_get_public_addresses() {
     let groups: Vec<&str> = node.network_interfaces()[0].groups().iter().filter_map(|g| g.group_id()).collect();
     assert_eq!(groups, [infra["securityGroupID"].as_str().unwrap()], "the groups went with the interface");
 }
+
+/// The ignition pointer a HyperShift NodePool hands its machines carries a token: the nodes get
+/// it as their user data, and neither the journal nor the output or logs ever hold it — only
+/// the file's path and SHA-256.
+#[test]
+fn nodes_get_their_user_data_from_a_file_that_never_reaches_the_journal() {
+    let e = Env::new();
+    let secret = "ignition-token-7f3c1d9e";
+    let file = e.s.file("user-data.json");
+    std::fs::write(&file, format!(r#"{{"ignition":{{"config":{{"merge":[{{"source":"https://x/{secret}"}}]}}}}}}"#))
+        .unwrap();
+    let mut input = e.scale_input(1, 0);
+    input["userDataFile"] = json!(file.to_str().unwrap());
+    let input = e.input("s.json", input);
+    let run = e.cli(&["run", "scale-nodepool", "--input", &input, "--id", "ud1"]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let out: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let id = out["instanceIDs"][0].as_str().unwrap().to_string();
+    let attr =
+        e.c.block_on(
+            e.c.ec2
+                .describe_instance_attribute()
+                .instance_id(&id)
+                .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
+                .send(),
+        )
+        .unwrap();
+    let sent = attr.user_data().and_then(|v| v.value()).expect("the node has user data");
+    let decoded = aws_smithy_types::base64::decode(sent).unwrap();
+    assert_eq!(decoded, std::fs::read(&file).unwrap(), "the file's bytes, as they were");
+    let journal = std::fs::read(e.s.db()).unwrap();
+    let wal = std::fs::read(e.s.db().with_extension("sqlite3-wal")).unwrap_or_default();
+    for (what, bytes) in [("journal", &journal), ("its WAL", &wal), ("stdout", &run.stdout), ("stderr", &run.stderr)] {
+        assert!(!String::from_utf8_lossy(bytes).contains(secret), "the token reached {what}");
+    }
+    let history = serde_json::to_string(&e.s.history("ud1")).unwrap();
+    assert!(history.contains("userDataSHA256"), "the digest is journaled instead");
+    // A file changed since submit is refused: the pool would get two kinds of node.
+    std::fs::write(&file, "something else").unwrap();
+    let mut more = e.scale_input(2, 0);
+    more["userDataFile"] = json!(file.to_str().unwrap());
+    more["userDataSHA256"] = json!("0".repeat(64));
+    let more = e.input("s2.json", more);
+    let refused = e.cli(&["run", "scale-nodepool", "--input", &more]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("is not the SHA-256"), "{}", stderr(&refused));
+}

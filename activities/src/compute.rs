@@ -2,7 +2,8 @@
 //! wait for terminated.
 
 use aws_sdk_ec2::types::{
-    IamInstanceProfileSpecification, InstanceNetworkInterfaceSpecification, InstanceStateName, InstanceType, ResourceType,
+    IamInstanceProfileSpecification, InstanceNetworkInterfaceSpecification, InstanceStateName, InstanceType,
+    ResourceType,
 };
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +38,10 @@ pub struct LaunchSpec {
     /// `--public-only`: no NAT gateway) has no other way out.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub public_ip: bool,
+    /// The digest of the user data the instance is launched with (the data itself is never
+    /// part of anything journaled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data_sha256: Option<String>,
 }
 
 /// A live instance: not terminated or shutting down.
@@ -97,7 +102,13 @@ pub async fn find_instances(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<Member>> {
 }
 
 /// One node pool member: found by identity, or launched with a deterministic client token.
-pub async fn ensure_instance(aws: &Aws, id: &Identity, spec: &LaunchSpec, token: &str) -> AwsResult<String> {
+pub async fn ensure_instance(
+    aws: &Aws,
+    id: &Identity,
+    spec: &LaunchSpec,
+    user_data: Option<&[u8]>,
+    token: &str,
+) -> AwsResult<String> {
     if let Some(m) = find_instances(aws, &id.query()).await?.into_iter().next() {
         return Ok(m.instance_id);
     }
@@ -125,6 +136,9 @@ pub async fn ensure_instance(aws: &Aws, id: &Identity, spec: &LaunchSpec, token:
     } else {
         req.subnet_id(&spec.subnet_id).set_security_group_ids(Some(spec.security_group_ids.clone()))
     };
+    if let Some(data) = user_data {
+        req = req.user_data(aws_smithy_types::base64::encode(data));
+    }
     if let Some(profile) = &spec.instance_profile {
         req = req.iam_instance_profile(IamInstanceProfileSpecification::builder().name(profile).build());
     }

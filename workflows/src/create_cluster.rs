@@ -77,6 +77,8 @@ fn scale_input(
         region: Some(infra.region.clone()),
         // A public-only cluster's zones are public subnets without NAT: its nodes need addresses.
         public_ips: infra.public_only,
+        user_data_file: None,
+        user_data_sha256: None,
     }
 }
 
@@ -116,6 +118,8 @@ impl WorkflowDef for CreateCluster {
             vpc_endpoint_ids: Vec::new(),
             region: Some(c.infra.region.clone()),
             public_ips: c.infra.public_only,
+            user_data_file: None,
+            user_data_sha256: None,
         };
         probe.check().map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: nodePool.", 1)))?;
         let cluster = c.infra.infra_id().to_string();

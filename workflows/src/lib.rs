@@ -13,6 +13,7 @@ pub mod provision_infra;
 pub mod scale_nodepool;
 pub mod teardown;
 pub mod teardown_plan;
+mod user_data;
 mod validate;
 
 use infraflow_engine::Registry;

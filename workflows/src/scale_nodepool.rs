@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::aws_steps::{acting_region, create_opts, from_aws, probe_environment, read_opts};
-use crate::validate;
+use crate::{user_data, validate};
 use infraflow_engine::{ActivityError, InputError, StepError};
 use infraflow_engine::{BoxFuture, Validated, WorkflowDef};
 use infraflow_engine::{WfCtx, join_branches};
@@ -40,6 +40,13 @@ pub struct ScaleInput {
     /// says so), whose subnets have no NAT gateway — as HyperShift's `aws-machine-public-ips`.
     #[serde(rename = "publicIPs", default, skip_serializing_if = "std::ops::Not::not")]
     pub public_ips: bool,
+    /// A file holding the nodes' user data (`user_data`): read at each launch, only its path
+    /// and digest journaled.
+    #[serde(rename = "userDataFile", default, skip_serializing_if = "Option::is_none")]
+    pub user_data_file: Option<String>,
+    /// Set at submit from `userDataFile`.
+    #[serde(rename = "userDataSHA256", default, skip_serializing_if = "Option::is_none")]
+    pub user_data_sha256: Option<String>,
     /// Defaults to the SDK's region (AWS_REGION or the profile's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
@@ -151,8 +158,12 @@ impl WorkflowDef for ScaleNodePool {
     }
 
     fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
-        let s: ScaleInput = validate::decode(input)?;
+        let mut s: ScaleInput = validate::decode(input)?;
         s.check()?;
+        if let Some(file) = &s.user_data_file {
+            let (path, digest) = user_data::pin(file, s.user_data_sha256.as_deref())?;
+            (s.user_data_file, s.user_data_sha256) = (Some(path), Some(digest));
+        }
         Ok(Validated { input: serde_json::to_value(&s).map_err(|e| InputError(e.to_string()))?, cluster: s.infra_id })
     }
 
@@ -212,6 +223,7 @@ pub async fn scale(ctx: &WfCtx, pool: &AwsPool, s: &ScaleInput) -> Result<ScaleO
         security_group_ids: s.security_group_ids.clone(),
         instance_profile: s.instance_profile.clone(),
         public_ip: s.public_ips,
+        user_data_sha256: s.user_data_sha256.clone(),
     };
     let launches = launch.iter().map(|&i| {
         let mctx = ctx.scoped(&format!("member/{i}"));
@@ -226,8 +238,12 @@ pub async fn scale(ctx: &WfCtx, pool: &AwsPool, s: &ScaleInput) -> Result<ScaleO
                     &(&id, spec),
                     create_opts(region, Kind::Instance, &id),
                     || async {
+                        let user_data = match (&s.user_data_file, &s.user_data_sha256) {
+                            (Some(path), Some(digest)) => Some(user_data::load(path, digest)?),
+                            _ => None,
+                        };
                         let aws = pool.region(region).await;
-                        compute::ensure_instance(&aws, &id, spec, &token).await.map_err(from_aws)
+                        compute::ensure_instance(&aws, &id, spec, user_data.as_deref(), &token).await.map_err(from_aws)
                     },
                 )
                 .await?;
