@@ -524,3 +524,32 @@ fn is_read(action: &str) -> bool {
         || action.starts_with("List")
         || action.contains(" GET ")
 }
+
+/// Both directions of the HyperShift interop: what infraflow makes carries HyperShift's names
+/// and ownership tag, so `hypershift create infra aws` over it finds every resource (one match
+/// per role, the one infraflow's output names) and creates nothing, and `hypershift destroy
+/// infra aws`, which deletes by the same tags, removes it.
+#[test]
+fn an_infraflow_cluster_is_found_by_hypershifts_own_lookups_one_match_per_role() {
+    let e = Env::new();
+    let zones = ["us-east-1a", "us-east-1b"];
+    let input = e.input("p.json", provision_input("hs", "hs-abcde", &zones));
+    let out = ok(&e.cli(&["run", "provision-infra", "--input", &input]));
+    for (i, z) in zones.iter().enumerate() {
+        assert_eq!(out["zones"][i]["name"], *z);
+    }
+    for (role, name) in support::hypershift::roles("hs-abcde", &zones) {
+        let found = support::hypershift::lookup(&e.c, "hs-abcde", role, name.as_deref());
+        assert_eq!(found.len(), 1, "{role} {name:?}: {found:?}");
+        let zone = name.as_deref().and_then(|n| zones.iter().position(|z| n.ends_with(z)));
+        let expected = match (role, zone) {
+            ("vpc", _) => out["vpcID"].as_str(),
+            ("private-subnet", Some(i)) => out["zones"][i]["subnetID"].as_str(),
+            ("public-subnet", Some(i)) => out["publicSubnetIDs"][i].as_str(),
+            _ => None,
+        };
+        if let Some(id) = expected {
+            assert_eq!(found[0], id, "{role} {name:?}");
+        }
+    }
+}
