@@ -6,7 +6,7 @@ use aws_sdk_route53::types::{
 };
 
 use crate::client::Aws;
-use crate::error::{AwsResult, classify};
+use crate::error::{AwsError, AwsResult, classify};
 use crate::network::missing;
 use crate::tags::{Identity, ownership_key};
 use crate::throttle::within_rate;
@@ -27,6 +27,8 @@ pub const IAM_WRITE: &[&str] = &[
     "route53:CreateHostedZone",
     "route53:ChangeTagsForResource",
     "route53:ChangeResourceRecordSets",
+    // Adopting a private zone HyperShift made: its comment takes infraflow's identity marker.
+    "route53:UpdateHostedZoneComment",
     "ec2:DescribeVpcs",
 ];
 /// The IAM actions of its deletes.
@@ -109,7 +111,10 @@ pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &
             let made_by_us = parse_marker(&z.comment).and_then(|(_, by)| by) == Some(id.workflow.as_str());
             (z.id, if made_by_us { id.tags() } else { id.adoption_tags() })
         }
-        None => (create_private_zone(aws, id, name, vpc_id, marker(id)).await?, id.tags()),
+        None => match adopt_hypershift_zone(aws, id, name, vpc_id).await? {
+            Some(z) => (z, id.adoption_tags()),
+            None => (create_private_zone(aws, id, name, vpc_id, marker(id)).await?, id.tags()),
+        },
     };
     // Tagged every time: a zone adopted after a lost reply (or a crash) may lack its tags.
     // Route53 takes at most 10 tags per call (and 50 per zone).
@@ -125,6 +130,44 @@ pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &
             .map_err(|e| classify("ChangeTagsForResource", e))?;
     }
     Ok(zone)
+}
+
+/// The private zone `name` HyperShift's CLI made for this cluster (it finds its zones by name and
+/// does not mark them; this one must also be associated with the cluster's VPC): its comment
+/// becomes the identity marker, without a creator, so no compensation deletes it. Two such zones
+/// pause the workflow naming both.
+async fn adopt_hypershift_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &str) -> AwsResult<Option<String>> {
+    let mut theirs = Vec::new();
+    for z in zones_named(aws, name).await?.into_iter().filter(|z| z.private && parse_marker(&z.comment).is_none()) {
+        let out = aws.r53.get_hosted_zone().id(&z.id).send().await.map_err(|e| classify("GetHostedZone", e))?;
+        if out.vpcs().iter().any(|v| v.vpc_id() == Some(vpc_id)) {
+            theirs.push(z.id);
+        }
+    }
+    if theirs.len() > 1 {
+        return Err(AwsError {
+            operator: true,
+            ..AwsError::terminal(
+                "adopt",
+                format!(
+                    "there are {} private zones {name} on VPC {vpc_id} ({}), one too many: delete the one that is not the cluster's, then `infraflow retry`",
+                    theirs.len(),
+                    theirs.join(", ")
+                ),
+            )
+        });
+    }
+    let Some(zone) = theirs.pop() else { return Ok(None) };
+    let adopted = Identity { workflow: String::new(), ..id.clone() };
+    aws.r53
+        .update_hosted_zone_comment()
+        .id(&zone)
+        .comment(marker(&adopted))
+        .send()
+        .await
+        .map_err(|e| classify("UpdateHostedZoneComment", e))?;
+    tracing::info!(zone = %zone, identity = %id.key(), "adopted the private zone HyperShift made");
+    Ok(Some(zone))
 }
 
 async fn create_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &str, mark: String) -> AwsResult<String> {

@@ -2,12 +2,13 @@
 
 use aws_sdk_ec2::types::{ResourceType, VpcEndpointType};
 
+use crate::adopt::{adopt_hypershift, itself};
 use crate::client::Aws;
 use crate::consistency::once_consistent;
 use crate::error::{AwsResult, classify};
 use crate::inventory::Lookup;
 use crate::network::missing;
-use crate::tags::{Identity, TagQuery};
+use crate::tags::{Identity, TagQuery, filter};
 use crate::wait::{WAIT_BUDGET, poll_until};
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
@@ -58,8 +59,17 @@ pub async fn ensure_s3_endpoint(
     route_tables: &[String],
     lookup: Lookup,
 ) -> AwsResult<String> {
-    let found = if lookup.first() { find_vpc_endpoints(aws, &id.query()).await?.into_iter().next() } else { None };
-    if let Some((vpce, _)) = found {
+    let found = match lookup.first() {
+        true => match find_vpc_endpoints(aws, &id.query()).await?.into_iter().next() {
+            Some((vpce, _)) => Some(vpce),
+            None => {
+                adopt_hypershift(aws, id, "S3 gateway endpoint", |q| hypershift_s3_endpoints(aws, q, vpc_id), itself)
+                    .await?
+            }
+        },
+        false => None,
+    };
+    if let Some(vpce) = found {
         let out = aws
             .ec2
             .describe_vpc_endpoints()
@@ -167,4 +177,30 @@ pub async fn delete_vpc_endpoint(aws: &Aws, vpce: &str) -> AwsResult<bool> {
     })
     .await?;
     Ok(true)
+}
+
+/// The S3 gateway endpoints of `vpc_id` that `q` (HyperShift's query: the ownership tag alone)
+/// matches, not deleted. HyperShift's own lookup takes any endpoint with the tag (its PrivateLink
+/// endpoints carry it too); the service and type decide here.
+async fn hypershift_s3_endpoints(aws: &Aws, q: TagQuery, vpc_id: &str) -> AwsResult<Vec<String>> {
+    let out = aws
+        .ec2
+        .describe_vpc_endpoints()
+        .filters(q.filter())
+        .filters(filter("vpc-id", &[vpc_id]))
+        .send()
+        .await
+        .map_err(|e| classify("DescribeVpcEndpoints", e))?;
+    Ok(out
+        .vpc_endpoints()
+        .iter()
+        .filter(|e| q.matches(e.tags()) && e.vpc_id() == Some(vpc_id))
+        .filter(|e| e.service_name().is_some_and(|s| s.ends_with(".s3")))
+        // Unset at creation means Gateway, which AWS then reports (moto reports nothing).
+        .filter(|e| e.vpc_endpoint_type().is_none_or(|t| t.as_str() == "Gateway"))
+        .filter(|e| {
+            e.state().is_none_or(|s| !matches!(s.as_str().to_ascii_lowercase().as_str(), "deleted" | "deleting"))
+        })
+        .filter_map(|e| e.vpc_endpoint_id().map(str::to_string))
+        .collect())
 }

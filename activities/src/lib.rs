@@ -2,6 +2,7 @@
 //! creating it, every delete treats "not found" as done, and waits are bounded and resumable.
 //! Knows nothing of the journal or the engine.
 
+pub mod adopt;
 pub mod classic_elb;
 mod client;
 pub mod compute;

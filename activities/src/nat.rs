@@ -2,6 +2,7 @@
 
 use aws_sdk_ec2::types::{DomainType, NatGatewayState, ResourceType};
 
+use crate::adopt::{adopt_hypershift, itself};
 use crate::client::Aws;
 use crate::consistency::once_consistent;
 use crate::error::{AwsError, AwsResult, classify};
@@ -31,10 +32,14 @@ pub async fn find_addresses(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
 
 /// An Elastic IP for a NAT gateway, tagged at allocation.
 pub async fn ensure_eip(aws: &Aws, id: &Identity, lookup: Lookup) -> AwsResult<String> {
-    if lookup.first()
-        && let Some(a) = find_addresses(aws, &id.query()).await?.into_iter().next()
-    {
-        return Ok(a);
+    if lookup.first() {
+        if let Some(a) = find_addresses(aws, &id.query()).await?.into_iter().next() {
+            return Ok(a);
+        }
+        let find = |q: TagQuery| async move { find_addresses(aws, &q).await };
+        if let Some(a) = adopt_hypershift(aws, id, "Elastic IP", find, itself).await? {
+            return Ok(a);
+        }
     }
     let out = aws
         .ec2
@@ -90,6 +95,21 @@ pub async fn ensure_nat_gateway(
         live.iter().find(|(_, s)| matches!(s, NatGatewayState::Pending | NatGatewayState::Available))
     {
         return Ok(nat.clone());
+    }
+    if lookup.first() {
+        // HyperShift's, if it is usable: a failed or deleting one of theirs is left to them.
+        let find = |q: TagQuery| async move {
+            let all = find_nat_gateways(aws, &q).await?;
+            Ok(all
+                .into_iter()
+                .filter(|(_, s)| matches!(s, NatGatewayState::Pending | NatGatewayState::Available))
+                .collect())
+        };
+        if let Some((nat, _)) =
+            adopt_hypershift(aws, id, "NAT gateway", find, |n: &(String, NatGatewayState)| &n.0).await?
+        {
+            return Ok(nat);
+        }
     }
     // A failed NAT gateway of ours: AWS would answer its token with that same failed gateway,
     // so the new one needs a token of its own.

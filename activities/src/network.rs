@@ -4,6 +4,7 @@
 use aws_sdk_ec2::types::{AttributeBooleanValue, NewDhcpConfiguration, ResourceType, Tag};
 use serde::{Deserialize, Serialize};
 
+use crate::adopt::{adopt_hypershift, itself};
 use crate::client::Aws;
 use crate::consistency::once_consistent;
 use crate::error::{AwsError, AwsResult, classify};
@@ -129,7 +130,13 @@ async fn vpcs_using_dhcp_options(aws: &Aws, dopt_id: &str, owner: Option<&Tag>) 
 
 /// A VPC with DNS support and DNS hostnames, found by identity or created.
 pub async fn ensure_vpc(aws: &Aws, id: &Identity, cidr: &str, lookup: Lookup) -> AwsResult<String> {
-    let found = if lookup.first() { find_vpcs(aws, &id.query()).await?.into_iter().next() } else { None };
+    let found = match lookup.first() {
+        true => match find_vpcs(aws, &id.query()).await?.into_iter().next() {
+            Some(v) => Some(v),
+            None => adopt_hypershift(aws, id, "VPC", |q| async move { find_vpcs(aws, &q).await }, itself).await?,
+        },
+        false => None,
+    };
     let vpc_id = match found {
         Some(v) => v,
         None => {
@@ -197,7 +204,16 @@ pub async fn ensure_dhcp_options(
     vpc_id: &str,
     lookup: Lookup,
 ) -> AwsResult<String> {
-    let found = if lookup.first() { find_dhcp_options(aws, &id.query()).await?.into_iter().next() } else { None };
+    let found = match lookup.first() {
+        true => match find_dhcp_options(aws, &id.query()).await?.into_iter().next() {
+            Some(d) => Some(d),
+            None => {
+                let find = |q: TagQuery| async move { find_dhcp_options(aws, &q).await };
+                adopt_hypershift(aws, id, "DHCP options set", find, itself).await?
+            }
+        },
+        false => None,
+    };
     let dopt = match found {
         Some(d) => d,
         None => {
@@ -323,28 +339,37 @@ pub async fn ensure_internet_gateway(aws: &Aws, id: &Identity, vpc_id: &str, loo
         ),
         Lookup::Skip => None,
     };
-    let (igw, attached) =
-        match found.as_ref().and_then(|out| out.internet_gateways().iter().find(|g| q.matches(g.tags()))) {
-            Some(g) => (
-                g.internet_gateway_id().ok_or_else(|| missing("DescribeInternetGateways", "gateway id"))?.to_string(),
-                g.attachments().iter().any(|a| a.vpc_id() == Some(vpc_id)),
-            ),
-            None => {
-                let out = aws
-                    .ec2
-                    .create_internet_gateway()
-                    .tag_specifications(id.tag_spec(ResourceType::InternetGateway))
-                    .send()
-                    .await
-                    .map_err(|e| classify("CreateInternetGateway", e))?;
-                let igw = out
-                    .internet_gateway()
-                    .and_then(|g| g.internet_gateway_id())
-                    .ok_or_else(|| missing("CreateInternetGateway", "gateway id"))?
-                    .to_string();
-                (igw, false)
-            }
-        };
+    let mine = found.as_ref().and_then(|out| out.internet_gateways().iter().find(|g| q.matches(g.tags())));
+    let adopted = match (lookup, mine) {
+        (Lookup::First, None) => {
+            let find = |q: TagQuery| async move { find_internet_gateways(aws, &q).await };
+            adopt_hypershift(aws, id, "internet gateway", find, itself).await?
+        }
+        _ => None,
+    };
+    let (igw, attached) = match (mine, adopted) {
+        (Some(g), _) => (
+            g.internet_gateway_id().ok_or_else(|| missing("DescribeInternetGateways", "gateway id"))?.to_string(),
+            g.attachments().iter().any(|a| a.vpc_id() == Some(vpc_id)),
+        ),
+        // Attached or not: attaching again answers Resource.AlreadyAssociated, taken as done.
+        (None, Some(g)) => (g, false),
+        (None, None) => {
+            let out = aws
+                .ec2
+                .create_internet_gateway()
+                .tag_specifications(id.tag_spec(ResourceType::InternetGateway))
+                .send()
+                .await
+                .map_err(|e| classify("CreateInternetGateway", e))?;
+            let igw = out
+                .internet_gateway()
+                .and_then(|g| g.internet_gateway_id())
+                .ok_or_else(|| missing("CreateInternetGateway", "gateway id"))?
+                .to_string();
+            (igw, false)
+        }
+    };
     if !attached {
         let r = once_consistent(|| async {
             aws.ec2
@@ -452,10 +477,14 @@ pub async fn ensure_subnet(
     zone: &str,
     lookup: Lookup,
 ) -> AwsResult<SubnetInfo> {
-    if lookup.first()
-        && let Some(s) = find_subnets(aws, &id.query()).await?.into_iter().next()
-    {
-        return Ok(s);
+    if lookup.first() {
+        if let Some(s) = find_subnets(aws, &id.query()).await?.into_iter().next() {
+            return Ok(s);
+        }
+        let find = |q: TagQuery| async move { find_subnets(aws, &q).await };
+        if let Some(s) = adopt_hypershift(aws, id, "subnet", find, |s: &SubnetInfo| &s.subnet_id).await? {
+            return Ok(s);
+        }
     }
     // NotFound on a VPC made moments ago means nothing was created: retried in place.
     let created = once_consistent(|| async {

@@ -3,6 +3,7 @@
 
 use aws_sdk_ec2::types::{ResourceType, RouteTable};
 
+use crate::adopt::adopt_hypershift;
 use crate::client::Aws;
 use crate::consistency::once_consistent;
 use crate::error::{AwsError, AwsResult, classify};
@@ -65,7 +66,16 @@ pub async fn ensure_route_table(
 ) -> AwsResult<String> {
     let q = id.query();
     let found = match lookup {
-        Lookup::First => describe(aws, q.filter()).await?.into_iter().find(|t| q.matches(t.tags())),
+        Lookup::First => match describe(aws, q.filter()).await?.into_iter().find(|t| q.matches(t.tags())) {
+            Some(t) => Some(t),
+            None => {
+                let find = |q: TagQuery| async move {
+                    let all = describe(aws, q.filter()).await?;
+                    Ok(all.into_iter().filter(|t| q.matches(t.tags()) && t.vpc_id() == Some(vpc_id)).collect())
+                };
+                adopt_hypershift(aws, id, "route table", find, table_id).await?
+            }
+        },
         Lookup::Skip => None,
     };
     let table = match found {
@@ -247,4 +257,8 @@ pub async fn delete_route_table(aws: &Aws, rt: &str) -> AwsResult<bool> {
             .map(|_| ())
             .map_err(|e| classify("DeleteRouteTable", e)),
     )
+}
+
+fn table_id(t: &RouteTable) -> &str {
+    t.route_table_id().unwrap_or_default()
 }

@@ -119,6 +119,26 @@ impl Identity {
     pub fn query(&self) -> TagQuery {
         TagQuery::new(IDENTITY_TAG, self.key())
     }
+
+    /// The query HyperShift's CLI finds this role's resource by (`cmd/infra/aws/ec2.go`): the
+    /// cluster's ownership tag and the `Name` it gives the role — DHCP options and the S3
+    /// endpoint carry no Name there, the ownership tag alone — restricted to resources without
+    /// an identity tag. None for roles HyperShift's CLI does not make.
+    pub fn hypershift_query(&self) -> Option<TagQuery> {
+        let name = match self.role.as_str() {
+            "vpc"
+            | "internet-gateway"
+            | "public-subnet"
+            | "private-subnet"
+            | "eip"
+            | "nat"
+            | "public-route-table"
+            | "private-route-table" => Some(self.name.clone()),
+            "dhcp-options" | "s3-endpoint" => None,
+            _ => return None,
+        };
+        Some(TagQuery { name, unclaimed: true, ..owned(&self.infra_id) })
+    }
 }
 
 /// A tag that must be present with this value (and, for compensation, a creator). Sent to AWS as
@@ -131,12 +151,17 @@ pub struct TagQuery {
     pub value: String,
     /// When set, only resources whose created-by tag names this workflow match.
     pub created_by: Option<String>,
+    /// When set, only resources with this `Name` tag match (HyperShift's lookups).
+    pub name: Option<String>,
+    /// Only resources with no identity tag at all match: what HyperShift's CLI made, never
+    /// something infraflow made for another role.
+    pub unclaimed: bool,
 }
 
 impl TagQuery {
     /// Resources carrying tag `key=value`, whoever made them.
     pub fn new(key: impl Into<String>, value: impl Into<String>) -> TagQuery {
-        TagQuery { key: key.into(), value: value.into(), created_by: None }
+        TagQuery { key: key.into(), value: value.into(), created_by: None, name: None, unclaimed: false }
     }
 
     /// The server-side filter: the main tag (the creator is checked client-side, on `matches`).
@@ -145,14 +170,20 @@ impl TagQuery {
     }
 
     pub fn matches(&self, tags: &[Tag]) -> bool {
-        let has = |k: &str, v: &str| tags.iter().any(|t| t.key() == Some(k) && t.value() == Some(v));
-        has(&self.key, &self.value) && self.created_by.as_deref().is_none_or(|w| has(CREATED_BY_TAG, w))
+        let pairs: Vec<(String, String)> = tags
+            .iter()
+            .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
+            .collect();
+        self.matches_pairs(&pairs)
     }
 
     /// `matches` for tags read as pairs (ELBv2's DescribeTags).
     pub fn matches_pairs(&self, tags: &[(String, String)]) -> bool {
         let has = |k: &str, v: &str| tags.iter().any(|(tk, tv)| tk == k && tv == v);
-        has(&self.key, &self.value) && self.created_by.as_deref().is_none_or(|w| has(CREATED_BY_TAG, w))
+        has(&self.key, &self.value)
+            && self.created_by.as_deref().is_none_or(|w| has(CREATED_BY_TAG, w))
+            && self.name.as_deref().is_none_or(|n| has("Name", n))
+            && !(self.unclaimed && tags.iter().any(|(k, _)| k == IDENTITY_TAG))
     }
 }
 
@@ -210,10 +241,33 @@ mod tests {
         let tag = |k: &str, v: &str| Tag::builder().key(k).value(v).build();
         let mine = vec![tag(IDENTITY_TAG, "i/vpc"), tag(CREATED_BY_TAG, "wf-2")];
         let theirs = vec![tag(IDENTITY_TAG, "i/vpc"), tag(CREATED_BY_TAG, "wf-1")];
-        let q = TagQuery { key: IDENTITY_TAG.into(), value: "i/vpc".into(), created_by: Some("wf-2".into()) };
+        let q = TagQuery { created_by: Some("wf-2".into()), ..TagQuery::new(IDENTITY_TAG, "i/vpc") };
         assert!(q.matches(&mine));
         assert!(!q.matches(&theirs));
         let any = TagQuery { created_by: None, ..q };
         assert!(any.matches(&theirs));
+    }
+}
+
+#[cfg(test)]
+mod hypershift_tests {
+    use super::*;
+
+    #[test]
+    fn hypershifts_query_matches_its_own_resource_and_never_one_infraflow_made() {
+        let tag = |k: &str, v: &str| Tag::builder().key(k).value(v).build();
+        let vpc = Identity::new("c1", "vpc", None, "c1-vpc".into());
+        let q = vpc.hypershift_query().unwrap();
+        let theirs = vec![tag("kubernetes.io/cluster/c1", "owned"), tag("Name", "c1-vpc")];
+        assert!(q.matches(&theirs));
+        let ours = vec![tag("kubernetes.io/cluster/c1", "owned"), tag("Name", "c1-vpc"), tag(IDENTITY_TAG, "c1/vpc")];
+        assert!(!q.matches(&ours), "an identity tag means infraflow's: found by identity, never adopted again");
+        let other_name = vec![tag("kubernetes.io/cluster/c1", "owned"), tag("Name", "c1-igw")];
+        assert!(!q.matches(&other_name));
+        let other_cluster = vec![tag("kubernetes.io/cluster/c2", "owned"), tag("Name", "c1-vpc")];
+        assert!(!q.matches(&other_cluster));
+        let dhcp = Identity::new("c1", "dhcp-options", None, "c1-dhcp".into()).hypershift_query().unwrap();
+        assert!(dhcp.matches(&[tag("kubernetes.io/cluster/c1", "owned")]), "DHCP options by ownership alone");
+        assert!(Identity::new("c1", "worker-sg", None, "c1-worker-sg".into()).hypershift_query().is_none());
     }
 }

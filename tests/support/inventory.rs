@@ -95,8 +95,18 @@ impl Inventory {
                     .collect(),
                 zones: Vec::new(),
             };
-            let zones = c.r53.list_hosted_zones().send().await.unwrap();
-            for z in zones.hosted_zones() {
+            // Every page: a sweep leaves more than the hundred zones of one.
+            let mut all = Vec::new();
+            let mut marker: Option<String> = None;
+            loop {
+                let page = c.r53.list_hosted_zones().set_marker(marker.clone()).send().await.unwrap();
+                all.extend(page.hosted_zones().iter().cloned());
+                match page.next_marker() {
+                    Some(m) if page.is_truncated() => marker = Some(m.to_string()),
+                    _ => break,
+                }
+            }
+            for z in &all {
                 let id = z.id().trim_start_matches("/hostedzone/").to_string();
                 let tags = c
                     .r53
@@ -154,6 +164,27 @@ impl Inventory {
         s.extend(self.endpoints.iter().filter_map(|v| v.vpc_endpoint_id().map(str::to_string)));
         s.extend(self.zones.iter().map(|z| z.0.clone()));
         s
+    }
+
+    /// The tags of the EC2 resource `id` (empty if it is not in this read).
+    pub fn tags_of(&self, id: &str) -> Vec<(String, String)> {
+        use aws_sdk_ec2::types::Tag;
+        let pick = |tags: &[Tag]| -> Vec<(String, String)> {
+            tags.iter()
+                .map(|t| (t.key().unwrap_or_default().to_string(), t.value().unwrap_or_default().to_string()))
+                .collect()
+        };
+        let found: Option<&[Tag]> = None
+            .or(self.vpcs.iter().find(|v| v.vpc_id() == Some(id)).map(|v| v.tags()))
+            .or(self.dhcp.iter().find(|v| v.dhcp_options_id() == Some(id)).map(|v| v.tags()))
+            .or(self.igws.iter().find(|v| v.internet_gateway_id() == Some(id)).map(|v| v.tags()))
+            .or(self.subnets.iter().find(|v| v.subnet_id() == Some(id)).map(|v| v.tags()))
+            .or(self.eips.iter().find(|v| v.allocation_id() == Some(id)).map(|v| v.tags()))
+            .or(self.nats.iter().find(|v| v.nat_gateway_id() == Some(id)).map(|v| v.tags()))
+            .or(self.route_tables.iter().find(|v| v.route_table_id() == Some(id)).map(|v| v.tags()))
+            .or(self.security_groups.iter().find(|v| v.group_id() == Some(id)).map(|v| v.tags()))
+            .or(self.endpoints.iter().find(|v| v.vpc_endpoint_id() == Some(id)).map(|v| v.tags()));
+        found.map(pick).unwrap_or_default()
     }
 
     /// `assert_provisioned` for a cluster that also has PrivateLink: one more security group (the

@@ -231,7 +231,7 @@ mod first_attempt_tests {
     #[test]
     fn only_the_first_attempt_of_this_execution_skips_the_lookup() {
         let id = Identity::new("c-abcde", "vpc", None, String::new());
-        let empty = Inventory { looked: [id.key()].into(), present: Default::default() };
+        let empty = Inventory { looked: [id.key()].into(), present: Default::default(), unclaimed: false };
         let f = FirstAttempt::new(Some(&empty), &id);
         assert_eq!(f.lookup(), Lookup::Skip);
         assert_eq!(f.lookup(), Lookup::First, "a retry looks up: the first attempt may have created it");

@@ -70,7 +70,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
             let aws = pool.region(&region).await;
             let early = async {
                 match &p.zones {
-                    Some(names) => take_inventory(&aws, &identity_keys(infra, names)).await.map(Some),
+                    Some(names) => take_inventory(&aws, infra, &identity_keys(infra, names)).await.map(Some),
                     None => Ok(None),
                 }
             };
@@ -102,7 +102,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                 Some(i) => i,
                 None => {
                     let names: Vec<String> = zones.iter().map(|z| z.name.clone()).collect();
-                    take_inventory(&aws, &identity_keys(infra, &names)).await.map_err(from_aws)?
+                    take_inventory(&aws, infra, &identity_keys(infra, &names)).await.map_err(from_aws)?
                 }
             };
             took_inventory.store(true, Ordering::SeqCst);

@@ -1,0 +1,75 @@
+//! Adopting what HyperShift's CLI made: a create that finds nothing with its identity looks
+//! for the resource the way `hypershift create infra aws` names it (`Identity::hypershift_query`)
+//! and, finding exactly one, tags it with the identity — never with created-by, so no
+//! compensation deletes it and teardown (by the ownership tag) still does. Two of a kind (what
+//! HyperShift's re-runs can leave) are the operator's to sort out: the workflow pauses naming both.
+
+use std::future::Future;
+
+use crate::client::Aws;
+use crate::consistency::once_consistent;
+use crate::error::{AwsError, AwsResult, classify};
+use crate::tags::{IDENTITY_TAG, Identity, TagQuery};
+
+/// The one resource of `what` HyperShift made for `id`'s role, tagged with `id`'s identity now;
+/// None if there is none (or HyperShift does not make this role). `find` lists what a query
+/// matches, as the kind's own lookup does; `id_of` names each.
+pub async fn adopt_hypershift<T, F, Fut>(
+    aws: &Aws,
+    id: &Identity,
+    what: &str,
+    find: F,
+    id_of: fn(&T) -> &str,
+) -> AwsResult<Option<T>>
+where
+    F: FnOnce(TagQuery) -> Fut,
+    Fut: Future<Output = AwsResult<Vec<T>>>,
+{
+    let Some(q) = id.hypershift_query() else { return Ok(None) };
+    let mut found = find(q).await?;
+    found.sort_by(|a, b| id_of(a).cmp(id_of(b)));
+    found.dedup_by(|a, b| id_of(a) == id_of(b));
+    if found.len() > 1 {
+        let many: Vec<&str> = found.iter().map(id_of).collect();
+        return Err(AwsError {
+            operator: true,
+            ..AwsError::terminal(
+                "adopt",
+                format!(
+                    "HyperShift made {} {what}s named {:?} for cluster {} ({}), one too many: delete the one that is not the cluster's, or tag the one that is with {IDENTITY_TAG}={}, then `infraflow retry`",
+                    many.len(),
+                    id.name,
+                    id.infra_id,
+                    many.join(", "),
+                    id.key()
+                ),
+            )
+        });
+    }
+    let Some(one) = found.pop() else { return Ok(None) };
+    tag_as(aws, id_of(&one), id).await?;
+    tracing::info!(resource = %id_of(&one), identity = %id.key(), "adopted what HyperShift made");
+    Ok(Some(one))
+}
+
+/// `id_of` for kinds whose lookups list ids.
+pub fn itself(s: &String) -> &str {
+    s
+}
+
+/// Writes the adoption tags (identity, Name, ownership, additional tags; never created-by).
+async fn tag_as(aws: &Aws, resource: &str, id: &Identity) -> AwsResult<()> {
+    let tags = id.adoption_tags().into_iter().map(|(k, v)| aws_sdk_ec2::types::Tag::builder().key(k).value(v).build());
+    let tags: Vec<_> = tags.collect();
+    once_consistent(|| async {
+        aws.ec2
+            .create_tags()
+            .resources(resource)
+            .set_tags(Some(tags.clone()))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| classify("CreateTags", e))
+    })
+    .await
+}

@@ -1,0 +1,158 @@
+//! provision-infra over what `hypershift create infra aws` made, whole or cut off half-way (it
+//! has no rollback): every EC2 resource HyperShift made is adopted (its id kept, tagged with
+//! infraflow's identity, never with created-by), the run completes what is missing, and the
+//! cluster ends with exactly one of everything. A later failure compensates only what infraflow
+//! made; two of a kind pause the workflow naming both.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::aws::{AwsEnv as Env, ok};
+use support::hypershift::{Cut, make, make_zones};
+use support::inventory::Inventory;
+use support::proxy::Proxy;
+use support::*;
+
+fn provision_input(name: &str, infra: &str, zones: &[&str]) -> Value {
+    json!({"name": name, "infraID": infra, "region": "us-east-1", "zones": zones, "baseDomain": "example.com"})
+}
+
+/// The ids HyperShift made that the cluster still has, by role.
+fn still_there(inv: &Inventory, made: &support::hypershift::Made) -> Vec<String> {
+    let have = inv.ids();
+    made.iter().filter(|(_, id)| !have.contains(*id)).map(|(role, id)| format!("{role} {id} is gone")).collect()
+}
+
+#[test]
+fn provision_over_a_hypershift_run_cut_anywhere_adopts_what_it_made_and_completes_the_rest() {
+    let e = Env::new();
+    let zones = ["us-east-1a", "us-east-1b"];
+    // `None`: the whole cluster, private zones included.
+    for (i, cut) in [Some(Cut::AfterVpc), Some(Cut::AfterFirstZoneSubnets), Some(Cut::NatWithoutRouteTable), None]
+        .into_iter()
+        .enumerate()
+    {
+        let (name, infra) = (format!("hs{i}"), format!("hs{i}-abcde"));
+        let mut made = make(&e.c, &infra, &zones, cut.unwrap_or(Cut::BeforeZones));
+        if cut.is_none() {
+            make_zones(&e.c, &name, "example.com", &mut made);
+        }
+        let input = e.input(&format!("{name}.json"), provision_input(&name, &infra, &zones));
+        let out = ok(&e.cli(&["run", "provision-infra", "--input", &input, "--id", &name]));
+        let inv = Inventory::read(&e.c, &infra);
+        inv.assert_provisioned(&e.c, 2, 2, &name, "example.com");
+        assert_eq!(still_there(&inv, &made), Vec::<String>::new(), "{cut:?}: every HyperShift id kept");
+        if let Some(zone) = made.get("private-zone") {
+            assert_eq!(out["privateZoneID"], *zone, "the output names HyperShift's zones");
+            assert_eq!(out["localZoneID"], made["local-zone"]);
+        }
+        assert_eq!(out["vpcID"], made["vpc"], "{cut:?}");
+        if let Some(private) = made.get("private-subnet/us-east-1a") {
+            assert_eq!(out["zones"][0]["subnetID"], *private, "{cut:?}: the output names HyperShift's subnet");
+        }
+        // Adopted, never made: no created-by on anything HyperShift made.
+        for id in made.iter().filter(|(role, _)| !role.ends_with("-zone")).map(|(_, id)| id) {
+            let tags = inv.tags_of(id);
+            assert!(tags.iter().any(|(k, _)| k == "infraflow.io/identity"), "{cut:?}: {id} adopted: {tags:?}");
+            assert!(!tags.iter().any(|(k, _)| k == "infraflow.io/created-by"), "{cut:?}: {id}: {tags:?}");
+        }
+        if cut.is_none() {
+            // The whole HyperShift cluster, adopted: teardown removes all of it.
+            let td = e.input(
+                "td.json",
+                json!({"infraID": infra, "region": "us-east-1", "baseDomain": "example.com", "name": name}),
+            );
+            ok(&e.cli(&["run", "teardown", "--input", &td]));
+            let left = Inventory::read(&e.c, &infra);
+            assert_eq!(left.total(), 0, "teardown left {:?}", left.counts());
+        }
+    }
+}
+
+/// A failure after the adoption rolls back what infraflow made and nothing HyperShift made.
+#[test]
+fn a_failure_after_adopting_compensates_only_what_infraflow_made() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    let made = make(&e.c, "hf-abcde", &["us-east-1a"], Cut::AfterFirstZoneSubnets);
+    proxy.fail_with("CreateNatGateway", "NatGatewayLimitExceeded", 1000);
+    let input = e.input("hf.json", provision_input("hf", "hf-abcde", &["us-east-1a"]));
+    let run = e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "hf"]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    assert_eq!(e.s.status("hf")["state"], "compensated");
+    let inv = Inventory::read(&e.c, "hf-abcde");
+    assert_eq!(still_there(&inv, &made), Vec::<String>::new(), "HyperShift's resources survive the rollback");
+    let counts = inv.counts();
+    assert_eq!(counts.get("nat-gateway").copied().unwrap_or(0), 0);
+    assert_eq!(counts.get("subnet").copied(), Some(2), "only HyperShift's two subnets: {counts:?}");
+    assert_eq!(counts.get("vpc").copied(), Some(1));
+    assert_eq!(counts.get("internet-gateway").copied(), Some(1), "HyperShift's gateway, kept");
+    assert_eq!(counts.get("elastic-ip").copied().unwrap_or(0), 0, "infraflow's address went: {counts:?}");
+}
+
+/// HyperShift's re-runs can leave two of a kind; which is the cluster's is the operator's call.
+#[test]
+fn two_hypershift_vpcs_for_one_cluster_pause_the_workflow_naming_both_and_create_nothing() {
+    let e = Env::new();
+    let a = make(&e.c, "hd-abcde", &["us-east-1a"], Cut::AfterVpc);
+    let b = make(&e.c, "hd-abcde", &["us-east-1a"], Cut::AfterVpc);
+    let input = e.input("hd.json", provision_input("hd", "hd-abcde", &["us-east-1a"]));
+    let run = e.cli(&["run", "provision-infra", "--input", &input, "--id", "hd"]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    let st = e.s.status("hd");
+    assert_eq!(st["state"], "paused", "{st}");
+    let why = st.to_string();
+    assert!(why.contains(&a["vpc"]) && why.contains(&b["vpc"]), "names both: {why}");
+    let counts = Inventory::read(&e.c, "hd-abcde").counts();
+    let made: usize = counts.iter().filter(|(k, _)| **k != "vpc").map(|(_, n)| *n).sum();
+    assert_eq!((counts.get("vpc").copied(), made), (Some(2), 0), "nothing created: {counts:?}");
+}
+
+/// SIGKILL at every AWS call of a provision over a half-made HyperShift cluster (the first
+/// zone's subnets made): before the call reaches AWS, or after AWS acted (an adoption's tags
+/// written, say) but before the answer arrives. The same command again must finish with one of
+/// everything and every HyperShift id kept.
+fn adoption_sweep(after_aws_acts: bool) {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    let zones = ["us-east-1a"];
+    let tag = if after_aws_acts { "a" } else { "b" };
+    let run = |name: &str, kill: Option<u32>| {
+        let infra = format!("{name}-abcde");
+        let made = make(&e.c, &infra, &zones, Cut::AfterFirstZoneSubnets);
+        let input = e.input(&format!("{name}.json"), provision_input(name, &infra, &zones));
+        let args = ["run", "provision-infra", "--input", input.as_str(), "--id", name];
+        let mut fired = false;
+        if let Some(call) = kill {
+            let mut child = e.spawn_cli_at(&proxy.endpoint(), &args);
+            proxy.kill_at(support::proxy::KillAt { call, after_aws_acts, pid: child.id() });
+            let status = child.wait().unwrap();
+            fired = proxy.kill_fired();
+            assert!(!fired || !status.success(), "killed at call {call}, yet it exited {status:?}");
+        }
+        ok(&e.cli_at(&proxy.endpoint(), &args));
+        let inv = Inventory::read(&e.c, &infra);
+        inv.assert_provisioned(&e.c, 1, 1, name, "example.com");
+        assert_eq!(still_there(&inv, &made), Vec::<String>::new(), "killed at {kill:?}");
+        fired
+    };
+    proxy.reset_counts();
+    run(&format!("clean{tag}"), None);
+    let calls = proxy.total();
+    assert!(calls > 20, "a provision makes dozens of calls, counted {calls}");
+    let fired = (1..=calls).filter(|&call| run(&format!("k{call}{tag}"), Some(call))).count() as u32;
+    assert!(fired + 2 >= calls, "{fired} of {calls} kills fired");
+    eprintln!(
+        "adoption: killed at each of {calls} calls ({tag}): every run resumed to one of everything, HyperShift's ids kept"
+    );
+}
+
+#[test]
+fn a_provision_adopting_hypershifts_resources_killed_at_every_aws_call_before_it_reaches_aws_resumes_exactly() {
+    adoption_sweep(false);
+}
+
+#[test]
+fn a_provision_adopting_hypershifts_resources_killed_at_every_aws_call_after_aws_acted_resumes_exactly() {
+    adoption_sweep(true);
+}
