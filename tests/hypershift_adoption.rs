@@ -156,3 +156,76 @@ fn a_provision_adopting_hypershifts_resources_killed_at_every_aws_call_before_it
 fn a_provision_adopting_hypershifts_resources_killed_at_every_aws_call_after_aws_acted_resumes_exactly() {
     adoption_sweep(true);
 }
+
+/// What a mutating call is: anything but a read. Route53's REST calls are named by method.
+fn mutating(action: &str) -> bool {
+    let read = ["Describe", "List", "Get"].iter().any(|p| action.starts_with(p)) || action.starts_with("route53 GET");
+    !read
+}
+
+/// A cluster HyperShift made whole is taken over by its identity marks alone: one CreateTags per
+/// EC2 resource, the comment and tags of each private zone, and nothing else HyperShift made is
+/// written to (no attribute, association, attachment or route set again). The one thing made is
+/// the worker security group, which `hypershift create infra aws` never makes (its control-plane
+/// operator does, later). The output names HyperShift's ids.
+#[test]
+fn provision_over_a_whole_hypershift_cluster_writes_only_identity_marks_and_makes_only_the_worker_group() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    let zones = ["us-east-1a", "us-east-1b"];
+    let mut made = make(&e.c, "hw-abcde", &zones, Cut::BeforeZones);
+    make_zones(&e.c, "hw", "example.com", &mut made);
+    let input = e.input("hw.json", provision_input("hw", "hw-abcde", &zones));
+    proxy.reset_counts();
+    let out = ok(&e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "hw"]));
+    let mutations: std::collections::BTreeMap<String, u32> =
+        proxy.counts().into_iter().filter(|(a, _)| mutating(a)).collect();
+    let ec2_made = made.keys().filter(|role| !role.ends_with("-zone")).count() as u32;
+    let expected: std::collections::BTreeMap<String, u32> = [
+        ("CreateTags", ec2_made),
+        ("route53 POST /hostedzone/{id}", 2),
+        ("route53 POST /tags/hostedzone/{id}", 2),
+        ("CreateSecurityGroup", 1),
+        ("AuthorizeSecurityGroupIngress", 1),
+    ]
+    .into_iter()
+    .map(|(k, n)| (k.to_string(), n))
+    .collect();
+    assert_eq!(mutations, expected, "the only writes over a whole HyperShift cluster");
+    assert_eq!(out["vpcID"], made["vpc"]);
+    assert_eq!(out["privateZoneID"], made["private-zone"]);
+    let subnets: Vec<&Value> = out["zones"].as_array().unwrap().iter().map(|z| &z["subnetID"]).collect();
+    assert_eq!(subnets, [&json!(made["private-subnet/us-east-1a"]), &json!(made["private-subnet/us-east-1b"])]);
+    let public: Vec<&str> = out["publicSubnetIDs"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert_eq!(public, [made["public-subnet/us-east-1a"].as_str(), made["public-subnet/us-east-1b"].as_str()]);
+}
+
+/// Two HyperShift VPCs: the operator keeps one by tagging it with the identity the pause names;
+/// the retry adopts that VPC's subnets and gateway, never the other VPC's namesakes.
+#[test]
+fn after_the_operator_picks_one_of_two_hypershift_vpcs_only_that_vpcs_resources_are_adopted() {
+    let e = Env::new();
+    let zones = ["us-east-1a"];
+    let other = make(&e.c, "hp-abcde", &zones, Cut::NatWithoutRouteTable);
+    let kept = make(&e.c, "hp-abcde", &zones, Cut::NatWithoutRouteTable);
+    let input = e.input("hp.json", provision_input("hp", "hp-abcde", &zones));
+    let run = e.cli(&["run", "provision-infra", "--input", &input, "--id", "hp"]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    let why = e.s.status("hp").to_string();
+    let tag = why.split("infraflow.io/identity=").nth(1).expect("the pause names the tag to set");
+    let key: String = tag.chars().take_while(|c| !c.is_whitespace() && *c != ',').collect();
+    let t = aws_sdk_ec2::types::Tag::builder().key("infraflow.io/identity").value(&key).build();
+    e.c.block_on(e.c.ec2.create_tags().resources(&kept["vpc"]).tags(t).send()).unwrap();
+    ok(&e.cli(&["retry", "hp"]));
+    assert_eq!(e.s.status("hp")["state"], "completed");
+    let out = e.s.status("hp")["output"].clone();
+    assert_eq!(out["vpcID"], kept["vpc"]);
+    assert_eq!(out["zones"][0]["subnetID"], kept["private-subnet/us-east-1a"], "{out}");
+    assert_eq!(out["publicSubnetIDs"][0], kept["public-subnet/us-east-1a"], "{out}");
+    let inv = Inventory::read(&e.c, "hp-abcde");
+    for role in ["dhcp-options", "internet-gateway", "private-subnet/us-east-1a", "eip/us-east-1a", "nat/us-east-1a"] {
+        let tags = inv.tags_of(&other[role]);
+        assert!(!tags.iter().any(|(k, _)| k == "infraflow.io/identity"), "the other VPC's {role} left alone: {tags:?}");
+        assert!(inv.tags_of(&kept[role]).iter().any(|(k, _)| k == "infraflow.io/identity"), "{role} adopted");
+    }
+}

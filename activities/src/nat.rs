@@ -30,13 +30,47 @@ pub async fn find_addresses(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
         .collect())
 }
 
-/// An Elastic IP for a NAT gateway, tagged at allocation.
-pub async fn ensure_eip(aws: &Aws, id: &Identity, lookup: Lookup) -> AwsResult<String> {
+/// HyperShift's addresses matching `q` that can be VPC `vpc_id`'s: the ones its NAT gateways in
+/// that VPC hold if any (after two runs, each VPC's NAT holds its own), else the free ones.
+async fn hypershift_addresses(aws: &Aws, q: TagQuery, vpc_id: &str) -> AwsResult<Vec<String>> {
+    let out =
+        aws.ec2.describe_addresses().filters(q.filter()).send().await.map_err(|e| classify("DescribeAddresses", e))?;
+    let theirs: Vec<_> = out.addresses().iter().filter(|a| q.matches(a.tags())).collect();
+    if theirs.len() < 2 {
+        return Ok(theirs.iter().filter_map(|a| a.allocation_id().map(str::to_string)).collect());
+    }
+    let nats = aws
+        .ec2
+        .describe_nat_gateways()
+        .filter(filter("vpc-id", &[vpc_id]))
+        .send()
+        .await
+        .map_err(|e| classify("DescribeNatGateways", e))?;
+    let held_here: Vec<&str> = nats
+        .nat_gateways()
+        .iter()
+        .filter(|n| n.vpc_id() == Some(vpc_id))
+        .flat_map(|n| n.nat_gateway_addresses().iter().filter_map(|a| a.allocation_id()))
+        .collect();
+    let here: Vec<String> =
+        theirs.iter().filter_map(|a| a.allocation_id()).filter(|id| held_here.contains(id)).map(String::from).collect();
+    if !here.is_empty() {
+        return Ok(here);
+    }
+    Ok(theirs
+        .iter()
+        .filter(|a| a.association_id().is_none() && a.network_interface_id().is_none())
+        .filter_map(|a| a.allocation_id().map(str::to_string))
+        .collect())
+}
+
+/// An Elastic IP for a NAT gateway in VPC `vpc_id`, tagged at allocation.
+pub async fn ensure_eip(aws: &Aws, id: &Identity, vpc_id: &str, lookup: Lookup) -> AwsResult<String> {
     if lookup.first() {
         if let Some(a) = find_addresses(aws, &id.query()).await?.into_iter().next() {
             return Ok(a);
         }
-        let find = |q: TagQuery| async move { find_addresses(aws, &q).await };
+        let find = |q: TagQuery| hypershift_addresses(aws, q, vpc_id);
         if let Some(a) = adopt_hypershift(aws, id, "Elastic IP", find, itself).await? {
             return Ok(a);
         }
@@ -65,6 +99,15 @@ pub async fn release_eip(aws: &Aws, allocation_id: &str) -> AwsResult<bool> {
 
 /// NAT gateways matching `f` that are not deleted (AWS lists deleted ones for a while).
 pub async fn find_nat_gateways(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, NatGatewayState)>> {
+    find_nat_gateways_in(aws, q, None).await
+}
+
+/// `find_nat_gateways`, in subnet `subnet_id` only when given.
+async fn find_nat_gateways_in(
+    aws: &Aws,
+    q: &TagQuery,
+    subnet_id: Option<&str>,
+) -> AwsResult<Vec<(String, NatGatewayState)>> {
     let out = aws
         .ec2
         .describe_nat_gateways()
@@ -76,7 +119,7 @@ pub async fn find_nat_gateways(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String
     Ok(out
         .nat_gateways()
         .iter()
-        .filter(|n| q.matches(n.tags()))
+        .filter(|n| q.matches(n.tags()) && subnet_id.is_none_or(|want| n.subnet_id() == Some(want)))
         .filter(|n| !matches!(n.state(), Some(NatGatewayState::Deleted)))
         .filter_map(|n| Some((n.nat_gateway_id()?.to_string(), n.state()?.clone())))
         .collect())
@@ -97,9 +140,10 @@ pub async fn ensure_nat_gateway(
         return Ok(nat.clone());
     }
     if lookup.first() {
-        // HyperShift's, if it is usable: a failed or deleting one of theirs is left to them.
+        // HyperShift's, if it is usable and in the subnet this zone uses: a failed or deleting one
+        // of theirs is left to them.
         let find = |q: TagQuery| async move {
-            let all = find_nat_gateways(aws, &q).await?;
+            let all = find_nat_gateways_in(aws, &q, Some(subnet_id)).await?;
             Ok(all
                 .into_iter()
                 .filter(|(_, s)| matches!(s, NatGatewayState::Pending | NatGatewayState::Available))

@@ -1,7 +1,7 @@
 //! VPC, DHCP options, internet gateway, subnets and availability zones: idempotent ensure and
 //! delete-if-exists for each.
 
-use aws_sdk_ec2::types::{AttributeBooleanValue, NewDhcpConfiguration, ResourceType, Tag};
+use aws_sdk_ec2::types::{AttributeBooleanValue, NewDhcpConfiguration, ResourceType, Tag, VpcAttributeName};
 use serde::{Deserialize, Serialize};
 
 use crate::adopt::{adopt_hypershift, itself};
@@ -19,6 +19,7 @@ pub const IAM_READ: &[&str] = &[
     "ec2:DescribeSubnets",
     "ec2:DescribeInternetGateways",
     "ec2:DescribeDhcpOptions",
+    "ec2:DescribeVpcAttribute",
 ];
 /// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
 pub const IAM_WRITE: &[&str] = &[
@@ -92,6 +93,16 @@ pub async fn find_vpcs(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
     Ok(out.vpcs().iter().filter(|v| q.matches(v.tags())).filter_map(|v| v.vpc_id().map(str::to_string)).collect())
 }
 
+/// The DHCP options the VPC uses (None for a VPC not found).
+async fn dhcp_options_of(aws: &Aws, vpc_id: &str) -> AwsResult<Option<String>> {
+    let out = aws.ec2.describe_vpcs().vpc_ids(vpc_id).send().await.map_err(|e| classify("DescribeVpcs", e));
+    match out {
+        Ok(o) => Ok(o.vpcs().first().and_then(|v| v.dhcp_options_id()).map(str::to_string)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// The VPCs using DHCP options `dopt_id`, each with whether it belongs to the set's cluster (the
 /// set's ownership tag); None if the set is gone.
 pub async fn dhcp_options_users(aws: &Aws, dopt_id: &str) -> AwsResult<Option<Vec<(String, bool)>>> {
@@ -137,8 +148,8 @@ pub async fn ensure_vpc(aws: &Aws, id: &Identity, cidr: &str, lookup: Lookup) ->
         },
         false => None,
     };
-    let vpc_id = match found {
-        Some(v) => v,
+    let (vpc_id, found) = match found {
+        Some(v) => (v, true),
         None => {
             let out = aws
                 .ec2
@@ -148,32 +159,58 @@ pub async fn ensure_vpc(aws: &Aws, id: &Identity, cidr: &str, lookup: Lookup) ->
                 .send()
                 .await
                 .map_err(|e| classify("CreateVpc", e))?;
-            out.vpc().and_then(|v| v.vpc_id()).ok_or_else(|| missing("CreateVpc", "VPC id"))?.to_string()
+            (out.vpc().and_then(|v| v.vpc_id()).ok_or_else(|| missing("CreateVpc", "VPC id"))?.to_string(), false)
         }
+    };
+    // A VPC found (resumed, or adopted from HyperShift) is read first: one taken over whole is
+    // configured already and is not written to. A new one is configured without asking.
+    let (support, hostnames) = match found {
+        true => tokio::try_join!(
+            vpc_attribute_on(aws, &vpc_id, VpcAttributeName::EnableDnsSupport),
+            vpc_attribute_on(aws, &vpc_id, VpcAttributeName::EnableDnsHostnames)
+        )?,
+        false => (false, false),
     };
     // One attribute per call: AWS refuses both at once, but takes the two calls side by side.
     // In place while the new id settles.
-    let on = || AttributeBooleanValue::builder().value(true).build();
-    let support = once_consistent(|| async {
-        aws.ec2
-            .modify_vpc_attribute()
-            .vpc_id(&vpc_id)
-            .enable_dns_support(on())
-            .send()
-            .await
-            .map_err(|e| classify("ModifyVpcAttribute", e))
-    });
-    let hostnames = once_consistent(|| async {
-        aws.ec2
-            .modify_vpc_attribute()
-            .vpc_id(&vpc_id)
-            .enable_dns_hostnames(on())
-            .send()
-            .await
-            .map_err(|e| classify("ModifyVpcAttribute", e))
-    });
-    tokio::try_join!(support, hostnames)?;
+    let vpc = vpc_id.as_str();
+    let turn_on = |which: VpcAttributeName, already: bool| async move {
+        if already {
+            return Ok(());
+        }
+        once_consistent(|| async {
+            let on = AttributeBooleanValue::builder().value(true).build();
+            let call = aws.ec2.modify_vpc_attribute().vpc_id(vpc);
+            let call = match which {
+                VpcAttributeName::EnableDnsHostnames => call.enable_dns_hostnames(on),
+                _ => call.enable_dns_support(on),
+            };
+            call.send().await.map(|_| ()).map_err(|e| classify("ModifyVpcAttribute", e))
+        })
+        .await
+    };
+    tokio::try_join!(
+        turn_on(VpcAttributeName::EnableDnsSupport, support),
+        turn_on(VpcAttributeName::EnableDnsHostnames, hostnames)
+    )?;
     Ok(vpc_id)
+}
+
+/// Whether the VPC's boolean attribute `which` is on.
+async fn vpc_attribute_on(aws: &Aws, vpc_id: &str, which: VpcAttributeName) -> AwsResult<bool> {
+    let out = aws
+        .ec2
+        .describe_vpc_attribute()
+        .vpc_id(vpc_id)
+        .attribute(which.clone())
+        .send()
+        .await
+        .map_err(|e| classify("DescribeVpcAttribute", e))?;
+    let value = match which {
+        VpcAttributeName::EnableDnsHostnames => out.enable_dns_hostnames(),
+        _ => out.enable_dns_support(),
+    };
+    Ok(value.and_then(|v| v.value()).unwrap_or(false))
 }
 
 pub async fn delete_vpc(aws: &Aws, vpc_id: &str) -> AwsResult<bool> {
@@ -208,14 +245,28 @@ pub async fn ensure_dhcp_options(
         true => match find_dhcp_options(aws, &id.query()).await?.into_iter().next() {
             Some(d) => Some(d),
             None => {
-                let find = |q: TagQuery| async move { find_dhcp_options(aws, &q).await };
+                // Theirs that the VPC uses, else theirs that no VPC uses: after two runs, each
+                // VPC holds its own.
+                let find = |q: TagQuery| async move {
+                    let all = find_dhcp_options(aws, &q).await?;
+                    if let Some(current) = dhcp_options_of(aws, vpc_id).await?.filter(|d| all.contains(d)) {
+                        return Ok(vec![current]);
+                    }
+                    let mut free = Vec::new();
+                    for d in all {
+                        if vpcs_using_dhcp_options(aws, &d, None).await?.is_empty() {
+                            free.push(d);
+                        }
+                    }
+                    Ok(free)
+                };
                 adopt_hypershift(aws, id, "DHCP options set", find, itself).await?
             }
         },
         false => None,
     };
-    let dopt = match found {
-        Some(d) => d,
+    let (dopt, found) = match found {
+        Some(d) => (d, true),
         None => {
             let conf = |k: &str, v: &str| NewDhcpConfiguration::builder().key(k).values(v).build();
             let out = aws
@@ -243,9 +294,14 @@ pub async fn ensure_dhcp_options(
                     .map_err(|e| classify("CreateTags", e))
             })
             .await?;
-            dopt
+            (dopt, false)
         }
     };
+    // Found options may be in use already (a resume, or HyperShift's whole cluster): then the
+    // association is left as it is.
+    if found && dhcp_options_of(aws, vpc_id).await?.as_deref() == Some(dopt.as_str()) {
+        return Ok(dopt);
+    }
     once_consistent(|| async {
         aws.ec2
             .associate_dhcp_options()
@@ -342,8 +398,25 @@ pub async fn ensure_internet_gateway(aws: &Aws, id: &Identity, vpc_id: &str, loo
     let mine = found.as_ref().and_then(|out| out.internet_gateways().iter().find(|g| q.matches(g.tags())));
     let adopted = match (lookup, mine) {
         (Lookup::First, None) => {
-            let find = |q: TagQuery| async move { find_internet_gateways(aws, &q).await };
-            adopt_hypershift(aws, id, "internet gateway", find, itself).await?
+            // A gateway of theirs serving another VPC is not this VPC's: attaching it here would
+            // fail, and could be mistaken for done.
+            let find = |q: TagQuery| async move {
+                let out = aws
+                    .ec2
+                    .describe_internet_gateways()
+                    .filters(q.filter())
+                    .send()
+                    .await
+                    .map_err(|e| classify("DescribeInternetGateways", e))?;
+                Ok(out
+                    .internet_gateways()
+                    .iter()
+                    .filter(|g| q.matches(g.tags()))
+                    .filter(|g| g.attachments().iter().all(|a| a.vpc_id() == Some(vpc_id)))
+                    .filter_map(|g| Some((g.internet_gateway_id()?.to_string(), !g.attachments().is_empty())))
+                    .collect())
+            };
+            adopt_hypershift(aws, id, "internet gateway", find, |g: &(String, bool)| &g.0).await?
         }
         _ => None,
     };
@@ -352,8 +425,7 @@ pub async fn ensure_internet_gateway(aws: &Aws, id: &Identity, vpc_id: &str, loo
             g.internet_gateway_id().ok_or_else(|| missing("DescribeInternetGateways", "gateway id"))?.to_string(),
             g.attachments().iter().any(|a| a.vpc_id() == Some(vpc_id)),
         ),
-        // Attached or not: attaching again answers Resource.AlreadyAssociated, taken as done.
-        (None, Some(g)) => (g, false),
+        (None, Some(g)) => g,
         (None, None) => {
             let out = aws
                 .ec2
@@ -431,20 +503,30 @@ pub struct SubnetInfo {
 }
 
 pub async fn find_subnets(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<SubnetInfo>> {
-    let out =
-        aws.ec2.describe_subnets().filters(q.filter()).send().await.map_err(|e| classify("DescribeSubnets", e))?;
+    find_subnets_in(aws, q, None).await
+}
+
+/// `find_subnets`, in VPC `vpc_id` only when given.
+async fn find_subnets_in(aws: &Aws, q: &TagQuery, vpc_id: Option<&str>) -> AwsResult<Vec<SubnetInfo>> {
+    let mut call = aws.ec2.describe_subnets().filters(q.filter());
+    if let Some(vpc) = vpc_id {
+        call = call.filters(filter("vpc-id", &[vpc]));
+    }
+    let out = call.send().await.map_err(|e| classify("DescribeSubnets", e))?;
     Ok(out
         .subnets()
         .iter()
-        .filter(|s| q.matches(s.tags()))
-        .filter_map(|s| {
-            Some(SubnetInfo {
-                subnet_id: s.subnet_id()?.to_string(),
-                zone: s.availability_zone().unwrap_or_default().to_string(),
-                zone_id: s.availability_zone_id().unwrap_or_default().to_string(),
-            })
-        })
+        .filter(|s| q.matches(s.tags()) && vpc_id.is_none_or(|v| s.vpc_id() == Some(v)))
+        .filter_map(subnet_info)
         .collect())
+}
+
+fn subnet_info(s: &aws_sdk_ec2::types::Subnet) -> Option<SubnetInfo> {
+    Some(SubnetInfo {
+        subnet_id: s.subnet_id()?.to_string(),
+        zone: s.availability_zone().unwrap_or_default().to_string(),
+        zone_id: s.availability_zone_id().unwrap_or_default().to_string(),
+    })
 }
 
 /// Looks subnets up by id (any owner).
@@ -456,17 +538,7 @@ pub async fn describe_subnets(aws: &Aws, ids: &[String]) -> AwsResult<Vec<Subnet
         .send()
         .await
         .map_err(|e| classify("DescribeSubnets", e))?;
-    Ok(out
-        .subnets()
-        .iter()
-        .filter_map(|s| {
-            Some(SubnetInfo {
-                subnet_id: s.subnet_id()?.to_string(),
-                zone: s.availability_zone().unwrap_or_default().to_string(),
-                zone_id: s.availability_zone_id().unwrap_or_default().to_string(),
-            })
-        })
-        .collect())
+    Ok(out.subnets().iter().filter_map(subnet_info).collect())
 }
 
 pub async fn ensure_subnet(
@@ -481,7 +553,8 @@ pub async fn ensure_subnet(
         if let Some(s) = find_subnets(aws, &id.query()).await?.into_iter().next() {
             return Ok(s);
         }
-        let find = |q: TagQuery| async move { find_subnets(aws, &q).await };
+        // Theirs only in the cluster's VPC: after two VPCs, the one the operator kept.
+        let find = |q: TagQuery| async move { find_subnets_in(aws, &q, Some(vpc_id)).await };
         if let Some(s) = adopt_hypershift(aws, id, "subnet", find, |s: &SubnetInfo| &s.subnet_id).await? {
             return Ok(s);
         }

@@ -464,12 +464,17 @@ impl WfCtx {
                     return Ok(out);
                 }
                 Err(error) if error.operator => {
-                    // Credentials or permissions: rolling back would fail the same way, and a
-                    // `retry` after the operator's fix finishes the work.
-                    let reason = format!(
-                        "step {key}: AWS refused the credentials or permissions ({error}); fix them (for example `aws sso login`, or the IAM policy) and run `infraflow retry {}`",
-                        run.id
-                    );
+                    // Credentials, permissions, or a choice only the operator can make (an AWS
+                    // code: AWS refused; none: our own check, whose message says what to do).
+                    // Rolling back would fail the same way or guess; a `retry` after the
+                    // operator's fix finishes the work.
+                    let reason = match error.code {
+                        Some(_) => format!(
+                            "step {key}: AWS refused the credentials or permissions ({error}); fix them (for example `aws sso login`, or the IAM policy) and run `infraflow retry {}`",
+                            run.id
+                        ),
+                        None => format!("step {key} needs the operator: {error}"),
+                    };
                     return Err(run.pause(key.clone(), Some(failed(&error, true, None)), reason).await?);
                 }
                 Err(error) if error.retryable && round < policy.max_attempts => {

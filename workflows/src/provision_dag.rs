@@ -272,7 +272,8 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                         with_undo(Kind::ElasticIp, &eip_ident),
                         || async {
                             let aws = pool.region(region).await;
-                            nat::ensure_eip(&aws, &eip_ident, eip_look.lookup()).await.map_err(from_aws)
+                            // The VPC is not in the step's input (older journals): it only narrows adoption.
+                            nat::ensure_eip(&aws, &eip_ident, vpc, eip_look.lookup()).await.map_err(from_aws)
                         },
                     )
                     .await
