@@ -17,7 +17,7 @@ rm -f target/test-times.tsv target/test-passes.tsv
 jobs="${INFRAFLOW_TEST_JOBS:-2}"
 status=0
 if [ "$#" -eq 0 ]; then
-  scripts/run-tests.py run --label plain --jobs "$jobs" --first crash_sweep,hypershift_adoption,aws_provision -- --test-threads=2 \
+  scripts/run-tests.py run --label plain --jobs "$jobs" --first hypershift_adoption,crash_sweep,aws_iam,aws_provision -- --test-threads=2 \
     --skip several_hosts || status=1
   # Daemons on three hosts (network namespaces) sharing PostgreSQL, one test at a time and alone
   # on the machine (they measure takeover times), with the figures they print.
@@ -28,7 +28,7 @@ if [ "$#" -eq 0 ]; then
   # Tests that set their own lag on their proxy already ran under it above, and are not run twice.
   skip_lagged=(--skip consistency_lag --skip follow_up_call_fails --skip subnet_was_made_under_lag --skip long_tag_lag)
   scripts/run-tests.py run --label strict --jobs "$jobs" --first aws_provision --env INFRAFLOW_TEST_STRICT=1 \
-    --only aws_provision,aws_teardown,aws_privatelink,aws_nodepool,operator_sequences,hypershift_adoption -- \
+    --only aws_provision,aws_teardown,aws_privatelink,aws_nodepool,operator_sequences,hypershift_adoption,aws_iam -- \
     --test-threads=2 "${skip_lagged[@]}" --skip every_aws_call || status=1
   scripts/run-tests.py run --label strict-hosts --env INFRAFLOW_TEST_STRICT=1 --only multi_host -- --test-threads=2 || status=1
 else

@@ -191,7 +191,15 @@ fn provision_over_a_whole_hypershift_cluster_writes_only_identity_marks_and_make
     .into_iter()
     .map(|(k, n)| (k.to_string(), n))
     .collect();
-    assert_eq!(mutations, expected, "the only writes over a whole HyperShift cluster");
+    if support::strict::Strict::from_env().is_none() {
+        assert_eq!(mutations, expected, "the only writes over a whole HyperShift cluster");
+    } else {
+        // Strict AWS refuses some writes for a moment (Route53's rate, a new group not yet
+        // visible): their retries are counted too, and made nothing. The kinds and the two
+        // counts that matter stay exact.
+        assert_eq!(mutations.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>());
+        assert_eq!((mutations["CreateTags"], mutations["CreateSecurityGroup"]), (ec2_made, 1), "{mutations:?}");
+    }
     assert_eq!(out["vpcID"], made["vpc"]);
     assert_eq!(out["privateZoneID"], made["private-zone"]);
     let subnets: Vec<&Value> = out["zones"].as_array().unwrap().iter().map(|z| &z["subnetID"]).collect();

@@ -247,3 +247,54 @@ fn a_new_instance_is_pending_before_it_runs() {
     std::thread::sleep(Duration::from_millis(3100));
     assert_eq!(state().as_deref(), Some("running"));
 }
+
+/// IAM's propagation delay, as the SDK sees it: a new role and a new instance profile read as
+/// the typed `NoSuchEntity` errors, and EC2 refuses to launch with the profile (an invalid
+/// `iamInstanceProfile.name`), until the delay is over; then all three work.
+#[test]
+fn a_new_role_and_instance_profile_are_not_found_and_not_launchable_until_iam_propagates() {
+    let (_moto, proxy, c) = strict();
+    let lag = Duration::from_millis(4500); // Strict::all(1.5 s) gives IAM three times the EC2 lag
+    let subnet = vpc_with_subnet(&c, "10.7");
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    c.block_on(c.iam.create_role().role_name("p-worker-role").assume_role_policy_document(trust).send()).unwrap();
+    c.block_on(c.iam.create_instance_profile().instance_profile_name("p-worker").send()).unwrap();
+    c.block_on(
+        c.iam.add_role_to_instance_profile().instance_profile_name("p-worker").role_name("p-worker-role").send(),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let role = c.block_on(c.iam.get_role().role_name("p-worker-role").send()).unwrap_err().into_service_error();
+    assert!(role.is_no_such_entity_exception(), "{role:?}");
+    let profile = c
+        .block_on(c.iam.get_instance_profile().instance_profile_name("p-worker").send())
+        .unwrap_err()
+        .into_service_error();
+    assert!(profile.is_no_such_entity_exception(), "{profile:?}");
+    let launch = || {
+        c.block_on(
+            c.ec2
+                .run_instances()
+                .image_id("ami-12c6146b")
+                .instance_type(InstanceType::T3Micro)
+                .min_count(1)
+                .max_count(1)
+                .subnet_id(&subnet)
+                .iam_instance_profile(
+                    aws_sdk_ec2::types::IamInstanceProfileSpecification::builder().name("p-worker").build(),
+                )
+                .send(),
+        )
+    };
+    // (Skipped only if this thread stalled for seconds: then the delay is over.)
+    if started.elapsed() < lag - Duration::from_millis(500) {
+        let refused = launch().unwrap_err();
+        assert_eq!(refused.code(), Some("InvalidParameterValue"), "{refused:?}");
+        assert!(refused.message().unwrap_or_default().contains("iamInstanceProfile.name"), "{refused:?}");
+    }
+    std::thread::sleep(lag.saturating_sub(started.elapsed()) + Duration::from_millis(200));
+    assert!(c.block_on(c.iam.get_role().role_name("p-worker-role").send()).is_ok());
+    assert!(c.block_on(c.iam.get_instance_profile().instance_profile_name("p-worker").send()).is_ok());
+    assert!(launch().is_ok(), "launchable once IAM has propagated");
+    assert!(proxy.strict_effects().get("iam-not-yet-propagated").is_some_and(|n| *n >= 2));
+}

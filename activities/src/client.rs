@@ -18,6 +18,8 @@ pub struct Aws {
     pub classic_elb: aws_sdk_elasticloadbalancing::Client,
     pub r53: aws_sdk_route53::Client,
     pub sts: aws_sdk_sts::Client,
+    /// IAM is global: the same account-wide roles whatever the region.
+    pub iam: aws_sdk_iam::Client,
 }
 
 impl Aws {
@@ -57,6 +59,9 @@ impl Aws {
             ),
             sts: aws_sdk_sts::Client::from_conf(
                 aws_sdk_sts::config::Builder::from(&conf).interceptor(CallCounter).build(),
+            ),
+            iam: aws_sdk_iam::Client::from_conf(
+                aws_sdk_iam::config::Builder::from(&conf).interceptor(CallCounter).build(),
             ),
         }
     }

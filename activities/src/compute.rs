@@ -150,6 +150,12 @@ pub async fn ensure_instance(
         {
             AwsError { retryable: false, ..e }
         }
+        // IAM is eventually consistent: a profile made seconds ago is not known to EC2 yet. It
+        // is retried in place (the same token), never made again; a name that never appears
+        // fails when the retries run out.
+        e if e.code_is("InvalidParameterValue") && e.message.contains("iamInstanceProfile") => {
+            AwsError { retryable: true, ..e }
+        }
         e => e,
     })?;
     Ok(out

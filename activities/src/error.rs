@@ -47,7 +47,11 @@ impl AwsError {
         self.code.as_deref().is_some_and(|c| {
             matches!(
                 c,
-                "DependencyViolation" | "ResourceInUse" | "HostedZoneNotEmpty" | "InvalidRouteTableID.HasDependencies"
+                "DependencyViolation"
+                    | "ResourceInUse"
+                    | "HostedZoneNotEmpty"
+                    | "InvalidRouteTableID.HasDependencies"
+                    | "DeleteConflict"
             )
         })
     }

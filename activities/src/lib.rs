@@ -11,6 +11,7 @@ pub mod dns;
 pub mod elb;
 pub mod endpoints;
 mod error;
+pub mod iam;
 pub mod inventory;
 pub mod nat;
 pub mod network;

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::client::Aws;
 use crate::error::AwsResult;
 use crate::tags::{IDENTITY_TAG, TagQuery, owned};
-use crate::{classic_elb, compute, dns, elb, endpoints, nat, network, privatelink, routing, security};
+use crate::{classic_elb, compute, dns, elb, endpoints, iam, nat, network, privatelink, routing, security};
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
 /// the AWS suites through the counting proxy).
@@ -35,10 +35,13 @@ pub enum Kind {
     InternetGateway,
     Vpc,
     DhcpOptions,
+    InstanceProfile,
+    IamRole,
+    OidcProvider,
 }
 
 impl Kind {
-    pub const TEARDOWN_ORDER: [Kind; 15] = [
+    pub const TEARDOWN_ORDER: [Kind; 18] = [
         Kind::Instance,
         Kind::ClassicLoadBalancer,
         Kind::VpcEndpoint,
@@ -56,6 +59,11 @@ impl Kind {
         // first (moto also deletes a set with the VPC that used it, which AWS never does).
         Kind::DhcpOptions,
         Kind::Vpc,
+        // IAM last, after the instances that used the profile: a profile loses its role before
+        // it goes, a role its policies, and the provider outlives the roles that trust it.
+        Kind::InstanceProfile,
+        Kind::IamRole,
+        Kind::OidcProvider,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -75,6 +83,9 @@ impl Kind {
             Kind::InternetGateway => "internet-gateway",
             Kind::Vpc => "vpc",
             Kind::DhcpOptions => "dhcp-options",
+            Kind::InstanceProfile => "instance-profile",
+            Kind::IamRole => "iam-role",
+            Kind::OidcProvider => "oidc-provider",
         }
     }
 }
@@ -101,6 +112,15 @@ fn query(scope: &Scope) -> TagQuery {
     }
 }
 
+/// `<infraID>-`: how every IAM name of the cluster starts.
+fn name_prefix(scope: &Scope) -> String {
+    let infra = match scope {
+        Scope::Owned(infra) => infra.as_str(),
+        Scope::Identity(key) | Scope::CreatedBy { identity: key, .. } => key.split('/').next().unwrap_or_default(),
+    };
+    format!("{infra}-")
+}
+
 /// Ids of the resources of `kind` in `scope` that are to be deleted: in any state but
 /// deleted (a failed endpoint or service still occupies its VPC and must go too).
 pub async fn find(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>> {
@@ -125,6 +145,10 @@ pub async fn find(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>
         Kind::InternetGateway => network::find_internet_gateways(aws, f).await?,
         Kind::Vpc => network::find_vpcs(aws, f).await?,
         Kind::DhcpOptions => network::find_dhcp_options(aws, f).await?,
+        // IAM names start with the cluster's infraID (names are the ids).
+        Kind::InstanceProfile => iam::find_instance_profiles(aws, &name_prefix(scope), f).await?,
+        Kind::IamRole => iam::find_roles(aws, &name_prefix(scope), f).await?,
+        Kind::OidcProvider => iam::find_oidc_providers(aws, f).await?,
         Kind::HostedZone => match scope {
             Scope::Owned(infra) => {
                 let vpcs = network::find_vpcs(aws, &owned(infra)).await?;
@@ -219,6 +243,9 @@ async fn delete_unexplained(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> 
         Kind::InternetGateway => network::delete_internet_gateway(aws, id).await,
         Kind::Vpc => network::delete_vpc(aws, id).await,
         Kind::DhcpOptions => network::delete_dhcp_options(aws, id).await,
+        Kind::InstanceProfile => iam::delete_instance_profile(aws, id).await,
+        Kind::IamRole => iam::delete_role(aws, id).await,
+        Kind::OidcProvider => iam::delete_oidc_provider(aws, id).await,
     }
 }
 

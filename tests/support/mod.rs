@@ -192,6 +192,7 @@ pub fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
 pub mod aws;
 pub mod hypershift;
 pub mod iam;
+pub mod iam_state;
 pub mod inventory;
 pub mod moto;
 pub mod netns;

@@ -93,6 +93,7 @@ pub struct Clients {
     pub elb: aws_sdk_elasticloadbalancingv2::Client,
     pub classic: aws_sdk_elasticloadbalancing::Client,
     pub r53: aws_sdk_route53::Client,
+    pub iam: aws_sdk_iam::Client,
 }
 
 impl Clients {
@@ -110,6 +111,7 @@ impl Clients {
             elb: aws_sdk_elasticloadbalancingv2::Client::new(&conf),
             classic: aws_sdk_elasticloadbalancing::Client::new(&conf),
             r53: aws_sdk_route53::Client::new(&conf),
+            iam: aws_sdk_iam::Client::new(&conf),
             rt,
         }
     }

@@ -40,7 +40,14 @@ impl Net {
         // Tests of one binary run side by side: names and addresses of their own.
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let (pid, n) = (std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
-        let octet = 100 + ((pid * 7 + n * 13) % 150) as u8;
+        // An address block no namespace holds: one left by a run that was killed before it
+        // cleaned up would make `ip route add` fail.
+        let routes = std::process::Command::new("ip").args(["-o", "route"]).output().unwrap().stdout;
+        let routes = String::from_utf8_lossy(&routes);
+        let octet = (0..150)
+            .map(|i| 100 + ((pid * 7 + n * 13 + i * 11) % 150) as u8)
+            .find(|o| !routes.contains(&format!("10.{o}.")))
+            .expect("a free 10.x block");
         let net = Net { tag: format!("{}{n}", pid % 10_000), octet, hosts };
         let svc = net.services();
         ip(&["netns", "add", &svc]);

@@ -33,6 +33,10 @@ pub struct Strict {
     /// deleted NAT gateway is `deleting`, and what a deleted resource's network interfaces held
     /// (subnets, security groups, its address) cannot be deleted or released yet.
     pub transitions: Option<Duration>,
+    /// For this long after it is made, an IAM role or instance profile is NoSuchEntity to
+    /// GetRole / GetInstanceProfile, and a profile (or one given a role) is refused by
+    /// RunInstances as an invalid `iamInstanceProfile.name`: IAM's propagation delay.
+    pub iam_lag: Option<Duration>,
 }
 
 impl Strict {
@@ -48,6 +52,8 @@ impl Strict {
             failed_endpoints: false,
             // Longer than the lag, so a new resource is seen pending before it is available.
             transitions: Some(lag * 2),
+            // IAM propagates slower than EC2 (seconds on AWS).
+            iam_lag: Some(lag * 3),
         }
     }
 
@@ -67,6 +73,10 @@ pub struct StrictState {
     /// New ids and when they become visible.
     hidden: HashMap<String, Instant>,
     route53_times: VecDeque<Instant>,
+    /// IAM names made, and when reads see them.
+    iam_unread: HashMap<String, Instant>,
+    /// Instance profiles made or changed, and when EC2 can launch with them.
+    profiles_unusable: HashMap<String, Instant>,
     transitions: Transitions,
     /// What the strict layer did, by behaviour.
     pub effects: BTreeMap<&'static str, u32>,
@@ -81,7 +91,8 @@ pub fn params(body: &[u8]) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn decode(s: &str) -> String {
+/// Percent-decoding of a query string's parts (`+` is a space).
+pub fn decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -186,6 +197,9 @@ impl StrictState {
                 format!("The ID '{id}' does not exist (strict: not yet consistent)"),
             )));
         }
+        if let Some(refusal) = self.iam_not_yet(action, &p) {
+            return Some(Err(refusal));
+        }
         if self.config.transitions.is_some()
             && let Some(refusal) = self.transitions.before(action, &p)
         {
@@ -212,6 +226,34 @@ impl StrictState {
             }
         }
         None
+    }
+
+    /// IAM's propagation delay, as AWS answers it (`iam_lag`).
+    fn iam_not_yet(&mut self, action: &str, p: &BTreeMap<String, String>) -> Option<Refusal> {
+        self.config.iam_lag?;
+        let now = Instant::now();
+        let pending =
+            |m: &HashMap<String, Instant>, key: &str| p.get(key).filter(|n| m.get(*n).is_some_and(|t| now < *t));
+        let refusal = match action {
+            "GetRole" => pending(&self.iam_unread, "RoleName").map(|n| {
+                ("404 Not Found", "NoSuchEntity", format!("The role with name {n} cannot be found."))
+            }),
+            "GetInstanceProfile" => pending(&self.iam_unread, "InstanceProfileName").map(|n| {
+                ("404 Not Found", "NoSuchEntity", format!("Instance Profile {n} cannot be found."))
+            }),
+            "RunInstances" => pending(&self.profiles_unusable, "IamInstanceProfile.Name").map(|n| {
+                (
+                    "400 Bad Request",
+                    "InvalidParameterValue",
+                    format!("Value ({n}) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name"),
+                )
+            }),
+            _ => None,
+        };
+        if refusal.is_some() {
+            self.count("iam-not-yet-propagated");
+        }
+        refusal
     }
 
     fn before_route53(&mut self, action: &str, body: &[u8]) -> Option<Refusal> {
@@ -264,6 +306,23 @@ impl StrictState {
             rest.remove("ClientToken");
             self.tokens.insert((action.to_string(), token.clone()), (rest, answer.clone()));
             self.count("token-remembered");
+        }
+        if ok && let Some(lag) = self.config.iam_lag {
+            let until = Instant::now() + lag;
+            match action {
+                "CreateRole" => {
+                    self.iam_unread.extend(p.get("RoleName").map(|n| (n.clone(), until)));
+                }
+                "CreateInstanceProfile" => {
+                    let name = p.get("InstanceProfileName").cloned();
+                    self.iam_unread.extend(name.clone().map(|n| (n, until)));
+                    self.profiles_unusable.extend(name.map(|n| (n, until)));
+                }
+                "AddRoleToInstanceProfile" => {
+                    self.profiles_unusable.extend(p.get("InstanceProfileName").map(|n| (n.clone(), until)));
+                }
+                _ => {}
+            }
         }
         let Some(split) = answer.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4) else { return answer };
         let (head, payload) = (

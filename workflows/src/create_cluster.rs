@@ -1,12 +1,14 @@
-//! `create-cluster`: provision-infra, then (for PublicAndPrivate or Private) create-privatelink,
-//! then one scale-nodepool per zone — as child steps of one journaled workflow, so a crash
-//! anywhere resumes the whole, and a terminal failure anywhere compensates all of it.
+//! `create-cluster`: provision-infra, then (with `iam`) create-iam, then (for PublicAndPrivate or
+//! Private) create-privatelink, then one scale-nodepool per zone whose nodes get the worker
+//! instance profile — as child steps of one journaled workflow, so a crash anywhere resumes the
+//! whole, and a terminal failure anywhere compensates all of it.
 
 use infraflow_activities::AwsPool;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::aws_steps::probe_environment;
+use crate::create_iam::{self, CreateIamInput, CreateIamOutput};
 use crate::create_privatelink::{self, GuestSide, ManagementSide, PrivateLinkInput, PrivateLinkOutput};
 use crate::provision_infra::{self, EndpointAccess, ProvisionInput, ProvisionOutput};
 use crate::scale_nodepool::{self, ScaleInput, ScaleOutput};
@@ -39,6 +41,40 @@ pub struct PrivateLinkSpec {
     pub expose_api_server: bool,
 }
 
+/// The cluster's IAM (create-iam's input but for what the infrastructure gives: the infraID,
+/// region, zones and tags).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IamSpec {
+    #[serde(rename = "issuerURL", default, skip_serializing_if = "Option::is_none")]
+    pub issuer_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc_bucket: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc_bucket_region: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thumbprint: Option<String>,
+}
+
+impl IamSpec {
+    fn input(&self, infra: &ProvisionInput, zones: [Option<String>; 3]) -> CreateIamInput {
+        let [public_zone_id, private_zone_id, local_zone_id] = zones;
+        CreateIamInput {
+            name: Some(infra.name.clone()),
+            infra_id: infra.infra_id().to_string(),
+            region: infra.region.clone(),
+            issuer_url: self.issuer_url.clone(),
+            oidc_bucket: self.oidc_bucket.clone(),
+            oidc_bucket_region: self.oidc_bucket_region.clone(),
+            thumbprint: self.thumbprint.clone(),
+            public_zone_id,
+            private_zone_id,
+            local_zone_id,
+            additional_tags: infra.additional_tags.clone(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateClusterInput {
@@ -46,12 +82,19 @@ pub struct CreateClusterInput {
     pub node_pool: NodePoolSpec,
     #[serde(default)]
     pub private_link: PrivateLinkSpec,
+    /// The IAM half (OIDC provider, operator roles, worker profile); left out, the cluster's
+    /// IAM is someone else's (`hypershift create iam aws`) and node pools use
+    /// `nodePool.instanceProfile` if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iam: Option<IamSpec>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateClusterOutput {
     pub infra: ProvisionOutput,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iam: Option<CreateIamOutput>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub private_link: Option<PrivateLinkOutput>,
     pub node_pools: Vec<ScaleOutput>,
@@ -60,6 +103,7 @@ pub struct CreateClusterOutput {
 fn scale_input(
     c: &CreateClusterInput,
     infra: &ProvisionOutput,
+    iam: Option<&CreateIamOutput>,
     zone: &str,
     subnet: &str,
     endpoints: Vec<String>,
@@ -72,7 +116,8 @@ fn scale_input(
         instance_type: c.node_pool.instance_type.clone(),
         image_id: c.node_pool.image_id.clone(),
         security_group_ids: vec![infra.security_group_id.clone()],
-        instance_profile: c.node_pool.instance_profile.clone(),
+        // The input's profile wins: the operator chose it over the cluster's.
+        instance_profile: c.node_pool.instance_profile.clone().or_else(|| iam.map(|i| i.profile_name.clone())),
         vpc_endpoint_ids: endpoints,
         region: Some(infra.region.clone()),
         // A public-only cluster's zones are public subnets without NAT: its nodes need addresses.
@@ -122,6 +167,12 @@ impl WorkflowDef for CreateCluster {
             user_data_sha256: None,
         };
         probe.check().map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: nodePool.", 1)))?;
+        if let Some(iam) = &c.iam {
+            let zone = || Some("Z0000PROBE".to_string());
+            iam.input(&c.infra, [zone(), zone(), zone()])
+                .check()
+                .map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: iam.", 1)))?;
+        }
         let cluster = c.infra.infra_id().to_string();
         Ok(Validated { input: serde_json::to_value(&c).map_err(|e| InputError(e.to_string()))?, cluster })
     }
@@ -132,6 +183,15 @@ impl WorkflowDef for CreateCluster {
             let c: CreateClusterInput = serde_json::from_value(input)
                 .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
             let infra = provision_infra::provision(&ctx.scoped("infra"), &pool, &c.infra).await?;
+            let iam = match &c.iam {
+                Some(spec) => {
+                    let zones = [&infra.public_zone_id, &infra.private_zone_id, &infra.local_zone_id]
+                        .map(|z| Some(z.clone()).filter(|z| !z.is_empty()));
+                    let input = spec.input(&c.infra, zones);
+                    Some(create_iam::create_iam(&ctx.scoped("iam"), &pool, &input).await?)
+                }
+                None => None,
+            };
             let private_link = if c.infra.endpoint_access == EndpointAccess::Public {
                 None
             } else {
@@ -157,13 +217,13 @@ impl WorkflowDef for CreateCluster {
             };
             let endpoints: Vec<String> = private_link.iter().map(|p| p.router.vpc_endpoint_id.clone()).collect();
             let pools = infra.zones.iter().map(|z| {
-                let input = scale_input(&c, &infra, &z.name, &z.subnet_id, endpoints.clone());
+                let input = scale_input(&c, &infra, iam.as_ref(), &z.name, &z.subnet_id, endpoints.clone());
                 let zctx = ctx.scoped(&format!("nodepool/{}", z.name));
                 let pool = &pool;
                 async move { scale_nodepool::scale(&zctx, pool, &input).await }
             });
             let node_pools = join_branches(pools).await?;
-            let out = CreateClusterOutput { infra, private_link, node_pools };
+            let out = CreateClusterOutput { infra, iam, private_link, node_pools };
             serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
         })
     }
@@ -173,6 +233,7 @@ impl WorkflowDef for CreateCluster {
         let pool = self.pool.clone();
         let mut all = crate::provision_infra::ProvisionInfra { pool: pool.clone() }.iam_actions();
         all.extend(crate::create_privatelink::CreatePrivateLink { pool: pool.clone() }.iam_actions());
+        all.extend(crate::create_iam::CreateIam { pool: pool.clone() }.iam_actions());
         all.extend(crate::scale_nodepool::ScaleNodePool { pool }.iam_actions());
         all
     }

@@ -1,11 +1,13 @@
 //! infraflow's workflows, one per file, built on the engine (`infraflow-engine`) and the AWS
 //! activities (`infraflow-activities`): `provision-infra`, `create-privatelink`,
-//! `scale-nodepool`, `teardown`, `create-cluster` (the four in order), and the `canary` the
-//! engine's and the daemon's tests run.
+//! `scale-nodepool`, `create-iam`, `teardown`, `create-cluster` (the infrastructure in order),
+//! and the `canary` the engine's and the daemon's tests run.
 
 mod aws_steps;
 pub mod canary;
+mod cluster_roles;
 pub mod create_cluster;
+pub mod create_iam;
 pub mod create_privatelink;
 pub mod policy;
 mod provision_dag;
@@ -33,6 +35,7 @@ pub fn full_registry(pool: infraflow_activities::AwsPool) -> Registry {
     r.add_workflow(provision_infra::ProvisionInfra { pool: pool.clone() });
     r.add_workflow(scale_nodepool::ScaleNodePool { pool: pool.clone() });
     r.add_workflow(create_privatelink::CreatePrivateLink { pool: pool.clone() });
+    r.add_workflow(create_iam::CreateIam { pool: pool.clone() });
     r.add_workflow(create_cluster::CreateCluster { pool: pool.clone() });
     r.add_workflow(teardown::Teardown { pool });
     r

@@ -32,6 +32,7 @@ pub const ELB: Area = area!(elb);
 pub const CLASSIC_ELB: Area = area!(classic_elb);
 pub const COMPUTE: Area = area!(compute);
 pub const DNS: Area = area!(dns);
+pub const IAM: Area = area!(iam);
 /// Explaining a DependencyViolation (which network interfaces hold a subnet or group).
 pub const RESOURCES: Area = area!(resources);
 
@@ -111,7 +112,8 @@ mod tests {
 
     #[test]
     fn every_declared_action_is_service_colon_action() {
-        for area in [NETWORK, NAT, ROUTING, SECURITY, ENDPOINTS, PRIVATELINK, ELB, CLASSIC_ELB, COMPUTE, DNS, RESOURCES]
+        for area in
+            [NETWORK, NAT, ROUTING, SECURITY, ENDPOINTS, PRIVATELINK, ELB, CLASSIC_ELB, COMPUTE, DNS, IAM, RESOURCES]
         {
             for a in area.read.iter().chain(area.write).chain(area.delete) {
                 let (service, action) = a.split_once(':').unwrap();

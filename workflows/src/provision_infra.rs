@@ -17,7 +17,7 @@ use infraflow_engine::{BoxFuture, Validated, WorkflowDef};
 
 /// User tags per resource: EC2 and Route53 allow 50, and infraflow writes up to 6 of its own
 /// (ownership, Name, identity, created-by, and a subnet's role tag), with a margin.
-pub const MAX_ADDITIONAL_TAGS: usize = 40;
+pub use crate::validate::MAX_ADDITIONAL_TAGS;
 
 /// At most this many zones fit HyperShift's layout in a /16 (a /20 public and a /20 private each).
 pub const MAX_ZONES: usize = 8;
@@ -144,54 +144,12 @@ impl ProvisionInput {
                 }
             }
         }
-        if self.additional_tags.len() > MAX_ADDITIONAL_TAGS {
-            return Err(InputError::field(
-                "additionalTags",
-                format!(
-                    "{} tags, at most {MAX_ADDITIONAL_TAGS}: AWS allows 50 per resource and infraflow writes up to {} of its own",
-                    self.additional_tags.len(),
-                    50 - MAX_ADDITIONAL_TAGS
-                ),
-            ));
-        }
-        for (k, v) in &self.additional_tags {
-            if k.is_empty() || k.len() > 128 || k.to_ascii_lowercase().starts_with("aws:") {
-                return Err(InputError::field(
-                    "additionalTags",
-                    format!("key {k:?} must be 1 to 128 characters and not start with aws:"),
-                ));
-            }
-            if v.len() > 256 {
-                return Err(InputError::field(
-                    "additionalTags",
-                    format!("value of {k:?} is longer than 256 characters"),
-                ));
-            }
-            if let Some(why) = reserved_tag(k) {
-                return Err(InputError::field("additionalTags", format!("key {k:?} is reserved: {why}")));
-            }
-        }
+        validate::additional_tags("additionalTags", &self.additional_tags)?;
         Ok(self)
     }
 
     pub fn infra_id(&self) -> &str {
         self.infra_id.as_deref().unwrap_or_default()
-    }
-}
-
-/// Why an additional tag key may not be set, if it may not: the tags that say who owns a resource
-/// and what it is. `kubernetes.io/cluster/<other>=owned` would hand this cluster's resources to
-/// another cluster's teardown; `infraflow.io/*` would forge an identity or a creator.
-fn reserved_tag(key: &str) -> Option<&'static str> {
-    let k = key.to_ascii_lowercase();
-    if k.starts_with("kubernetes.io/cluster/") || k.starts_with("sigs.k8s.io/") {
-        Some("it names the cluster that owns the resource, which infraflow sets")
-    } else if k.starts_with("infraflow.io/") {
-        Some("infraflow's own tags say what a resource is and who created it")
-    } else if k == "name" {
-        Some("infraflow names resources as HyperShift does")
-    } else {
-        None
     }
 }
 

@@ -147,6 +147,7 @@ impl WorkflowDef for Teardown {
             (CLASSIC_ELB, Use::Remove),
             (COMPUTE, Use::Remove),
             (DNS, Use::Remove),
+            (IAM, Use::Remove),
             (RESOURCES, Use::Read),
         ])
     }

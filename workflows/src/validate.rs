@@ -102,6 +102,56 @@ pub fn cidr16(field: &str, v: &str) -> Result<(u8, u8), InputError> {
     Ok((o[0], o[1]))
 }
 
+/// How many additional tags a user may give: AWS allows 50 per resource, and infraflow writes up
+/// to ten of its own.
+pub const MAX_ADDITIONAL_TAGS: usize = 40;
+
+/// Tags a user adds to every resource: AWS's limits, and none of the keys that say who owns a
+/// resource or what it is.
+pub fn additional_tags(field: &str, tags: &std::collections::BTreeMap<String, String>) -> Result<(), InputError> {
+    if tags.len() > MAX_ADDITIONAL_TAGS {
+        return Err(InputError::field(
+            field,
+            format!(
+                "{} tags, at most {MAX_ADDITIONAL_TAGS}: AWS allows 50 per resource and infraflow writes up to {} of its own",
+                tags.len(),
+                50 - MAX_ADDITIONAL_TAGS
+            ),
+        ));
+    }
+    for (k, v) in tags {
+        if k.is_empty() || k.len() > 128 || k.to_ascii_lowercase().starts_with("aws:") {
+            return Err(InputError::field(
+                field,
+                format!("key {k:?} must be 1 to 128 characters and not start with aws:"),
+            ));
+        }
+        if v.len() > 256 {
+            return Err(InputError::field(field, format!("value of {k:?} is longer than 256 characters")));
+        }
+        if let Some(why) = reserved_tag(k) {
+            return Err(InputError::field(field, format!("key {k:?} is reserved: {why}")));
+        }
+    }
+    Ok(())
+}
+
+/// Why an additional tag key may not be set, if it may not: the tags that say who owns a resource
+/// and what it is. `kubernetes.io/cluster/<other>=owned` would hand this cluster's resources to
+/// another cluster's teardown; `infraflow.io/*` would forge an identity or a creator.
+fn reserved_tag(key: &str) -> Option<&'static str> {
+    let k = key.to_ascii_lowercase();
+    if k.starts_with("kubernetes.io/cluster/") || k.starts_with("sigs.k8s.io/") {
+        Some("it names the cluster that owns the resource, which infraflow sets")
+    } else if k.starts_with("infraflow.io/") {
+        Some("infraflow's own tags say what a resource is and who created it")
+    } else if k == "name" {
+        Some("infraflow names resources as HyperShift does")
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,454 @@
+//! IAM: a cluster's OIDC provider, its roles with their inline policies, and the worker instance
+//! profile — ensure and delete-if-exists for each, and lookups by tag for compensation and teardown.
+//!
+//! IAM has no idempotency tokens and its names are unique per account, so every create is found
+//! by name first, and a name held by anything without this identity's tag is refused, never
+//! adopted (it may be another cluster's). IAM is eventually consistent: a name just made may
+//! read as NoSuchEntity for seconds (retryable, as every not-found is) and its create then
+//! answers EntityAlreadyExists, which is resolved by reading it again, never by making another.
+
+use aws_sdk_iam::types::Tag;
+
+use crate::client::Aws;
+use crate::error::{AwsError, AwsResult, classify};
+use crate::network::{gone_ok, missing};
+use crate::tags::{IDENTITY_TAG, Identity, TagQuery};
+
+/// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
+/// the AWS suites through the counting proxy).
+pub const IAM_READ: &[&str] = &[
+    "iam:GetRole",
+    "iam:ListRoles",
+    "iam:GetInstanceProfile",
+    "iam:ListInstanceProfiles",
+    "iam:ListOpenIDConnectProviders",
+    "iam:GetOpenIDConnectProvider",
+];
+/// The IAM actions of its creates and configuration (tag-on-create needs the Tag* actions).
+pub const IAM_WRITE: &[&str] = &[
+    "iam:CreateOpenIDConnectProvider",
+    "iam:TagOpenIDConnectProvider",
+    "iam:CreateRole",
+    "iam:TagRole",
+    "iam:PutRolePolicy",
+    "iam:CreateInstanceProfile",
+    "iam:TagInstanceProfile",
+    "iam:AddRoleToInstanceProfile",
+];
+/// The IAM actions of its deletes.
+pub const IAM_DELETE: &[&str] = &[
+    "iam:DeleteOpenIDConnectProvider",
+    "iam:ListRolePolicies",
+    "iam:DeleteRolePolicy",
+    "iam:ListAttachedRolePolicies",
+    "iam:DetachRolePolicy",
+    "iam:ListInstanceProfilesForRole",
+    "iam:RemoveRoleFromInstanceProfile",
+    "iam:DeleteRole",
+    "iam:DeleteInstanceProfile",
+];
+
+/// The thumbprint HyperShift gives an S3-hosted issuer (the root CA of S3's certificates): AWS
+/// ignores it for S3 but requires one. Nothing is fetched over the network to compute another.
+pub const S3_ISSUER_THUMBPRINT: &str = "A9D53002E97E00E043244F3D170D6F4C414104FD";
+
+fn iam_tags(pairs: Vec<(String, String)>) -> AwsResult<Vec<Tag>> {
+    pairs
+        .into_iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build().map_err(|e| AwsError::terminal("tag", e.to_string())))
+        .collect()
+}
+
+fn pairs(tags: &[Tag]) -> Vec<(String, String)> {
+    tags.iter().map(|t| (t.key().to_string(), t.value().to_string())).collect()
+}
+
+/// Whether what is named `name` is this identity's; an error naming it if it is someone else's.
+fn claim(what: &str, name: &str, tags: &[Tag], id: &Identity) -> AwsResult<()> {
+    if id.query().matches_pairs(&pairs(tags)) {
+        return Ok(());
+    }
+    let held = pairs(tags)
+        .into_iter()
+        .find(|(k, _)| k == IDENTITY_TAG)
+        .map(|(_, v)| format!("it is infraflow's {v}"))
+        .unwrap_or_else(|| "it has no infraflow identity tag".to_string());
+    Err(AwsError::terminal(
+        "claim",
+        format!(
+            "the {what} {name} exists and is not cluster {}'s ({held}, not {IDENTITY_TAG}={}): it is left untouched; delete or rename it, or use another infraID",
+            id.infra_id,
+            id.key()
+        ),
+    ))
+}
+
+/// A role `name` with trust policy `trust` and inline policy `policy_name` = `policy`: found by
+/// name (and this identity's tag) or created tagged. Returns the role's ARN. The inline policy
+/// is written every time: it is the role's whole permission, and a resumed run must leave it
+/// exactly as this version defines it.
+pub async fn ensure_role(
+    aws: &Aws,
+    id: &Identity,
+    name: &str,
+    trust: &str,
+    policy_name: &str,
+    policy: &str,
+) -> AwsResult<String> {
+    let arn = match get_role(aws, name).await? {
+        Some((arn, tags)) => {
+            claim("IAM role", name, &tags, id)?;
+            arn
+        }
+        None => create_role(aws, id, name, trust).await?,
+    };
+    aws.iam
+        .put_role_policy()
+        .role_name(name)
+        .policy_name(policy_name)
+        .policy_document(policy)
+        .send()
+        .await
+        .map_err(|e| classify("PutRolePolicy", e))?;
+    Ok(arn)
+}
+
+async fn get_role(aws: &Aws, name: &str) -> AwsResult<Option<(String, Vec<Tag>)>> {
+    match aws.iam.get_role().role_name(name).send().await.map_err(|e| classify("GetRole", e)) {
+        Ok(out) => {
+            let role = out.role().ok_or_else(|| missing("GetRole", "role"))?;
+            Ok(Some((role.arn().to_string(), role.tags().to_vec())))
+        }
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+async fn create_role(aws: &Aws, id: &Identity, name: &str, trust: &str) -> AwsResult<String> {
+    let r = aws
+        .iam
+        .create_role()
+        .role_name(name)
+        .path("/")
+        .assume_role_policy_document(trust)
+        .set_tags(Some(iam_tags(id.tags())?))
+        .send()
+        .await
+        .map_err(|e| classify("CreateRole", e));
+    match r {
+        Ok(out) => Ok(out.role().ok_or_else(|| missing("CreateRole", "role"))?.arn().to_string()),
+        // Made by an attempt whose reply was lost, and not readable yet; or someone else's.
+        Err(e) if e.code_is("EntityAlreadyExists") => match get_role(aws, name).await? {
+            Some((arn, tags)) => claim("IAM role", name, &tags, id).map(|()| arn),
+            None => Err(AwsError::not_yet("GetRole", format!("role {name} exists but cannot be read yet"))),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// Instance profile `name` holding role `role`: found by name (and this identity's tag) or
+/// created tagged. Returns the profile's ARN.
+pub async fn ensure_instance_profile(aws: &Aws, id: &Identity, name: &str, role: &str) -> AwsResult<String> {
+    let (arn, roles) = match get_instance_profile(aws, name).await? {
+        Some(p) => {
+            claim("instance profile", name, &p.tags, id)?;
+            (p.arn, p.roles)
+        }
+        None => create_instance_profile(aws, id, name).await?,
+    };
+    if let Some(other) = roles.iter().find(|r| *r != role) {
+        // A profile holds one role: the one there was put by someone else.
+        return Err(AwsError::terminal(
+            "AddRoleToInstanceProfile",
+            format!(
+                "instance profile {name} holds role {other}, not {role}: remove it from the profile, then `infraflow retry`"
+            ),
+        ));
+    }
+    if roles.is_empty() {
+        let r = aws
+            .iam
+            .add_role_to_instance_profile()
+            .instance_profile_name(name)
+            .role_name(role)
+            .send()
+            .await
+            .map_err(|e| classify("AddRoleToInstanceProfile", e));
+        match r {
+            Ok(_) => {}
+            // Added by an attempt whose reply was lost: read again on the next attempt.
+            Err(e) if e.code_is("LimitExceeded") => {
+                return Err(AwsError::not_yet("AddRoleToInstanceProfile", format!("{name} holds a role already")));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(arn)
+}
+
+struct Profile {
+    arn: String,
+    roles: Vec<String>,
+    tags: Vec<Tag>,
+}
+
+async fn get_instance_profile(aws: &Aws, name: &str) -> AwsResult<Option<Profile>> {
+    let r = aws
+        .iam
+        .get_instance_profile()
+        .instance_profile_name(name)
+        .send()
+        .await
+        .map_err(|e| classify("GetInstanceProfile", e));
+    match r {
+        Ok(out) => {
+            let p = out.instance_profile().ok_or_else(|| missing("GetInstanceProfile", "instance profile"))?;
+            Ok(Some(Profile {
+                arn: p.arn().to_string(),
+                roles: p.roles().iter().map(|r| r.role_name().to_string()).collect(),
+                tags: p.tags().to_vec(),
+            }))
+        }
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+async fn create_instance_profile(aws: &Aws, id: &Identity, name: &str) -> AwsResult<(String, Vec<String>)> {
+    let r = aws
+        .iam
+        .create_instance_profile()
+        .instance_profile_name(name)
+        .path("/")
+        .set_tags(Some(iam_tags(id.tags())?))
+        .send()
+        .await
+        .map_err(|e| classify("CreateInstanceProfile", e));
+    match r {
+        Ok(out) => Ok((
+            out.instance_profile()
+                .ok_or_else(|| missing("CreateInstanceProfile", "instance profile"))?
+                .arn()
+                .to_string(),
+            Vec::new(),
+        )),
+        Err(e) if e.code_is("EntityAlreadyExists") => match get_instance_profile(aws, name).await? {
+            Some(p) => claim("instance profile", name, &p.tags, id).map(|()| (p.arn, p.roles)),
+            None => Err(AwsError::not_yet("GetInstanceProfile", format!("{name} exists but cannot be read yet"))),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// The OIDC provider of an issuer, as this cluster uses it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OidcProvider {
+    pub arn: String,
+    /// False for a provider someone else made for this issuer: used as it is, never tagged,
+    /// never deleted (as a public zone is).
+    pub owned: bool,
+}
+
+/// `https://host/path` → `host/path`, how IAM names a provider in its ARN and trust conditions.
+pub fn issuer_host_path(issuer_url: &str) -> &str {
+    issuer_url.trim_start_matches("https://").trim_end_matches('/')
+}
+
+/// The OIDC provider for `issuer_url` (client ids `openshift` and `sts.amazonaws.com`): this
+/// identity's if it exists, someone else's used as it is, or created tagged.
+pub async fn ensure_oidc_provider(
+    aws: &Aws,
+    id: &Identity,
+    issuer_url: &str,
+    thumbprint: &str,
+) -> AwsResult<OidcProvider> {
+    if let Some((arn, tags)) = find_oidc_provider(aws, issuer_url).await? {
+        let owned = id.query().matches_pairs(&pairs(&tags));
+        return Ok(OidcProvider { arn, owned });
+    }
+    let r = aws
+        .iam
+        .create_open_id_connect_provider()
+        .url(issuer_url)
+        .client_id_list("openshift")
+        .client_id_list("sts.amazonaws.com")
+        .thumbprint_list(thumbprint)
+        .set_tags(Some(iam_tags(id.tags())?))
+        .send()
+        .await
+        .map_err(|e| classify("CreateOpenIDConnectProvider", e));
+    match r {
+        Ok(out) => Ok(OidcProvider {
+            arn: out
+                .open_id_connect_provider_arn()
+                .ok_or_else(|| missing("CreateOpenIDConnectProvider", "provider ARN"))?
+                .to_string(),
+            owned: true,
+        }),
+        Err(e) if e.code_is("EntityAlreadyExists") => Err(AwsError::not_yet(
+            "ListOpenIDConnectProviders",
+            format!("the provider for {issuer_url} exists but is not listed yet"),
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// The provider whose ARN ends with the issuer's `host/path` exactly, with its tags.
+async fn find_oidc_provider(aws: &Aws, issuer_url: &str) -> AwsResult<Option<(String, Vec<Tag>)>> {
+    let suffix = format!(":oidc-provider/{}", issuer_host_path(issuer_url));
+    for arn in list_oidc_providers(aws).await? {
+        if arn.ends_with(&suffix) {
+            return Ok(oidc_provider_tags(aws, &arn).await?.map(|tags| (arn, tags)));
+        }
+    }
+    Ok(None)
+}
+
+async fn list_oidc_providers(aws: &Aws) -> AwsResult<Vec<String>> {
+    let out =
+        aws.iam.list_open_id_connect_providers().send().await.map_err(|e| classify("ListOpenIDConnectProviders", e))?;
+    Ok(out.open_id_connect_provider_list().iter().filter_map(|p| p.arn().map(str::to_string)).collect())
+}
+
+async fn oidc_provider_tags(aws: &Aws, arn: &str) -> AwsResult<Option<Vec<Tag>>> {
+    let r = aws
+        .iam
+        .get_open_id_connect_provider()
+        .open_id_connect_provider_arn(arn)
+        .send()
+        .await
+        .map_err(|e| classify("GetOpenIDConnectProvider", e));
+    match r {
+        Ok(out) => Ok(Some(out.tags().to_vec())),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The ARNs of the OIDC providers whose tags match `q`.
+pub async fn find_oidc_providers(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
+    let mut found = Vec::new();
+    for arn in list_oidc_providers(aws).await? {
+        if oidc_provider_tags(aws, &arn).await?.is_some_and(|tags| q.matches_pairs(&pairs(&tags))) {
+            found.push(arn);
+        }
+    }
+    Ok(found)
+}
+
+/// The names of the roles whose names start with `prefix` and whose tags match `q`.
+pub async fn find_roles(aws: &Aws, prefix: &str, q: &TagQuery) -> AwsResult<Vec<String>> {
+    let mut names = Vec::new();
+    let mut marker: Option<String> = None;
+    loop {
+        let out = aws.iam.list_roles().set_marker(marker.clone()).send().await.map_err(|e| classify("ListRoles", e))?;
+        names.extend(out.roles().iter().map(|r| r.role_name().to_string()).filter(|n| n.starts_with(prefix)));
+        marker = out.marker().map(str::to_string).filter(|_| out.is_truncated());
+        if marker.is_none() {
+            break;
+        }
+    }
+    // ListRoles carries no tags: each candidate is read.
+    let mut found = Vec::new();
+    for name in names {
+        if get_role(aws, &name).await?.is_some_and(|(_, tags)| q.matches_pairs(&pairs(&tags))) {
+            found.push(name);
+        }
+    }
+    Ok(found)
+}
+
+/// The names of the instance profiles whose names start with `prefix` and whose tags match `q`.
+pub async fn find_instance_profiles(aws: &Aws, prefix: &str, q: &TagQuery) -> AwsResult<Vec<String>> {
+    let mut names = Vec::new();
+    let mut marker: Option<String> = None;
+    loop {
+        let out = aws
+            .iam
+            .list_instance_profiles()
+            .set_marker(marker.clone())
+            .send()
+            .await
+            .map_err(|e| classify("ListInstanceProfiles", e))?;
+        names.extend(
+            out.instance_profiles()
+                .iter()
+                .map(|p| p.instance_profile_name().to_string())
+                .filter(|n| n.starts_with(prefix)),
+        );
+        marker = out.marker().map(str::to_string).filter(|_| out.is_truncated());
+        if marker.is_none() {
+            break;
+        }
+    }
+    let mut found = Vec::new();
+    for name in names {
+        if get_instance_profile(aws, &name).await?.is_some_and(|p| q.matches_pairs(&pairs(&p.tags))) {
+            found.push(name);
+        }
+    }
+    Ok(found)
+}
+
+/// Deletes the OIDC provider `arn`; false if it was gone.
+pub async fn delete_oidc_provider(aws: &Aws, arn: &str) -> AwsResult<bool> {
+    let r = aws.iam.delete_open_id_connect_provider().open_id_connect_provider_arn(arn).send().await;
+    gone_ok(r.map(|_| ()).map_err(|e| classify("DeleteOpenIDConnectProvider", e)))
+}
+
+/// Deletes role `name` with what IAM requires gone first: its place in instance profiles, its
+/// inline policies, its attached managed policies. False if it was gone.
+pub async fn delete_role(aws: &Aws, name: &str) -> AwsResult<bool> {
+    let profiles: Vec<String> = match aws.iam.list_instance_profiles_for_role().role_name(name).send().await {
+        Ok(out) => out.instance_profiles().iter().map(|p| p.instance_profile_name().to_string()).collect(),
+        Err(e) => match classify("ListInstanceProfilesForRole", e) {
+            e if e.is_not_found() => return Ok(false),
+            e => return Err(e),
+        },
+    };
+    for profile in profiles {
+        remove_role_from_profile(aws, &profile, name).await?;
+    }
+    let inline = aws.iam.list_role_policies().role_name(name).send().await.map_err(|e| classify("ListRolePolicies", e));
+    for policy in inline.map(|o| o.policy_names().to_vec()).or_else(not_found_empty)? {
+        let r = aws.iam.delete_role_policy().role_name(name).policy_name(&policy).send().await;
+        gone_ok(r.map(|_| ()).map_err(|e| classify("DeleteRolePolicy", e)))?;
+    }
+    let attached = aws
+        .iam
+        .list_attached_role_policies()
+        .role_name(name)
+        .send()
+        .await
+        .map_err(|e| classify("ListAttachedRolePolicies", e));
+    let arns: Vec<String> = attached
+        .map(|o| o.attached_policies().iter().filter_map(|p| p.policy_arn().map(str::to_string)).collect())
+        .or_else(not_found_empty)?;
+    for arn in arns {
+        let r = aws.iam.detach_role_policy().role_name(name).policy_arn(&arn).send().await;
+        gone_ok(r.map(|_| ()).map_err(|e| classify("DetachRolePolicy", e)))?;
+    }
+    let r = aws.iam.delete_role().role_name(name).send().await;
+    gone_ok(r.map(|_| ()).map_err(|e| classify("DeleteRole", e)))
+}
+
+fn not_found_empty<T>(e: AwsError) -> AwsResult<Vec<T>> {
+    if e.is_not_found() { Ok(Vec::new()) } else { Err(e) }
+}
+
+async fn remove_role_from_profile(aws: &Aws, profile: &str, role: &str) -> AwsResult<bool> {
+    let r = aws.iam.remove_role_from_instance_profile().instance_profile_name(profile).role_name(role).send().await;
+    gone_ok(r.map(|_| ()).map_err(|e| classify("RemoveRoleFromInstanceProfile", e)))
+}
+
+/// Deletes instance profile `name`, its role removed first (the role itself stays). False if
+/// it was gone.
+pub async fn delete_instance_profile(aws: &Aws, name: &str) -> AwsResult<bool> {
+    let Some(p) = get_instance_profile(aws, name).await? else { return Ok(false) };
+    for role in &p.roles {
+        remove_role_from_profile(aws, name, role).await?;
+    }
+    let r = aws.iam.delete_instance_profile().instance_profile_name(name).send().await;
+    gone_ok(r.map(|_| ()).map_err(|e| classify("DeleteInstanceProfile", e)))
+}

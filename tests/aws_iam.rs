@@ -1,0 +1,255 @@
+//! `create-iam` and the IAM half of `teardown` on moto: the OIDC provider, the seven operator
+//! roles with seed 002's policies, the worker role and its instance profile — exactly one of
+//! each, again after a kill at any IAM call; a name held by something else refused and left as it
+//! is; a rollback that removes exactly what the run made; a teardown that removes the cluster's
+//! IAM and nothing of another cluster named alike.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+use support::aws::{AwsEnv as Env, ok};
+use support::iam_state::IamState;
+use support::proxy::{KillAt, Proxy};
+use support::*;
+
+const ROLES: [(&str, &str, &str); 7] = [
+    ("ingressARN", "openshift-ingress", "ingress"),
+    ("imageRegistryARN", "openshift-image-registry", "image-registry"),
+    ("storageARN", "aws-ebs-csi-driver-controller", "storage"),
+    ("kubeCloudControllerARN", "cloud-controller", "kube-cloud-controller"),
+    ("nodePoolManagementARN", "node-pool", "node-pool-management"),
+    ("controlPlaneOperatorARN", "control-plane-operator", "control-plane-operator"),
+    ("networkARN", "cloud-network-config-controller", "network"),
+];
+
+fn iam_input(infra: &str) -> Value {
+    json!({
+        "infraID": infra,
+        "region": "us-east-1",
+        "oidcBucket": "oidc-store",
+        "publicZoneID": "ZPUBLIC1",
+        "privateZoneID": "ZPRIVATE1",
+        "localZoneID": "ZLOCAL1",
+        "additionalTags": {"team": "sre"}
+    })
+}
+
+/// Seed 002's policy for a role (the repository's copy), scoped as create-iam scopes it: the
+/// record-writing statement of the ingress role to the public and private zones, of the
+/// control-plane operator to the local zone.
+fn expected_policy(file: &str) -> Value {
+    let path = format!("{}/../workflows/policies/{file}.json", env!("CARGO_MANIFEST_DIR"));
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let zones = match file {
+        "ingress" => Some(json!(["arn:aws:route53:::hostedzone/ZPUBLIC1", "arn:aws:route53:::hostedzone/ZPRIVATE1"])),
+        "control-plane-operator" => Some(json!("arn:aws:route53:::hostedzone/ZLOCAL1")),
+        _ => None,
+    };
+    if let Some(zones) = zones {
+        for st in doc["Statement"].as_array_mut().unwrap() {
+            if st["Action"].as_array().unwrap().iter().any(|a| a == "route53:ChangeResourceRecordSets") {
+                st["Resource"] = zones.clone();
+            }
+        }
+    }
+    doc
+}
+
+/// One provider, the eight roles with their policies and trust, one profile holding the worker
+/// role, every one tagged as the cluster's; the output names them all.
+fn assert_cluster_iam(c: &support::moto::Clients, infra: &str, out: &Value) {
+    let s = IamState::read(c, infra);
+    let issuer_path = format!("oidc-store.s3.us-east-1.amazonaws.com/{infra}");
+    assert_eq!(s.providers.len(), 1, "{}", s.summary());
+    let (provider_arn, _) = s.providers.iter().next().unwrap();
+    assert!(provider_arn.ends_with(&format!(":oidc-provider/{issuer_path}")), "{provider_arn}");
+    assert_eq!(s.roles.len(), 8, "{}", s.summary());
+    for (field, suffix, file) in ROLES {
+        let name = format!("{infra}-{suffix}");
+        let role = s.roles.get(&name).unwrap_or_else(|| panic!("no role {name}: {}", s.summary()));
+        assert_eq!(out["roles"][field], role.arn, "{field}");
+        assert_eq!(role.policies.len(), 1, "{name}: one inline policy, named as the role");
+        assert_eq!(role.policies[&name], expected_policy(file), "{name}'s policy is seed 002's");
+        let st = &role.trust["Statement"][0];
+        assert_eq!(st["Action"], "sts:AssumeRoleWithWebIdentity", "{name}");
+        assert_eq!(st["Principal"]["Federated"], *provider_arn, "{name}");
+        let subject = &st["Condition"]["StringEquals"][format!("{issuer_path}:sub")];
+        assert!(subject.to_string().contains("system:serviceaccount:"), "{name}: {}", role.trust);
+        assert_eq!(role.tags.get(&format!("kubernetes.io/cluster/{infra}")).map(String::as_str), Some("owned"));
+        assert_eq!(role.tags.get("team").map(String::as_str), Some("sre"), "additional tags: {:?}", role.tags);
+    }
+    let worker = &s.roles[&format!("{infra}-worker-role")];
+    assert_eq!(worker.policies[&format!("{infra}-worker-policy")], expected_policy("worker"));
+    assert_eq!(worker.trust["Statement"][0]["Principal"]["Service"], "ec2.amazonaws.com");
+    assert_eq!(s.profiles.len(), 1, "{}", s.summary());
+    assert_eq!(s.profiles[&format!("{infra}-worker")].1, [format!("{infra}-worker-role")]);
+    assert_eq!(out["profileName"], format!("{infra}-worker"));
+    assert_eq!(out["issuerURL"], format!("https://{issuer_path}"));
+    assert_eq!((out["infraID"].as_str(), out["region"].as_str()), (Some(infra), Some("us-east-1")));
+    assert_eq!(out["roles"].as_object().unwrap().len(), 7, "{out}");
+}
+
+fn creates(proxy: &Proxy) -> BTreeMap<String, u32> {
+    proxy.counts().into_iter().filter(|(a, _)| a.starts_with("Create") || a.starts_with("Add")).collect()
+}
+
+#[test]
+fn create_iam_makes_one_provider_eight_roles_with_the_seeds_policies_and_one_profile_and_a_rerun_makes_none() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    let input = e.input("ci.json", iam_input("ci-abcde"));
+    let out = ok(&e.cli_at(&proxy.endpoint(), &["run", "create-iam", "--input", &input, "--id", "ci"]));
+    assert_cluster_iam(&e.c, "ci-abcde", &out);
+    let made = creates(&proxy);
+    assert_eq!(made.get("CreateRole"), Some(&8), "{made:?}");
+
+    // The same cluster again, by another workflow: everything found, nothing made. (Under strict
+    // AWS, once IAM shows what was just made: before that a create answers EntityAlreadyExists,
+    // which makes nothing but is still a create call.)
+    if let Some(lag) = support::strict::Strict::from_env().and_then(|s| s.iam_lag) {
+        std::thread::sleep(lag);
+    }
+    proxy.reset_counts();
+    let again = ok(&e.cli_at(&proxy.endpoint(), &["run", "create-iam", "--input", &input, "--id", "ci-again"]));
+    assert_eq!(creates(&proxy), BTreeMap::new(), "a re-run creates nothing");
+    assert_eq!(again["roles"], out["roles"]);
+    assert_cluster_iam(&e.c, "ci-abcde", &again);
+}
+
+#[test]
+fn a_foreign_role_named_like_a_cluster_role_is_refused_untouched_and_only_what_the_run_made_is_rolled_back() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    // Someone else's role with the name of the fifth role create-iam makes.
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    e.c.block_on(e.c.iam.create_role().role_name("cf-abcde-node-pool").assume_role_policy_document(trust).send())
+        .unwrap();
+    let input = e.input("cf.json", iam_input("cf-abcde"));
+    let run = e.cli_at(&proxy.endpoint(), &["run", "create-iam", "--input", &input, "--id", "cf"]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    let err = stderr(&run);
+    assert!(err.contains("cf-abcde-node-pool") && err.contains("is not cluster cf-abcde's"), "{err}");
+    assert_eq!(e.s.status("cf")["state"], "compensated");
+    assert_eq!(creates(&proxy).get("CreateRole"), Some(&4), "four roles made before the refusal");
+    let s = IamState::read(&e.c, "cf-abcde");
+    assert_eq!(s.roles.keys().collect::<Vec<_>>(), ["cf-abcde-node-pool"], "the four made are gone: {}", s.summary());
+    let foreign = &s.roles["cf-abcde-node-pool"];
+    assert!(foreign.tags.is_empty() && foreign.policies.is_empty(), "untouched: {foreign:?}");
+    assert_eq!(foreign.trust, support::iam_state::policy_json(trust));
+    assert!(s.providers.is_empty(), "the provider the run made is gone: {}", s.summary());
+}
+
+#[test]
+fn teardown_removes_the_clusters_iam_and_nothing_of_a_cluster_whose_infra_id_extends_it() {
+    let e = Env::new();
+    let mine = e.input("td.json", iam_input("td-abcde"));
+    ok(&e.cli(&["run", "create-iam", "--input", &mine, "--id", "td"]));
+    // Its roles are named td-abcde-x-…: they start with this cluster's prefix.
+    let theirs = e.input("tdx.json", iam_input("td-abcde-x"));
+    let other = ok(&e.cli(&["run", "create-iam", "--input", &theirs, "--id", "tdx"]));
+    let td = e.input("teardown.json", json!({"infraID": "td-abcde", "region": "us-east-1"}));
+    let plan = ok(&e.cli(&["run", "teardown", "--input", &td, "--dry-run", "--json"]));
+    let planned: Vec<&str> = plan["delete"].as_array().unwrap().iter().filter_map(|p| p["id"].as_str()).collect();
+    assert_eq!(planned.len(), 10, "provider, eight roles, profile: {planned:?}");
+    assert!(planned.iter().all(|id| !id.contains("td-abcde-x")), "{planned:?}");
+    ok(&e.cli(&["run", "teardown", "--input", &td]));
+    let left = IamState::read(&e.c, "td-abcde");
+    let owned = |tags: &BTreeMap<String, String>| tags.contains_key("kubernetes.io/cluster/td-abcde");
+    assert!(!left.roles.values().any(|r| owned(&r.tags)), "{}", left.summary());
+    assert!(!left.providers.values().any(owned) && !left.profiles.values().any(|(t, _)| owned(t)));
+    assert_cluster_iam(&e.c, "td-abcde-x", &other);
+}
+
+/// SIGKILL at every AWS call of create-iam — before the call reaches AWS, or after AWS acted but
+/// before the answer arrives — then the same command again: exactly one of everything.
+fn iam_sweep(after_aws_acts: bool) {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    let tag = if after_aws_acts { "a" } else { "b" };
+    let run = |name: &str, kill: Option<u32>| {
+        let infra = format!("{name}-abcde");
+        let input = e.input(&format!("{name}.json"), iam_input(&infra));
+        let args = ["run", "create-iam", "--input", input.as_str(), "--id", name];
+        let mut fired = false;
+        if let Some(call) = kill {
+            let mut child = e.spawn_cli_at(&proxy.endpoint(), &args);
+            proxy.kill_at(KillAt { call, after_aws_acts, pid: child.id() });
+            let status = child.wait().unwrap();
+            fired = proxy.kill_fired();
+            assert!(!fired || !status.success(), "killed at call {call}, yet it exited {status:?}");
+        }
+        let out = ok(&e.cli_at(&proxy.endpoint(), &args));
+        assert_cluster_iam(&e.c, &infra, &out);
+        fired
+    };
+    proxy.reset_counts();
+    run(&format!("clean{tag}"), None);
+    let calls = proxy.total();
+    assert!(calls > 20, "create-iam makes dozens of calls, counted {calls}");
+    let fired = (1..=calls).filter(|&call| run(&format!("k{call}{tag}"), Some(call))).count() as u32;
+    assert!(fired + 2 >= calls, "{fired} of {calls} kills fired");
+    eprintln!("create-iam: killed at each of {calls} calls ({tag}): every run resumed to exactly one of everything");
+}
+
+#[test]
+fn create_iam_killed_at_every_aws_call_before_it_reaches_aws_resumes_exactly() {
+    iam_sweep(false);
+}
+
+#[test]
+fn create_iam_killed_at_every_aws_call_after_aws_acted_resumes_exactly() {
+    iam_sweep(true);
+}
+
+/// The cluster's live instances (not terminated), each with its instance profile's ARN.
+fn instance_profiles(e: &Env, infra: &str) -> Vec<String> {
+    let key = format!("kubernetes.io/cluster/{infra}");
+    let out = e.c.block_on(e.c.ec2.describe_instances().send()).unwrap();
+    out.reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter(|i| i.tags().iter().any(|t| t.key() == Some(key.as_str())))
+        .filter(|i| {
+            !matches!(i.state().and_then(|s| s.name()).map(|n| n.as_str()), Some("terminated" | "shutting-down"))
+        })
+        .map(|i| i.iam_instance_profile().and_then(|p| p.arn()).unwrap_or("none").to_string())
+        .collect()
+}
+
+/// create-cluster with `iam`: its nodes launch with the worker profile made moments before —
+/// which AWS refuses for a few seconds (strict: IAM's propagation delay), so the launch is
+/// retried in place, one instance per node — and teardown leaves no IAM of the cluster.
+#[test]
+fn create_cluster_with_iam_launches_nodes_with_the_new_worker_profile_and_teardown_removes_its_iam() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    let strict = support::strict::Strict::from_env().unwrap_or_default();
+    proxy.set_strict(support::strict::Strict { iam_lag: Some(std::time::Duration::from_secs(3)), ..strict });
+    let input = e.input(
+        "ic.json",
+        json!({
+            "infra": {"name": "ic", "infraID": "ic-abcde", "region": "us-east-1", "zones": ["us-east-1a"], "baseDomain": "example.com"},
+            "nodePool": {"replicas": 2, "instanceType": "m6i.xlarge", "imageID": "ami-12c6146b"},
+            "iam": {"oidcBucket": "oidc-store"}
+        }),
+    );
+    let out = ok(&e.cli_at(&proxy.endpoint(), &["run", "create-cluster", "--input", &input, "--id", "ic"]));
+    let effects = proxy.strict_effects();
+    assert!(effects.get("iam-not-yet-propagated").is_some_and(|n| *n >= 1), "the delay was met: {effects:?}");
+    assert_eq!(proxy.counts().get("CreateInstanceProfile"), Some(&1));
+    let profiles = instance_profiles(&e, "ic-abcde");
+    assert_eq!(profiles.len(), 2, "one instance per node: {profiles:?}");
+    assert!(profiles.iter().all(|p| p.ends_with(":instance-profile/ic-abcde-worker")), "{profiles:?}");
+    assert_eq!(out["iam"]["profileName"], "ic-abcde-worker");
+    let s = IamState::read(&e.c, "ic-abcde");
+    assert_eq!((s.providers.len(), s.roles.len(), s.profiles.len()), (1, 8, 1), "{}", s.summary());
+
+    let td = e.input("td.json", json!({"infraID": "ic-abcde", "region": "us-east-1"}));
+    ok(&e.cli_at(&proxy.endpoint(), &["run", "teardown", "--input", &td]));
+    let left = IamState::read(&e.c, "ic-abcde");
+    assert_eq!(left.total(), 0, "{}", left.summary());
+    assert!(instance_profiles(&e, "ic-abcde").is_empty());
+    assert_eq!(support::inventory::Inventory::read(&e.c, "ic-abcde").total(), 0);
+}

@@ -1,0 +1,275 @@
+//! `create-iam`: the IAM half of a hosted cluster (seed 002; HyperShift's `create iam aws`) — the
+//! OIDC provider of the cluster's issuer, the seven operator roles that trust it, and the worker
+//! role with its instance profile — with the output `hypershift create cluster aws --iam-json`
+//! reads.
+
+use std::collections::BTreeMap;
+
+use infraflow_activities::iam::{self, OidcProvider, S3_ISSUER_THUMBPRINT, issuer_host_path};
+use infraflow_activities::{AwsPool, Identity, Kind};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::aws_steps::{acting_region, create_opts, from_aws, probe_environment};
+use crate::cluster_roles::worker_trust_policy;
+use crate::cluster_roles::{LONGEST_SUFFIX, OPERATOR_ROLES, Zones, trust_policy, worker_names, worker_policy};
+use crate::validate;
+use infraflow_engine::{ActivityError, InputError, StepError};
+use infraflow_engine::{BoxFuture, Validated, WfCtx, WorkflowDef};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateIamInput {
+    /// The cluster's name (not used in IAM names, which HyperShift derives from the infraID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(rename = "infraID")]
+    pub infra_id: String,
+    pub region: String,
+    /// The issuer, when it is not `https://<oidcBucket>.s3.<oidcBucketRegion>.amazonaws.com/<infraID>`.
+    #[serde(rename = "issuerURL", default, skip_serializing_if = "Option::is_none")]
+    pub issuer_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc_bucket: Option<String>,
+    /// Defaults to `region`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc_bucket_region: Option<String>,
+    /// The issuer certificate's SHA-1 thumbprint; HyperShift's S3 default when left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thumbprint: Option<String>,
+    /// The zones the ingress operator writes records in (both, or its policy allows every zone).
+    #[serde(rename = "publicZoneID", default, skip_serializing_if = "Option::is_none")]
+    pub public_zone_id: Option<String>,
+    #[serde(rename = "privateZoneID", default, skip_serializing_if = "Option::is_none")]
+    pub private_zone_id: Option<String>,
+    /// The zone the control-plane operator writes records in (else every zone).
+    #[serde(rename = "localZoneID", default, skip_serializing_if = "Option::is_none")]
+    pub local_zone_id: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub additional_tags: BTreeMap<String, String>,
+}
+
+impl CreateIamInput {
+    pub fn check(&self) -> Result<(), InputError> {
+        if let Some(n) = &self.name {
+            validate::dns_label("name", n, 40)?;
+        }
+        validate::dns_label("infraID", &self.infra_id, 64 - LONGEST_SUFFIX - 1)?;
+        validate::region("region", &self.region)?;
+        match (&self.issuer_url, &self.oidc_bucket) {
+            (Some(_), Some(_)) => return Err(InputError::field("issuerURL", "give issuerURL or oidcBucket, not both")),
+            (None, None) => {
+                return Err(InputError::field(
+                    "oidcBucket",
+                    "is required (the S3 bucket serving the cluster's OIDC documents), unless issuerURL is given",
+                ));
+            }
+            (Some(url), None) => {
+                let rest = url.strip_prefix("https://").unwrap_or_default();
+                if rest.is_empty() || rest.contains(['?', '#', ' ']) || url.len() > 255 {
+                    return Err(InputError::field(
+                        "issuerURL",
+                        format!("{url:?} is not an https:// URL of at most 255 characters without query"),
+                    ));
+                }
+            }
+            (None, Some(bucket)) => {
+                let ok = (3..=63).contains(&bucket.len())
+                    && bucket.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+                if !ok {
+                    return Err(InputError::field("oidcBucket", format!("{bucket:?} is not an S3 bucket name")));
+                }
+            }
+        }
+        if let Some(r) = &self.oidc_bucket_region {
+            validate::region("oidcBucketRegion", r)?;
+        }
+        if let Some(t) = &self.thumbprint
+            && (t.len() != 40 || !t.chars().all(|c| c.is_ascii_hexdigit()))
+        {
+            return Err(InputError::field("thumbprint", format!("{t:?} is not a SHA-1 thumbprint (40 hex digits)")));
+        }
+        for (field, zone) in [
+            ("publicZoneID", &self.public_zone_id),
+            ("privateZoneID", &self.private_zone_id),
+            ("localZoneID", &self.local_zone_id),
+        ] {
+            if let Some(z) = zone
+                && (z.is_empty() || z.len() > 32 || !z.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()))
+            {
+                return Err(InputError::field(field, format!("{z:?} is not a hosted zone id like Z0123ABC")));
+            }
+        }
+        if self.public_zone_id.is_some() != self.private_zone_id.is_some() {
+            return Err(InputError::field(
+                "privateZoneID",
+                "publicZoneID and privateZoneID go together: the ingress role is scoped to both or to none",
+            ));
+        }
+        validate::additional_tags("additionalTags", &self.additional_tags)
+    }
+
+    /// HyperShift's default: `https://<bucket>.s3.<bucket region>.amazonaws.com/<infraID>`.
+    pub fn issuer(&self) -> String {
+        match (&self.issuer_url, &self.oidc_bucket) {
+            (Some(url), _) => url.trim_end_matches('/').to_string(),
+            (None, bucket) => format!(
+                "https://{}.s3.{}.amazonaws.com/{}",
+                bucket.as_deref().unwrap_or_default(),
+                self.oidc_bucket_region.as_deref().unwrap_or(&self.region),
+                self.infra_id
+            ),
+        }
+    }
+
+    fn zones(&self) -> Zones {
+        Zones {
+            public: self.public_zone_id.clone(),
+            private: self.private_zone_id.clone(),
+            local: self.local_zone_id.clone(),
+        }
+    }
+}
+
+/// HyperShift's `CreateIAMOutput`, field for field, plus the provider's ARN.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateIamOutput {
+    pub region: String,
+    pub profile_name: String,
+    #[serde(rename = "infraID")]
+    pub infra_id: String,
+    #[serde(rename = "issuerURL")]
+    pub issuer_url: String,
+    /// Role ARNs by HyperShift's field names (`ingressARN`, `storageARN`, ...).
+    pub roles: BTreeMap<String, String>,
+    #[serde(rename = "oidcProviderARN")]
+    pub oidc_provider_arn: String,
+}
+
+pub struct CreateIam {
+    pub pool: AwsPool,
+}
+
+impl WorkflowDef for CreateIam {
+    fn name(&self) -> &'static str {
+        "create-iam"
+    }
+
+    fn summary(&self) -> &'static str {
+        "the cluster's OIDC provider, operator roles and worker instance profile"
+    }
+
+    fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
+        let p: CreateIamInput = validate::decode(input)?;
+        p.check()?;
+        Ok(Validated { input: serde_json::to_value(&p).map_err(|e| InputError(e.to_string()))?, cluster: p.infra_id })
+    }
+
+    fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
+        let pool = self.pool.clone();
+        Box::pin(async move {
+            let p: CreateIamInput = serde_json::from_value(input)
+                .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
+            let out = create_iam(&ctx, &pool, &p).await?;
+            serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
+        })
+    }
+
+    fn iam_actions(&self) -> std::collections::BTreeSet<&'static str> {
+        use crate::policy::*;
+        actions(&[(IAM, Use::Manage)])
+    }
+
+    fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
+        let region = serde_json::from_value::<CreateIamInput>(input.clone()).map(|p| p.region).unwrap_or_default();
+        Some(probe_environment(&self.pool, &region))
+    }
+}
+
+/// The create-iam body, callable from create-cluster. One role after another, as HyperShift
+/// makes them: IAM's write rate is low, and a failure then leaves a short, exact list to undo.
+pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Result<CreateIamOutput, StepError> {
+    let region = acting_region(ctx, &p.region);
+    let region = region.as_str();
+    let infra = p.infra_id.as_str();
+    let extra: Vec<(String, String)> = p.additional_tags.clone().into_iter().collect();
+    let ident =
+        |role: &str, name: &str| Identity::new(infra, role, None, name.to_string()).with_tags(&extra, ctx.creator());
+    let issuer = p.issuer();
+    let thumbprint = p.thumbprint.as_deref().unwrap_or(S3_ISSUER_THUMBPRINT);
+
+    let provider_id = ident("oidc-provider", issuer_host_path(&issuer));
+    let provider: OidcProvider = ctx
+        .step_with(
+            "oidc-provider",
+            "iam.ensure-oidc-provider",
+            &(&provider_id, &issuer, thumbprint),
+            create_opts(region, Kind::OidcProvider, &provider_id),
+            || async {
+                let aws = pool.region(region).await;
+                iam::ensure_oidc_provider(&aws, &provider_id, &issuer, thumbprint).await.map_err(from_aws)
+            },
+        )
+        .await?;
+
+    let zones = p.zones();
+    let mut roles = BTreeMap::new();
+    for role in &OPERATOR_ROLES {
+        let name = role.name(infra);
+        let id = ident(&format!("role/{}", role.suffix), &name);
+        let trust = trust_policy(&provider.arn, issuer_host_path(&issuer), role.service_accounts).to_string();
+        let policy = role.policy(&zones).to_string();
+        let arn: String = ctx
+            .step_with(
+                &format!("role/{}", role.suffix),
+                "iam.ensure-role",
+                &(&id, &trust, &policy),
+                create_opts(region, Kind::IamRole, &id),
+                || async {
+                    let aws = pool.region(region).await;
+                    iam::ensure_role(&aws, &id, &name, &trust, &name, &policy).await.map_err(from_aws)
+                },
+            )
+            .await?;
+        roles.insert(role.field.to_string(), arn);
+    }
+
+    let (role_name, policy_name, profile_name) = worker_names(infra);
+    let role_id = ident("worker-role", &role_name);
+    let (trust, policy) = (worker_trust_policy().to_string(), worker_policy().to_string());
+    let _: String = ctx
+        .step_with(
+            "worker-role",
+            "iam.ensure-role",
+            &(&role_id, &trust, &policy),
+            create_opts(region, Kind::IamRole, &role_id),
+            || async {
+                let aws = pool.region(region).await;
+                iam::ensure_role(&aws, &role_id, &role_name, &trust, &policy_name, &policy).await.map_err(from_aws)
+            },
+        )
+        .await?;
+    let profile_id = ident("worker-instance-profile", &profile_name);
+    let _: String = ctx
+        .step_with(
+            "worker-instance-profile",
+            "iam.ensure-instance-profile",
+            &(&profile_id, &role_name),
+            create_opts(region, Kind::InstanceProfile, &profile_id),
+            || async {
+                let aws = pool.region(region).await;
+                iam::ensure_instance_profile(&aws, &profile_id, &profile_name, &role_name).await.map_err(from_aws)
+            },
+        )
+        .await?;
+
+    Ok(CreateIamOutput {
+        region: region.to_string(),
+        profile_name,
+        infra_id: p.infra_id.clone(),
+        issuer_url: issuer,
+        roles,
+        oidc_provider_arn: provider.arn,
+    })
+}
