@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Counts the AWS API calls of a 3-zone provision-infra (through a counting proxy in front of
-# moto), and of re-running it. Prints the table recorded in BENCHMARKS.md.
+# moto), and of re-running it; the IAM calls of create-iam, again, and of its teardown. Prints
+# the tables recorded in BENCHMARKS.md.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"

@@ -1,5 +1,6 @@
 //! How many AWS API calls a 3-zone provision-infra makes, and that re-running a completed
-//! workflow makes none. `scripts/count-api-calls.sh` prints the table BENCHMARKS.md records.
+//! workflow makes none; how many IAM calls create-iam and the teardown of its IAM make.
+//! `scripts/count-api-calls.sh` prints the tables BENCHMARKS.md records.
 
 mod support;
 
@@ -48,4 +49,59 @@ fn a_three_zone_provision_makes_a_bounded_number_of_calls_and_a_rerun_makes_none
     let adopt = proxy.counts();
     println!("API calls of a new workflow for the same infraID (adopts everything): {}", proxy.total());
     assert!(!adopt.keys().any(|a| a.starts_with("Create") || a.starts_with("Allocate")), "{adopt:?}");
+}
+
+/// The IAM calls (by IAM action) of a counted run of `args` through `proxy`.
+fn iam_calls_of(
+    s: &Scratch,
+    proxy: &Proxy,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> std::collections::BTreeMap<String, u32> {
+    let before = support::proxy::iam_counts_at(&proxy.endpoint()).unwrap();
+    let out = s.cli_env(args, env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let after = support::proxy::iam_counts_at(&proxy.endpoint()).unwrap();
+    after
+        .into_iter()
+        .filter(|(a, _)| a.starts_with("iam:"))
+        .map(|(a, n)| {
+            let was = before.get(&a).copied().unwrap_or(0);
+            (a, n - was)
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+#[test]
+fn create_iam_and_the_teardown_of_its_iam_make_a_bounded_number_of_iam_calls() {
+    let moto = Moto::start();
+    let proxy = Proxy::start(moto.port);
+    let s = Scratch::new();
+    let env = aws_env(&proxy.endpoint());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let input =
+        s.write_json("iam.json", &json!({"infraID": "count-abcde", "region": "us-east-1", "oidcBucket": "oidc"}));
+    let input = input.to_str().unwrap();
+    let show = |what: &str, calls: &std::collections::BTreeMap<String, u32>| {
+        let total: u32 = calls.values().sum();
+        println!("API calls of {what}: {total} IAM");
+        for (action, n) in calls {
+            println!("  {n:>3}  {action}");
+        }
+        total
+    };
+    let made = iam_calls_of(&s, &proxy, &env, &["run", "create-iam", "--input", input, "--id", "iam"]);
+    // HyperShift's `create iam aws`: 30 (a provider list, delete and create; per role a
+    // GetRole, CreateRole, PutRolePolicy; the worker's three Gets before its creates).
+    assert!(show("create-iam", &made) <= 30, "{made:?}");
+    let again = iam_calls_of(&s, &proxy, &env, &["run", "create-iam", "--input", input, "--id", "iam-again"]);
+    show("create-iam over the same cluster (finds everything)", &again);
+    assert!(!again.keys().any(|a| a.starts_with("iam:Create") || a.starts_with("iam:Add")), "{again:?}");
+    let td = s.write_json("td.json", &json!({"infraID": "count-abcde", "region": "us-east-1"}));
+    let gone = iam_calls_of(&s, &proxy, &env, &["run", "teardown", "--input", td.to_str().unwrap(), "--id", "td"]);
+    show("teardown of that IAM", &gone);
+    assert_eq!(gone.get("iam:DeleteRole"), Some(&8), "{gone:?}");
+    assert_eq!(gone.get("iam:DeleteInstanceProfile"), Some(&1));
+    assert_eq!(gone.get("iam:DeleteOpenIDConnectProvider"), Some(&1));
 }

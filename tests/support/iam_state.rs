@@ -29,7 +29,8 @@ pub struct Role {
 
 /// IAM returns policy documents URL-encoded; moto sometimes does not.
 pub fn policy_json(doc: &str) -> Value {
-    serde_json::from_str(doc).unwrap_or_else(|_| serde_json::from_str(&super::strict::decode(doc)).expect("a JSON policy"))
+    serde_json::from_str(doc)
+        .unwrap_or_else(|_| serde_json::from_str(&super::strict::decode(doc)).expect("a JSON policy"))
 }
 
 fn tags(t: &[aws_sdk_iam::types::Tag]) -> BTreeMap<String, String> {
