@@ -253,3 +253,93 @@ fn create_cluster_with_iam_launches_nodes_with_the_new_worker_profile_and_teardo
     assert!(instance_profiles(&e, "ic-abcde").is_empty());
     assert_eq!(support::inventory::Inventory::read(&e.c, "ic-abcde").total(), 0);
 }
+
+/// SIGKILL at every AWS call of a teardown of a cluster's IAM — before the call reaches AWS, or
+/// after AWS acted (a role deleted) but before the answer arrives — then the same command again:
+/// nothing of the cluster's IAM left, and nothing of a bystander cluster touched.
+fn iam_teardown_sweep(after_aws_acts: bool) {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    let tag = if after_aws_acts { "a" } else { "b" };
+    let bystander = e.input("by.json", iam_input("by-abcde"));
+    let kept = ok(&e.cli(&["run", "create-iam", "--input", &bystander, "--id", "by"]));
+    let run = |name: &str, kill: Option<u32>| {
+        let infra = format!("{name}-abcde");
+        let input = e.input(&format!("{name}.json"), iam_input(&infra));
+        ok(&e.cli(&["run", "create-iam", "--input", &input, "--id", &format!("{name}-iam")]));
+        let td = e.input(&format!("{name}-td.json"), json!({"infraID": infra, "region": "us-east-1"}));
+        let args = ["run", "teardown", "--input", td.as_str(), "--id", name];
+        let mut fired = false;
+        if let Some(call) = kill {
+            let mut child = e.spawn_cli_at(&proxy.endpoint(), &args);
+            proxy.kill_at(KillAt { call, after_aws_acts, pid: child.id() });
+            let status = child.wait().unwrap();
+            fired = proxy.kill_fired();
+            assert!(!fired || !status.success(), "killed at call {call}, yet it exited {status:?}");
+        }
+        ok(&e.cli_at(&proxy.endpoint(), &args));
+        let left = IamState::read(&e.c, &infra);
+        assert_eq!(left.total(), 0, "killed at {kill:?}: {}", left.summary());
+        fired
+    };
+    proxy.reset_counts();
+    run(&format!("clean{tag}"), None);
+    let calls = proxy.total();
+    assert!(calls > 30, "a teardown of IAM makes dozens of calls, counted {calls}");
+    let fired = (1..=calls).filter(|&call| run(&format!("k{call}{tag}"), Some(call))).count() as u32;
+    assert!(fired + 2 >= calls, "{fired} of {calls} kills fired");
+    assert_cluster_iam(&e.c, "by-abcde", &kept);
+    eprintln!("teardown of IAM: killed at each of {calls} calls ({tag}): nothing left, the bystander whole");
+}
+
+#[test]
+fn a_teardown_of_iam_killed_at_every_aws_call_before_it_reaches_aws_resumes_to_nothing_left() {
+    iam_teardown_sweep(false);
+}
+
+#[test]
+fn a_teardown_of_iam_killed_at_every_aws_call_after_aws_acted_resumes_to_nothing_left() {
+    iam_teardown_sweep(true);
+}
+
+#[test]
+fn bad_create_iam_inputs_exit_2_with_one_line_naming_the_field_and_change_nothing() {
+    let s = Scratch::new();
+    let good = iam_input("bad-abcde");
+    let mut cases: Vec<(Value, &str)> = Vec::new();
+    let mut v = good.clone();
+    v.as_object_mut().unwrap().remove("oidcBucket");
+    cases.push((v, "oidcBucket"));
+    let mut v = good.clone();
+    v["issuerURL"] = json!("https://issuer.example.com/x");
+    cases.push((v, "issuerURL"));
+    let mut v = good.clone();
+    v["infraID"] = json!("a".repeat(33));
+    cases.push((v, "infraID"));
+    let mut v = good.clone();
+    v["thumbprint"] = json!("abc");
+    cases.push((v, "thumbprint"));
+    let mut v = good.clone();
+    v.as_object_mut().unwrap().remove("privateZoneID");
+    cases.push((v, "privateZoneID"));
+    let mut v = good.clone();
+    v["additionalTags"] = json!({"kubernetes.io/cluster/other": "owned"});
+    cases.push((v, "additionalTags"));
+    let mut v = good.clone();
+    v["oidcBucket"] = json!("Not_A_Bucket");
+    cases.push((v, "oidcBucket"));
+    let mut v = json!({"infra": {"name": "c", "region": "us-east-1", "baseDomain": "example.com"},
+                       "nodePool": {"replicas": 1, "instanceType": "m6i.xlarge", "imageID": "ami-12c6146b"},
+                       "iam": {}});
+    cases.push((v.clone(), "iam.oidcBucket"));
+    v["iam"] = json!({"oidcBucket": "b", "thumbprint": "x"});
+    cases.push((v, "iam."));
+    for (v, expect) in cases {
+        let workflow = if v.get("infra").is_some() { "create-cluster" } else { "create-iam" };
+        let path = s.write_json("bad.json", &v);
+        let out = s.cli(&["submit", workflow, "--input", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{v}: {}", stderr(&out));
+        assert!(stderr(&out).contains(expect) && stderr(&out).lines().count() == 1, "{expect}: {}", stderr(&out));
+    }
+    assert!(!s.db().exists(), "nothing submitted");
+}

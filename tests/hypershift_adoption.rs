@@ -69,25 +69,39 @@ fn provision_over_a_hypershift_run_cut_anywhere_adopts_what_it_made_and_complete
     }
 }
 
-/// A failure after the adoption rolls back what infraflow made and nothing HyperShift made.
+/// A failure after the adoption rolls back what infraflow made and nothing HyperShift made, at
+/// every cut point: the first create HyperShift's run did not reach fails for good (a route
+/// table; over the whole cluster, the worker security group, the one thing infraflow makes).
 #[test]
 fn a_failure_after_adopting_compensates_only_what_infraflow_made() {
     let e = Env::new();
-    let proxy = Proxy::start(e.moto.port);
-    let made = make(&e.c, "hf-abcde", &["us-east-1a"], Cut::AfterFirstZoneSubnets);
-    proxy.fail_with("CreateNatGateway", "NatGatewayLimitExceeded", 1000);
-    let input = e.input("hf.json", provision_input("hf", "hf-abcde", &["us-east-1a"]));
-    let run = e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "hf"]);
-    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
-    assert_eq!(e.s.status("hf")["state"], "compensated");
-    let inv = Inventory::read(&e.c, "hf-abcde");
-    assert_eq!(still_there(&inv, &made), Vec::<String>::new(), "HyperShift's resources survive the rollback");
-    let counts = inv.counts();
-    assert_eq!(counts.get("nat-gateway").copied().unwrap_or(0), 0);
-    assert_eq!(counts.get("subnet").copied(), Some(2), "only HyperShift's two subnets: {counts:?}");
-    assert_eq!(counts.get("vpc").copied(), Some(1));
-    assert_eq!(counts.get("internet-gateway").copied(), Some(1), "HyperShift's gateway, kept");
-    assert_eq!(counts.get("elastic-ip").copied().unwrap_or(0), 0, "infraflow's address went: {counts:?}");
+    let cuts = [
+        (Cut::AfterVpc, "CreateRouteTable", "RouteTableLimitExceeded"),
+        (Cut::AfterFirstZoneSubnets, "CreateNatGateway", "NatGatewayLimitExceeded"),
+        (Cut::NatWithoutRouteTable, "CreateRouteTable", "RouteTableLimitExceeded"),
+        (Cut::BeforeZones, "CreateSecurityGroup", "SecurityGroupLimitExceeded"),
+    ];
+    for (i, (cut, action, code)) in cuts.into_iter().enumerate() {
+        let (name, infra) = (format!("hf{i}"), format!("hf{i}-abcde"));
+        let proxy = Proxy::start(e.moto.port);
+        let made = make(&e.c, &infra, &["us-east-1a"], cut);
+        let before = Inventory::read(&e.c, &infra).counts();
+        proxy.fail_with(action, code, 1000);
+        let input = e.input(&format!("{name}.json"), provision_input(&name, &infra, &["us-east-1a"]));
+        let run = e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", &name]);
+        assert_eq!(run.status.code(), Some(1), "{cut:?}: {}", stderr(&run));
+        assert_eq!(e.s.status(&name)["state"], "compensated", "{cut:?}");
+        let inv = Inventory::read(&e.c, &infra);
+        assert_eq!(still_there(&inv, &made), Vec::<String>::new(), "{cut:?}: HyperShift's resources survive");
+        // Exactly what HyperShift made is left: every kind counted as before the run (the
+        // private zones, which the run made for a cut cluster, are gone again).
+        let after = inv.counts();
+        let kinds: Vec<&&str> = before.keys().chain(after.keys()).collect();
+        for kind in kinds {
+            let (b, a) = (before.get(*kind).copied().unwrap_or(0), after.get(*kind).copied().unwrap_or(0));
+            assert_eq!(a, b, "{cut:?}: {kind}: {b} before the run, {a} after its rollback");
+        }
+    }
 }
 
 /// HyperShift's re-runs can leave two of a kind; which is the cluster's is the operator's call.
