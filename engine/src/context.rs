@@ -44,6 +44,8 @@ pub(crate) struct Run {
     pub creator: String,
     /// `WfCtx::resumes`.
     pub resumes: u32,
+    /// `WfCtx::code_version`.
+    pub code_version: u32,
     pub journal: Journal,
     pub clock: Arc<dyn Clock>,
     pub lease: Arc<LeaseCell>,
@@ -176,6 +178,14 @@ impl WfCtx {
     /// fixed something (teardown's discovery) keys those steps by it.
     pub fn resumes(&self) -> u32 {
         self.run.resumes
+    }
+
+    /// The version of the workflow's code this run was submitted to (`WorkflowDef::version` at
+    /// submit): a flow changed since keeps its former steps for runs below the version that
+    /// changed them — `if ctx.code_version() < 3 { old } else { new }` — so a run started by the
+    /// previous binary finishes under this one (ARCHITECTURE.md, "Changing a flow").
+    pub fn code_version(&self) -> u32 {
+        self.run.code_version
     }
 
     /// A context whose step keys are prefixed with `scope/`: one per independent branch.

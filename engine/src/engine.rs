@@ -216,6 +216,8 @@ impl Engine {
             id: id.to_string(),
             creator: view.creator.clone(),
             resumes: view.resumes,
+            // Journals from before versions were recorded ran the first version of every flow.
+            code_version: view.code_version.unwrap_or(1),
             journal: self.journal.clone(),
             clock: self.clock.clone(),
             lease,
@@ -236,16 +238,21 @@ impl Engine {
             return Ok(WorkflowState::Paused);
         };
         if let Some(recorded) = view.code_version
-            && recorded != def.version()
+            && !(def.oldest_version()..=def.version()).contains(&recorded)
         {
-            let e = StepError::Nondeterminism {
-                step: "(workflow)".into(),
-                detail: format!(
-                    "workflow {} was submitted to version {recorded} of its code and this infraflow has version {}; finish it with a binary of version {recorded}, or cancel it",
-                    view.workflow,
-                    def.version()
-                ),
+            let (name, now, oldest) = (&view.workflow, def.version(), def.oldest_version());
+            let detail = if recorded > now {
+                format!(
+                    "workflow {name} was submitted to version {recorded} of its code, newer than this infraflow's {now}; run it with a newer infraflow, or cancel it"
+                )
+            } else {
+                let runs =
+                    if oldest == now { format!("version {now} only") } else { format!("versions {oldest} to {now}") };
+                format!(
+                    "workflow {name} was submitted to version {recorded} of its code, and this infraflow runs {runs}; finish it with an infraflow that runs version {recorded}, or cancel it"
+                )
             };
+            let e = StepError::Nondeterminism { step: "(workflow)".into(), detail };
             run.record(vec![Event::Paused { step: None, reason: e.to_string() }], Durability::Durable).await?;
             return Ok(WorkflowState::Paused);
         }

@@ -32,12 +32,17 @@ pub trait WorkflowDef: Send + Sync + 'static {
     fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError>;
     /// The workflow body; must be deterministic given its input and the recorded step outputs.
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>>;
-    /// The version of this workflow's code. Recorded at submit; a binary whose version differs
-    /// refuses to replay the workflow (it pauses, naming both), so a changed sequence of steps
-    /// never meets a journal written by the old one. Bump it whenever steps are renamed, added,
-    /// removed or reordered, or their inputs change.
+    /// The version of this workflow's code, recorded at submit. Bump it whenever steps are
+    /// renamed, added, removed or reordered, or their inputs change, and keep the former steps
+    /// for runs below it (`WfCtx::code_version`): ARCHITECTURE.md, "Changing a flow".
     fn version(&self) -> u32 {
         1
+    }
+    /// The oldest recorded version `run` still replays. A journal outside `oldest_version()
+    /// ..= version()` pauses, naming both, so a changed sequence of steps never meets a journal
+    /// written by code it does not keep.
+    fn oldest_version(&self) -> u32 {
+        self.version()
     }
     /// Where the workflow acts (for AWS: account and region), as a flat JSON object of strings.
     /// The engine journals it at the first execution and, on every later one (resume, retry,

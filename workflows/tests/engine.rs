@@ -117,7 +117,8 @@ struct Flaky {
     failures_left: Arc<AtomicU32>,
     calls: Arc<AtomicU32>,
     version: Arc<AtomicU32>,
-    /// 1: step a is called a2 (a rename); 2: the code version is 2.
+    /// 1: step a is called a2 (a rename); 2: the code version is 2; 3: the rename made by the
+    /// rule — version 2, which keeps step a for runs submitted to version 1.
     change: Arc<AtomicU32>,
 }
 
@@ -132,11 +133,19 @@ impl WorkflowDef for Flaky {
         Ok(Validated { input: input.clone(), cluster: String::new() })
     }
     fn version(&self) -> u32 {
-        if self.change.load(Ordering::SeqCst) == 2 { 2 } else { 1 }
+        if self.change.load(Ordering::SeqCst) >= 2 { 2 } else { 1 }
+    }
+    fn oldest_version(&self) -> u32 {
+        if self.change.load(Ordering::SeqCst) == 3 { 1 } else { self.version() }
     }
     fn run(&self, ctx: WfCtx, _input: Value) -> BoxFuture<Result<Value, StepError>> {
         let (left, calls, version) = (self.failures_left.clone(), self.calls.clone(), self.version.clone());
-        let a_key = if self.change.load(Ordering::SeqCst) == 1 { "a2" } else { "a" };
+        let change = self.change.load(Ordering::SeqCst);
+        let a_key = match change {
+            1 => "a2",
+            3 if ctx.code_version() >= 2 => "a2",
+            _ => "a",
+        };
         Box::pin(async move {
             let v = version.load(Ordering::SeqCst);
             let a: u32 = ctx.step(a_key, "noop", &json!({"v": v}), || async { Ok(1u32) }).await?;
@@ -265,6 +274,29 @@ async fn a_binary_with_another_code_version_pauses_instead_of_replaying() {
     let err = out.error.unwrap();
     assert!(err.contains("version 1 of its code") && err.contains("version 2"), "{err}");
     assert_eq!(f.calls.load(Ordering::SeqCst), calls, "nothing ran");
+}
+
+/// The versioning rule: version 2 renames step a, keeping it for runs submitted to version 1.
+/// A run paused under version 1 finishes under version 2 with its recorded step replayed, and a
+/// run submitted to version 2 takes the new path.
+#[tokio::test]
+async fn a_run_of_the_previous_code_version_finishes_under_a_flow_that_keeps_its_path() {
+    let w = World::new();
+    let f = flaky(10);
+    let engine = w.engine(flaky_registry(&f));
+    let old = submit(&engine, "flaky", json!({})).await;
+    assert_eq!(engine.drive(&old, Arc::new(Signals::default())).await.unwrap().state, WorkflowState::Paused);
+    f.change.store(3, Ordering::SeqCst);
+    f.failures_left.store(0, Ordering::SeqCst);
+    engine.journal().request_resume(&old, w.clock.now()).await.unwrap();
+    let out = engine.drive(&old, Arc::new(Signals::default())).await.unwrap();
+    assert_eq!(out.state, WorkflowState::Completed, "{:?}", out.error);
+    let c = completions(engine.journal(), &old);
+    assert_eq!((c.get("a"), c.get("a2")), (Some(&1), None), "the version-1 run kept its step a: {c:?}");
+    let new = submit(&engine, "flaky", json!({})).await;
+    assert_eq!(engine.drive(&new, Arc::new(Signals::default())).await.unwrap().state, WorkflowState::Completed);
+    let c = completions(engine.journal(), &new);
+    assert_eq!((c.get("a"), c.get("a2")), (None, Some(&1)), "a version-2 run takes the new path: {c:?}");
 }
 
 #[tokio::test]

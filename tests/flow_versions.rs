@@ -1,0 +1,172 @@
+//! The versioning rule, enforced (ARCHITECTURE.md, "Changing a flow"): each AWS workflow's steps
+//! — where the code calls each, its key and its activity — are recorded per code version in
+//! `tests/flows/<workflow>.v<version>.steps`. A change to a flow that keeps its version fails
+//! here: replaying a journal of that version would meet other steps. And a journal recorded by a
+//! released binary, paused mid-run (`tests/flows/*.sqlite3`), finishes under this one.
+
+mod support;
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+use support::aws::{AwsEnv as Env, ok};
+use support::inventory::Inventory;
+use support::*;
+
+fn flows_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/flows")
+}
+
+/// The code version run `id` was submitted to, and `position key activity`, one line per step,
+/// in the order of the positions (`<scope>#<n>`: by scope, then numerically).
+fn step_list(e: &Env, id: &str) -> (u32, String) {
+    let history = e.s.history(id);
+    let version = history
+        .iter()
+        .find(|ev| ev["type"] == "submitted")
+        .and_then(|s| s["code_version"].as_u64())
+        .unwrap_or_else(|| panic!("no code version in the history of {id}: {:?}", history.first()))
+        as u32;
+    let mut steps: Vec<(String, u32, String, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for ev in &history {
+        let (Some(pos), Some(key), Some(activity)) =
+            (ev["position"].as_str(), ev["step"].as_str(), ev["activity"].as_str())
+        else {
+            continue;
+        };
+        if !seen.insert(key.to_string()) {
+            continue;
+        }
+        let (scope, n) = pos.rsplit_once('#').unwrap_or((pos, "0"));
+        steps.push((scope.to_string(), n.parse().unwrap_or(0), without_ids(key), activity.to_string()));
+    }
+    steps.sort();
+    let text = steps.iter().map(|(scope, n, k, a)| format!("{scope}#{n} {k} {a}\n")).collect();
+    (version, text)
+}
+
+/// A step key without the AWS id teardown puts in it (`delete/<kind>/<id>` → `delete/<kind>/*`):
+/// what the flow calls, not what a run met.
+fn without_ids(key: &str) -> String {
+    if let Some((before, rest)) = key.split_once("/delete/") {
+        return format!("{before}/delete/{}/*", rest.split('/').next().unwrap_or_default());
+    }
+    // An EC2 id (`vpce-0123abcd…`) anywhere else: a node pool's endpoint steps.
+    let is_id = |seg: &str| {
+        seg.rsplit_once('-').is_some_and(|(kind, hex)| {
+            kind.chars().all(|c| c.is_ascii_lowercase()) && hex.len() >= 8 && hex.chars().all(|c| c.is_ascii_hexdigit())
+        })
+    };
+    key.split('/').map(|seg| if is_id(seg) { "*" } else { seg }).collect::<Vec<_>>().join("/")
+}
+
+/// Compares the steps of run `id` of `workflow` with the list recorded for its version (or
+/// records it, with INFRAFLOW_RECORD_FLOWS=1, for a new version).
+fn check(e: &Env, workflow: &str, id: &str, failures: &mut Vec<String>) {
+    let (version, now) = step_list(e, id);
+    let path = flows_dir().join(format!("{workflow}.v{version}.steps"));
+    if std::env::var("INFRAFLOW_RECORD_FLOWS").as_deref() == Ok("1") && !path.exists() {
+        std::fs::write(&path, &now).unwrap();
+        return;
+    }
+    match std::fs::read_to_string(&path) {
+        Ok(recorded) if recorded == now => {}
+        Ok(recorded) => failures.push(format!(
+            "the steps of {workflow} changed but its version is still {version}: a journal of version {version} would \
+             meet other steps. Bump its version(), keep the former steps for runs below the new one \
+             (ctx.code_version()), raise oldest_version() only to drop them, and record the new list \
+             (INFRAFLOW_RECORD_FLOWS=1). Recorded:\n{recorded}\nnow:\n{now}"
+        )),
+        Err(_) => failures.push(format!(
+            "no recorded steps for {workflow} version {version} ({}): record them with INFRAFLOW_RECORD_FLOWS=1",
+            path.display()
+        )),
+    }
+}
+
+#[test]
+fn every_aws_workflow_calls_the_steps_recorded_for_its_code_version() {
+    let e = Env::new();
+    let mut failures = Vec::new();
+    let infra = e.input(
+        "p.json",
+        json!({"name": "fv", "infraID": "fv-abcde", "region": "us-east-1", "zones": ["us-east-1a"], "baseDomain": "example.com"}),
+    );
+    let out = ok(&e.cli(&["run", "provision-infra", "--input", &infra, "--id", "provision"]));
+    check(&e, "provision-infra", "provision", &mut failures);
+
+    let iam = e.input("i.json", json!({"infraID": "fv-abcde", "region": "us-east-1", "oidcBucket": "oidc"}));
+    ok(&e.cli(&["run", "create-iam", "--input", &iam, "--id", "iam"]));
+    check(&e, "create-iam", "iam", &mut failures);
+
+    let subnet = out["zones"][0]["subnetID"].as_str().unwrap();
+    let pool = e.input(
+        "n.json",
+        json!({"infraID": "fv-abcde", "nodePool": "fv-a", "replicas": 1, "subnetID": subnet,
+               "instanceType": "m6i.xlarge", "imageID": "ami-12c6146b",
+               "securityGroupIDs": [out["securityGroupID"]], "region": "us-east-1"}),
+    );
+    ok(&e.cli(&["run", "scale-nodepool", "--input", &pool, "--id", "pool"]));
+    check(&e, "scale-nodepool", "pool", &mut failures);
+
+    let link = e.input(
+        "l.json",
+        json!({"name": "fv", "infraID": "fv-abcde", "region": "us-east-1",
+               "management": {"vpcID": out["vpcID"], "subnetIDs": out["publicSubnetIDs"]},
+               "guest": {"vpcID": out["vpcID"], "subnetIDs": [subnet], "machineCIDR": "10.0.0.0/16"}}),
+    );
+    ok(&e.cli(&["run", "create-privatelink", "--input", &link, "--id", "link"]));
+    check(&e, "create-privatelink", "link", &mut failures);
+
+    let td = e.input("t.json", json!({"infraID": "fv-abcde", "region": "us-east-1"}));
+    ok(&e.cli(&["run", "teardown", "--input", &td, "--id", "teardown"]));
+    check(&e, "teardown", "teardown", &mut failures);
+
+    let cluster = e.input(
+        "c.json",
+        json!({"infra": {"name": "fc", "infraID": "fc-abcde", "region": "us-east-1", "zones": ["us-east-1a"],
+                         "baseDomain": "example.com", "endpointAccess": "PublicAndPrivate"},
+               "nodePool": {"replicas": 1, "instanceType": "m6i.xlarge", "imageID": "ami-12c6146b"},
+               "iam": {"oidcBucket": "oidc"}}),
+    );
+    ok(&e.cli(&["run", "create-cluster", "--input", &cluster, "--id", "cluster"]));
+    check(&e, "create-cluster", "cluster", &mut failures);
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// A provision-infra journal recorded by an earlier binary (`tests/flows/provision-infra.v2.paused.sqlite3`:
+/// paused at its VPC, AWS having refused the credentials, after its environment and preflight
+/// steps), resumed by `retry` under this binary: it completes, exact.
+#[test]
+fn a_provision_paused_under_a_released_binary_completes_under_this_one() {
+    let e = Env::new();
+    std::fs::copy(flows_dir().join("provision-infra.v2.paused.sqlite3"), e.s.db()).unwrap();
+    let before = e.s.status("recorded");
+    assert_eq!(before["state"], "paused", "{before}");
+    let out = ok(&e.cli(&["retry", "recorded"]));
+    assert_eq!(e.s.status("recorded")["state"], "completed", "{out}");
+    Inventory::read(&e.c, "rec-abcde").assert_provisioned(&e.c, 1, 1, "rec", "example.com");
+}
+
+/// How the fixture above was made (run once, with INFRAFLOW_RECORD_FLOWS=1, by the binary of the
+/// version it records): a provision through a proxy that refuses CreateVpc's credentials.
+#[test]
+fn record_a_paused_provision_fixture_when_asked() {
+    let path = flows_dir().join("provision-infra.v2.paused.sqlite3");
+    if std::env::var("INFRAFLOW_RECORD_FLOWS").as_deref() != Ok("1") || path.exists() {
+        return;
+    }
+    let e = Env::new();
+    let proxy = support::proxy::Proxy::start(e.moto.port);
+    proxy.fail_with("CreateVpc", "UnauthorizedOperation", 1000);
+    let input = e.input(
+        "p.json",
+        json!({"name": "rec", "infraID": "rec-abcde", "region": "us-east-1", "zones": ["us-east-1a"], "baseDomain": "example.com"}),
+    );
+    let run = e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "recorded"]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    let st: Value = e.s.status("recorded");
+    assert_eq!(st["state"], "paused", "{st}");
+    std::fs::copy(e.s.db(), &path).unwrap();
+}
