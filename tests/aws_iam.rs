@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 use support::aws::{AwsEnv as Env, ok};
 use support::iam_state::IamState;
-use support::proxy::{KillAt, Proxy};
+use support::proxy::Proxy;
 use support::*;
 
 const ROLES: [(&str, &str, &str); 7] = [
@@ -172,14 +172,7 @@ fn iam_sweep(after_aws_acts: bool) {
         let infra = format!("{name}-abcde");
         let input = e.input(&format!("{name}.json"), iam_input(&infra));
         let args = ["run", "create-iam", "--input", input.as_str(), "--id", name];
-        let mut fired = false;
-        if let Some(call) = kill {
-            let mut child = e.spawn_cli_at(&proxy.endpoint(), &args);
-            proxy.kill_at(KillAt { call, after_aws_acts, pid: child.id() });
-            let status = child.wait().unwrap();
-            fired = proxy.kill_fired();
-            assert!(!fired || !status.success(), "killed at call {call}, yet it exited {status:?}");
-        }
+        let fired = kill.is_some_and(|call| e.run_killed_at(&proxy, &args, call, after_aws_acts));
         let out = ok(&e.cli_at(&proxy.endpoint(), &args));
         assert_cluster_iam(&e.c, &infra, &out);
         fired
@@ -269,14 +262,7 @@ fn iam_teardown_sweep(after_aws_acts: bool) {
         ok(&e.cli(&["run", "create-iam", "--input", &input, "--id", &format!("{name}-iam")]));
         let td = e.input(&format!("{name}-td.json"), json!({"infraID": infra, "region": "us-east-1"}));
         let args = ["run", "teardown", "--input", td.as_str(), "--id", name];
-        let mut fired = false;
-        if let Some(call) = kill {
-            let mut child = e.spawn_cli_at(&proxy.endpoint(), &args);
-            proxy.kill_at(KillAt { call, after_aws_acts, pid: child.id() });
-            let status = child.wait().unwrap();
-            fired = proxy.kill_fired();
-            assert!(!fired || !status.success(), "killed at call {call}, yet it exited {status:?}");
-        }
+        let fired = kill.is_some_and(|call| e.run_killed_at(&proxy, &args, call, after_aws_acts));
         ok(&e.cli_at(&proxy.endpoint(), &args));
         let left = IamState::read(&e.c, &infra);
         assert_eq!(left.total(), 0, "killed at {kill:?}: {}", left.summary());

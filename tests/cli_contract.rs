@@ -247,3 +247,62 @@ fn a_journal_written_by_a_newer_infraflow_is_refused_with_exit_2_naming_both_ver
         assert!(err.contains("schema version 99") && err.contains("upgrade infraflow"), "{err}");
     }
 }
+
+#[test]
+fn status_filters_by_state_workflow_cluster_and_age_and_pages() {
+    let s = Scratch::new();
+    let done = s.write_json("a.json", &json!({"steps": 1, "cluster": "c-one"}));
+    let queued = s.write_json("b.json", &json!({"steps": 1, "cluster": "c-two"}));
+    for id in ["d1", "d2", "d3"] {
+        assert!(s.cli(&["run", "canary", "--input", done.to_str().unwrap(), "--id", id]).status.success());
+    }
+    assert!(s.cli(&["submit", "canary", "--input", queued.to_str().unwrap(), "--id", "q1"]).status.success());
+    let ids = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["status", "--json"];
+        all.extend_from_slice(args);
+        let out = s.cli(&all);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        list.as_array().unwrap().iter().map(|w| w["id"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(ids(&["--state", "pending"]), ["q1"]);
+    assert_eq!(ids(&["--state", "pending,completed"]), ["d1", "d2", "d3", "q1"]);
+    assert_eq!(ids(&["--cluster", "c-one"]), ["d1", "d2", "d3"]);
+    assert_eq!(ids(&["--workflow", "canary", "--cluster", "c-two"]), ["q1"]);
+    assert!(ids(&["--workflow", "teardown"]).is_empty());
+    assert_eq!(ids(&["--since", "1h"]).len(), 4);
+    assert_eq!(ids(&["--cluster", "c-one", "--limit", "2", "--offset", "1"]), ["d2", "d3"]);
+    let none = s.cli(&["status", "--state", "paused"]);
+    assert_eq!(stdout(&none).trim(), "no workflow matches these filters");
+    let bad = s.cli(&["status", "--state", "stuck"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("\"stuck\" is not a state"), "{}", stderr(&bad));
+}
+
+#[test]
+fn wait_exits_by_outcome_and_at_its_timeout() {
+    let s = Scratch::new();
+    let good = s.write_json("a.json", &json!({"steps": 2}));
+    let failing = s.write_json("f.json", &json!({"steps": 3, "failAt": 2}));
+    assert!(s.cli(&["run", "canary", "--input", good.to_str().unwrap(), "--id", "ok"]).status.success());
+    assert!(!s.cli(&["run", "canary", "--input", failing.to_str().unwrap(), "--id", "bad"]).status.success());
+    let out = s.cli(&["wait", "ok"]);
+    assert_eq!((out.status.code(), stdout(&out).trim()), (Some(0), "ok completed"));
+    let out = s.cli(&["wait", "bad", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["state"], "compensated");
+    // Nobody runs it: the timeout ends the wait, the workflow stays as it was.
+    assert!(s.cli(&["submit", "canary", "--input", good.to_str().unwrap(), "--id", "idle"]).status.success());
+    let out = s.cli(&["wait", "idle", "--timeout", "1s"]);
+    assert_eq!(out.status.code(), Some(124));
+    assert!(stderr(&out).contains("idle is still pending after"), "{}", stderr(&out));
+    assert_eq!(s.status("idle")["state"], "pending");
+    // A daemon runs it: the wait ends when it completes.
+    let mut daemon = s.spawn_daemon(&[], &[]);
+    let out = s.cli(&["wait", "idle", "--timeout", "60s"]);
+    terminate(&mut daemon, std::time::Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = s.cli(&["wait", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -136,14 +136,7 @@ fn adoption_sweep(after_aws_acts: bool) {
         let made = make(&e.c, &infra, &zones, Cut::AfterFirstZoneSubnets);
         let input = e.input(&format!("{name}.json"), provision_input(name, &infra, &zones));
         let args = ["run", "provision-infra", "--input", input.as_str(), "--id", name];
-        let mut fired = false;
-        if let Some(call) = kill {
-            let mut child = e.spawn_cli_at(&proxy.endpoint(), &args);
-            proxy.kill_at(support::proxy::KillAt { call, after_aws_acts, pid: child.id() });
-            let status = child.wait().unwrap();
-            fired = proxy.kill_fired();
-            assert!(!fired || !status.success(), "killed at call {call}, yet it exited {status:?}");
-        }
+        let fired = kill.is_some_and(|call| e.run_killed_at(&proxy, &args, call, after_aws_acts));
         ok(&e.cli_at(&proxy.endpoint(), &args));
         let inv = Inventory::read(&e.c, &infra);
         inv.assert_provisioned(&e.c, 1, 1, name, "example.com");

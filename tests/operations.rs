@@ -80,7 +80,10 @@ fn every_policy_is_iam_json_and_teardown_may_create_nothing() {
     assert_eq!(doc["Version"], "2012-10-17");
     let statements = doc["Statement"].as_array().unwrap();
     let sids: Vec<&str> = statements.iter().map(|s| s["Sid"].as_str().unwrap()).collect();
-    assert_eq!(sids, ["CreateCluster", "CreatePrivatelink", "ProvisionInfra", "ScaleNodepool", "Teardown"]);
+    assert_eq!(
+        sids,
+        ["CreateCluster", "CreateIam", "CreatePrivatelink", "ProvisionInfra", "ScaleNodepool", "Teardown"]
+    );
     for s in statements {
         assert_eq!(s["Effect"], "Allow");
         assert_eq!(s["Resource"], "*");

@@ -330,11 +330,18 @@ async fn oidc_provider_tags(aws: &Aws, arn: &str) -> AwsResult<Option<Vec<Tag>>>
 pub async fn find_oidc_providers(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
     let mut found = Vec::new();
     for arn in list_oidc_providers(aws).await? {
-        if oidc_provider_tags(aws, &arn).await?.is_some_and(|tags| q.matches_pairs(&pairs(&tags))) {
+        let tags = oidc_provider_tags(aws, &arn).await?.ok_or_else(|| unreadable("GetOpenIDConnectProvider", &arn))?;
+        if q.matches_pairs(&pairs(&tags)) {
             found.push(arn);
         }
     }
     Ok(found)
+}
+
+/// Listed, yet NoSuchEntity when read: not visible everywhere yet, or deleted in between. The
+/// lookup is asked again (the next listing shows which).
+fn unreadable(operation: &'static str, name: &str) -> AwsError {
+    AwsError::not_yet(operation, format!("{name} is listed but cannot be read yet"))
 }
 
 /// The names of the roles whose names start with `prefix` and whose tags match `q`.
@@ -349,10 +356,12 @@ pub async fn find_roles(aws: &Aws, prefix: &str, q: &TagQuery) -> AwsResult<Vec<
             break;
         }
     }
-    // ListRoles carries no tags: each candidate is read.
+    // ListRoles carries no tags: each candidate is read. One listed but not readable yet (IAM is
+    // eventually consistent) is asked again, never passed over: it may be the cluster's.
     let mut found = Vec::new();
     for name in names {
-        if get_role(aws, &name).await?.is_some_and(|(_, tags)| q.matches_pairs(&pairs(&tags))) {
+        let (_, tags) = get_role(aws, &name).await?.ok_or_else(|| unreadable("GetRole", &name))?;
+        if q.matches_pairs(&pairs(&tags)) {
             found.push(name);
         }
     }
@@ -384,7 +393,8 @@ pub async fn find_instance_profiles(aws: &Aws, prefix: &str, q: &TagQuery) -> Aw
     }
     let mut found = Vec::new();
     for name in names {
-        if get_instance_profile(aws, &name).await?.is_some_and(|p| q.matches_pairs(&pairs(&p.tags))) {
+        let p = get_instance_profile(aws, &name).await?.ok_or_else(|| unreadable("GetInstanceProfile", &name))?;
+        if q.matches_pairs(&pairs(&p.tags)) {
             found.push(name);
         }
     }

@@ -366,6 +366,11 @@ pub async fn delete_dhcp_options(aws: &Aws, dopt_id: &str) -> AwsResult<bool> {
 }
 
 pub async fn find_internet_gateways(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
+    Ok(gateways_attached(aws, q).await?.into_iter().map(|(id, _)| id).collect())
+}
+
+/// The gateways matching `q`, each with the VPCs it is attached to.
+async fn gateways_attached(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, Vec<String>)>> {
     let out = aws
         .ec2
         .describe_internet_gateways()
@@ -377,7 +382,10 @@ pub async fn find_internet_gateways(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<St
         .internet_gateways()
         .iter()
         .filter(|g| q.matches(g.tags()))
-        .filter_map(|g| g.internet_gateway_id().map(str::to_string))
+        .filter_map(|g| {
+            let vpcs = g.attachments().iter().filter_map(|a| a.vpc_id().map(str::to_string)).collect();
+            Some((g.internet_gateway_id()?.to_string(), vpcs))
+        })
         .collect())
 }
 
@@ -401,19 +409,11 @@ pub async fn ensure_internet_gateway(aws: &Aws, id: &Identity, vpc_id: &str, loo
             // A gateway of theirs serving another VPC is not this VPC's: attaching it here would
             // fail, and could be mistaken for done.
             let find = |q: TagQuery| async move {
-                let out = aws
-                    .ec2
-                    .describe_internet_gateways()
-                    .filters(q.filter())
-                    .send()
-                    .await
-                    .map_err(|e| classify("DescribeInternetGateways", e))?;
-                Ok(out
-                    .internet_gateways()
-                    .iter()
-                    .filter(|g| q.matches(g.tags()))
-                    .filter(|g| g.attachments().iter().all(|a| a.vpc_id() == Some(vpc_id)))
-                    .filter_map(|g| Some((g.internet_gateway_id()?.to_string(), !g.attachments().is_empty())))
+                let all = gateways_attached(aws, &q).await?;
+                Ok(all
+                    .into_iter()
+                    .filter(|(_, vpcs)| vpcs.iter().all(|v| v == vpc_id))
+                    .map(|(igw, vpcs)| (igw, !vpcs.is_empty()))
                     .collect())
             };
             adopt_hypershift(aws, id, "internet gateway", find, |g: &(String, bool)| &g.0).await?

@@ -45,6 +45,17 @@ pub enum Command {
     Run(SubmitArgs),
     /// One line per workflow, or one workflow's steps, attempts, errors and output.
     Status(StatusArgs),
+    /// Wait until a workflow completes, ends otherwise or pauses: exit 0 completed, 1 failed or
+    /// rolled back, 3 paused (an operator's turn: see `status ID`), 124 at --timeout.
+    Wait {
+        id: String,
+        /// Give up after this long (`90s`, `30m`, `2h`) [default: wait as long as it takes].
+        #[arg(long, value_name = "DURATION", value_parser = parse_age)]
+        timeout: Option<std::time::Duration>,
+        /// Print the workflow's final status as JSON (what `status ID --json` prints).
+        #[arg(long)]
+        json: bool,
+    },
     /// The journal events of one workflow.
     History {
         id: String,
@@ -134,6 +145,32 @@ pub struct StatusArgs {
     pub id: Option<String>,
     #[arg(long)]
     pub json: bool,
+    /// Only workflows in these states (comma-separated: pending, running, paused, completed,
+    /// failed, cancelling, compensating, compensated, compensation_failed).
+    #[arg(long, value_delimiter = ',', value_parser = parse_state, conflicts_with = "id")]
+    pub state: Vec<infraflow_journal::WorkflowState>,
+    /// Only workflows of this kind (`provision-infra`, `teardown`, ...).
+    #[arg(long, conflicts_with = "id")]
+    pub workflow: Option<String>,
+    /// Only workflows of this cluster (its infraID).
+    #[arg(long, value_name = "INFRA_ID", conflicts_with = "id")]
+    pub cluster: Option<String>,
+    /// Only workflows that changed within this age (`30m`, `12h`, `7d`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_age, conflicts_with = "id")]
+    pub since: Option<std::time::Duration>,
+    /// At most this many workflows (after `--offset`), in the listing's order: oldest first.
+    #[arg(long, conflicts_with = "id")]
+    pub limit: Option<usize>,
+    /// Skip this many workflows of the listing first (paging with `--limit`).
+    #[arg(long, default_value_t = 0, conflicts_with = "id")]
+    pub offset: usize,
+}
+
+fn parse_state(s: &str) -> Result<infraflow_journal::WorkflowState, String> {
+    infraflow_journal::WorkflowState::parse(s).ok_or_else(|| {
+        let all: Vec<&str> = infraflow_journal::WorkflowState::ALL.iter().map(|st| st.as_str()).collect();
+        format!("{s:?} is not a state: one of {}", all.join(", "))
+    })
 }
 
 /// `workflow-status`: the same view as `infraflow status`.
@@ -146,7 +183,7 @@ pub struct StatusCli {
     pub args: StatusArgs,
 }
 
-/// `30d`, `12h`, `90m`, `45s`: an age for `prune --before`.
+/// `30d`, `12h`, `90m`, `45s`: an age for `prune --before`, `status --since`, `wait --timeout`.
 fn parse_age(s: &str) -> Result<std::time::Duration, String> {
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (n, unit) = s.split_at(split);

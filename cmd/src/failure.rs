@@ -9,6 +9,10 @@ use infraflow_journal::JournalError;
 pub const OK: u8 = 0;
 pub const WORKFLOW_FAILED: u8 = 1;
 pub const USAGE: u8 = 2;
+/// `wait`: the workflow paused, waiting for an operator.
+pub const PAUSED: u8 = 3;
+/// `wait`: the timeout passed first (as `timeout(1)` exits).
+pub const TIMED_OUT: u8 = 124;
 /// Stopped by SIGINT/SIGTERM with the workflow left resumable.
 pub const INTERRUPTED: u8 = 130;
 
@@ -54,7 +58,8 @@ impl From<JournalError> for Failure {
             | JournalError::UnknownWorkflow(_)
             | JournalError::NotAJournal { .. }
             | JournalError::TooNew { .. }
-            | JournalError::BadLocation { .. }) => Failure::usage(e.to_string()),
+            | JournalError::BadLocation { .. }
+            | JournalError::Tls { .. }) => Failure::usage(e.to_string()),
             e => Failure::other(e.to_string()),
         }
     }

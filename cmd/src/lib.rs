@@ -66,6 +66,7 @@ pub fn main_infraflow() -> ExitCode {
         match cli.command {
             Command::Status(args) => status::status(&db, &args),
             Command::History { id, json } => status::history(&db, &id, json),
+            Command::Wait { id, timeout, json } => status::wait(&db, &id, timeout, json),
             Command::Prune { before, json } => status::prune(&db, before, json),
             Command::Policy { workflows } => policy::policy(&workflows),
             Command::Graph { target, format } => graph::graph(&db, &target, format),
@@ -87,6 +88,7 @@ pub fn main_infraflow() -> ExitCode {
                     },
                     Command::Status(_)
                     | Command::History { .. }
+                    | Command::Wait { .. }
                     | Command::Prune { .. }
                     | Command::Policy { .. }
                     | Command::Graph { .. } => {

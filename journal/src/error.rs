@@ -37,6 +37,9 @@ pub enum JournalError {
         "{location}: cannot reach PostgreSQL ({detail}); check that the server runs and the URL, user and password are right"
     )]
     Unreachable { location: String, detail: String },
+    /// TLS refused the connection (no TLS on the server, an untrusted certificate): final.
+    #[error("{location}: {detail}")]
+    Tls { location: String, detail: String },
     #[error(
         "the connection to PostgreSQL was lost while committing; the transaction may or may not have been applied, so it is not retried here (the engine replays from the journal)"
     )]

@@ -87,6 +87,17 @@ impl AwsEnv {
         }
     }
 
+    /// `infraflow ARGS` through `proxy`, SIGKILLed at its `call`-th AWS call (before the call
+    /// reaches AWS, or after AWS acted): whether the kill fired (a fired kill must fail the run).
+    pub fn run_killed_at(&self, proxy: &Proxy, args: &[&str], call: u32, after_aws_acts: bool) -> bool {
+        let mut child = self.spawn_cli_at(&proxy.endpoint(), args);
+        proxy.kill_at(super::proxy::KillAt { call, after_aws_acts, pid: child.id() });
+        let status = child.wait().unwrap();
+        let fired = proxy.kill_fired();
+        assert!(!fired || !status.success(), "killed at call {call}, yet it exited {status:?}");
+        fired
+    }
+
     pub fn daemon_at(&self, endpoint: &str) -> std::process::Child {
         self.daemon_with(endpoint, &[])
     }

@@ -24,6 +24,15 @@ fn repo() -> PathBuf {
 /// Starts a server on `host` (a loopback or test-namespace address); `reaper`: stop it when
 /// this test process exits.
 pub fn start_on(host: &str, netns: Option<&str>) -> Server {
+    start_with(host, netns, false)
+}
+
+/// `start_on` with TLS on: the server's CA is `Server::ca_cert`.
+pub fn start_tls_on(host: &str, netns: Option<&str>) -> Server {
+    start_with(host, netns, true)
+}
+
+fn start_with(host: &str, netns: Option<&str>, tls: bool) -> Server {
     let script = repo().join("scripts/postgres.sh");
     let mut cmd = match netns {
         Some(ns) => {
@@ -33,7 +42,11 @@ pub fn start_on(host: &str, netns: Option<&str>) -> Server {
         }
         None => Command::new(&script),
     };
-    let out = cmd.args(["start", "--host", host]).output().expect("run scripts/postgres.sh");
+    cmd.args(["start", "--host", host]);
+    if tls {
+        cmd.arg("--tls");
+    }
+    let out = cmd.output().expect("run scripts/postgres.sh");
     assert!(
         out.status.success(),
         "scripts/postgres.sh start failed (is PostgreSQL 15 installed? `scripts/postgres.sh install`): {}",
@@ -69,6 +82,11 @@ pub fn server() -> &'static Server {
 }
 
 impl Server {
+    /// The CA that signed a TLS server's certificate (`start_tls_on`).
+    pub fn ca_cert(&self) -> PathBuf {
+        self.dir.join("tls/ca.crt")
+    }
+
     /// A URL with the password in it.
     pub fn url(&self, db: &str) -> String {
         format!("postgres://infraflow:{}@{}:{}/{db}", self.password, self.host, self.port)

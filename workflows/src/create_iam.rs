@@ -10,12 +10,12 @@ use infraflow_activities::{AwsPool, Identity, Kind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::aws_steps::{acting_region, create_opts, from_aws, probe_environment};
+use crate::aws_steps::{acting_region, aws_retry, from_aws, probe_environment, undo};
 use crate::cluster_roles::worker_trust_policy;
 use crate::cluster_roles::{LONGEST_SUFFIX, OPERATOR_ROLES, Zones, trust_policy, worker_names, worker_policy};
 use crate::validate;
 use infraflow_engine::{ActivityError, InputError, StepError};
-use infraflow_engine::{BoxFuture, Validated, WfCtx, WorkflowDef};
+use infraflow_engine::{BoxFuture, StepOptions, Validated, WfCtx, WorkflowDef};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -187,6 +187,14 @@ impl WorkflowDef for CreateIam {
     }
 }
 
+/// Options of an IAM create step: retries and the write-ahead undo, but no consistency settle
+/// before a retry's lookup. An IAM name (or a provider's URL) is unique in the account, so a
+/// create that a lookup too early did not see answers EntityAlreadyExists and is read again:
+/// it can never make a second one, whatever the lookup saw.
+fn unique_name_opts(region: &str, kind: Kind, id: &Identity) -> StepOptions {
+    StepOptions { retry: Some(aws_retry()), undo: Some(undo(region, kind, id)), settle: None }
+}
+
 /// The create-iam body, callable from create-cluster. One role after another, as HyperShift
 /// makes them: IAM's write rate is low, and a failure then leaves a short, exact list to undo.
 pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Result<CreateIamOutput, StepError> {
@@ -205,7 +213,7 @@ pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Resu
             "oidc-provider",
             "iam.ensure-oidc-provider",
             &(&provider_id, &issuer, thumbprint),
-            create_opts(region, Kind::OidcProvider, &provider_id),
+            unique_name_opts(region, Kind::OidcProvider, &provider_id),
             || async {
                 let aws = pool.region(region).await;
                 iam::ensure_oidc_provider(&aws, &provider_id, &issuer, thumbprint).await.map_err(from_aws)
@@ -225,7 +233,7 @@ pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Resu
                 &format!("role/{}", role.suffix),
                 "iam.ensure-role",
                 &(&id, &trust, &policy),
-                create_opts(region, Kind::IamRole, &id),
+                unique_name_opts(region, Kind::IamRole, &id),
                 || async {
                     let aws = pool.region(region).await;
                     iam::ensure_role(&aws, &id, &name, &trust, &name, &policy).await.map_err(from_aws)
@@ -243,7 +251,7 @@ pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Resu
             "worker-role",
             "iam.ensure-role",
             &(&role_id, &trust, &policy),
-            create_opts(region, Kind::IamRole, &role_id),
+            unique_name_opts(region, Kind::IamRole, &role_id),
             || async {
                 let aws = pool.region(region).await;
                 iam::ensure_role(&aws, &role_id, &role_name, &trust, &policy_name, &policy).await.map_err(from_aws)
@@ -256,7 +264,7 @@ pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Resu
             "worker-instance-profile",
             "iam.ensure-instance-profile",
             &(&profile_id, &role_name),
-            create_opts(region, Kind::InstanceProfile, &profile_id),
+            unique_name_opts(region, Kind::InstanceProfile, &profile_id),
             || async {
                 let aws = pool.region(region).await;
                 iam::ensure_instance_profile(&aws, &profile_id, &profile_name, &role_name).await.map_err(from_aws)

@@ -3,9 +3,6 @@
 
 use std::time::Instant;
 
-use tokio_postgres::NoTls;
-
-use super::pool::unreachable;
 use super::target::PgTarget;
 use crate::error::Result;
 
@@ -14,7 +11,7 @@ use crate::error::Result;
 pub async fn raw_commit_ceiling(target: &PgTarget, clients: u32, each: u32) -> Result<f64> {
     let mut conns = Vec::new();
     for _ in 0..clients {
-        let (client, connection) = target.config.connect(NoTls).await.map_err(|e| unreachable(target, &e))?;
+        let (client, connection) = target.connect(None).await?;
         tokio::spawn(connection);
         conns.push(client);
     }
@@ -28,7 +25,9 @@ pub async fn raw_commit_ceiling(target: &PgTarget, clients: u32, each: u32) -> R
     let runs = conns.iter().map(|c| async move {
         let insert = c.prepare("INSERT INTO infraflow_bench_ceiling (at, data) VALUES ($1, $2)").await?;
         for i in 0..each {
-            c.execute(&insert, &[&i64::from(i), &"{\"type\":\"step_completed\"}"]).await?;
+            let (at, data) = (i64::from(i), "{\"type\":\"step_completed\"}");
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&at, &data];
+            c.execute(&insert, &params).await?;
         }
         Ok::<_, tokio_postgres::Error>(())
     });

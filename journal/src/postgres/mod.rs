@@ -10,6 +10,7 @@ mod prune;
 mod reads;
 mod schema;
 mod target;
+mod tls;
 mod tx;
 mod writer;
 

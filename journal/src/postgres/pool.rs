@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, NoTls, Statement, Transaction};
+use tokio_postgres::{Client, Statement, Transaction};
+
+use super::target::Connected;
 
 use super::schema::SEARCH_PATH;
 use super::target::PgTarget;
@@ -132,12 +134,8 @@ impl Pool {
     }
 
     /// A new connection and its driver, which the caller must poll.
-    pub(crate) async fn connect_raw(
-        &self,
-    ) -> Result<(Client, tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>)> {
-        let mut config = self.target.config.clone();
-        config.options(format!("-c search_path={SEARCH_PATH}"));
-        config.connect(NoTls).await.map_err(|e| unreachable(&self.target, &e))
+    pub(crate) async fn connect_raw(&self) -> Result<Connected> {
+        self.target.connect(Some(&format!("-c search_path={SEARCH_PATH}"))).await
     }
 
     /// A new connection, its driver spawned on the journal's runtime.
@@ -181,7 +179,7 @@ impl Pool {
                 Some(c) if !c.is_closed() => c,
                 _ => match self.connect().await {
                     Ok(client) => Conn { client, prepared: HashMap::new() },
-                    Err(e) if started.elapsed() < BUDGET => {
+                    Err(e) if e.is_retryable() && started.elapsed() < BUDGET => {
                         tracing::warn!(error = %e, "PostgreSQL unreachable; retrying");
                         tokio::time::sleep(pause).await;
                         pause = (pause * 2).min(Duration::from_secs(1));

@@ -1,8 +1,12 @@
 //! A PostgreSQL journal's address: a libpq-style URL, parsed once, shown without its password.
 
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use super::tls::SslMode;
 use crate::error::{JournalError, Result};
 
 /// Where a PostgreSQL journal is, with the credentials to reach it. `Display` and `Debug` never
@@ -11,16 +15,39 @@ use crate::error::{JournalError, Result};
 pub struct PgTarget {
     pub(crate) config: tokio_postgres::Config,
     shown: String,
+    ssl_mode: SslMode,
+    root_cert: Option<PathBuf>,
+    tls: MakeRustlsConnect,
 }
+
+/// A connection to the journal's server and its driver, which the caller must poll.
+pub(crate) type Connected = (
+    tokio_postgres::Client,
+    tokio_postgres::Connection<
+        tokio_postgres::Socket,
+        <MakeRustlsConnect as tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>>::Stream,
+    >,
+);
 
 impl PgTarget {
     /// Parses `postgres://[user[:password]@]host[:port][/dbname][?param=value…]`.
     pub fn parse(url: &str) -> Result<PgTarget> {
         let shown = redact(url);
-        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| JournalError::BadLocation {
-            location: shown.clone(),
-            detail: format!("not a PostgreSQL URL ({e})"),
-        })?;
+        let bad = |detail: String| JournalError::BadLocation { location: shown.clone(), detail };
+        // `sslmode` and `sslrootcert` as libpq reads them; tokio-postgres knows neither
+        // `verify-*` nor `sslrootcert`, so they are taken out here and enforced by the connector.
+        let (url, params) = take_params(url, &["sslmode", "sslrootcert"]);
+        let ssl_mode = match params.get("sslmode") {
+            None => SslMode::Prefer,
+            Some(m) => SslMode::parse(m).ok_or_else(|| {
+                bad(format!("sslmode={m} is not one of disable, prefer, require, verify-ca, verify-full"))
+            })?,
+        };
+        let root_cert = params.get("sslrootcert").map(PathBuf::from);
+        let tls = super::tls::connector(ssl_mode, root_cert.as_deref()).map_err(&bad)?;
+        let mut config =
+            tokio_postgres::Config::from_str(&url).map_err(|e| bad(format!("not a PostgreSQL URL ({e})")))?;
+        config.ssl_mode(ssl_mode.negotiation());
         if config.get_hosts().is_empty() {
             return Err(JournalError::BadLocation {
                 location: shown,
@@ -43,7 +70,22 @@ impl PgTarget {
             .keepalives_interval(Duration::from_secs(1))
             .keepalives_retries(3)
             .tcp_user_timeout(Duration::from_secs(8));
-        Ok(PgTarget { config, shown })
+        Ok(PgTarget { config, shown, ssl_mode, root_cert, tls })
+    }
+
+    /// A new connection (with `options`, the server settings of the session), TLS as the URL
+    /// asks. A TLS refusal is final (`Tls`): no retry makes a certificate trusted.
+    pub(crate) async fn connect(&self, options: Option<&str>) -> Result<Connected> {
+        let mut config = self.config.clone();
+        if let Some(o) = options {
+            config.options(o);
+        }
+        config.connect(self.tls.clone()).await.map_err(|e| {
+            match super::tls::explain(self.ssl_mode, self.root_cert.as_ref(), &e) {
+                Some(detail) => JournalError::Tls { location: self.shown.clone(), detail },
+                None => super::pool::unreachable(self, &e),
+            }
+        })
     }
 
     pub fn has_password(&self) -> bool {
@@ -87,6 +129,46 @@ impl PgTarget {
             matches.then(|| fields[4].clone())
         })
     }
+}
+
+/// `url` without the query parameters named in `keys`, and their values (percent-decoded).
+fn take_params(url: &str, keys: &[&str]) -> (String, std::collections::HashMap<String, String>) {
+    let Some((base, query)) = url.split_once('?') else { return (url.to_string(), Default::default()) };
+    let mut taken = std::collections::HashMap::new();
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|p| match p.split_once('=') {
+            Some((k, v)) if keys.contains(&k) => {
+                taken.insert(k.to_string(), percent_decode(v));
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    let url = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
+    (url, taken)
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = (b[i] == b'%' && i + 2 < b.len())
+            .then(|| s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok()))
+            .flatten();
+        match hex {
+            Some(v) => {
+                out.push(v);
+                i += 3;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn split_pgpass(line: &str) -> Vec<String> {
