@@ -36,13 +36,17 @@ as_server() {
 # clients trust (sslrootcert); the server's key is readable by the server's user only.
 make_tls() {
   local dir="$1" host="$2" t="$1/tls"
+  INFRAFLOW_PG_TLS_IPS="${INFRAFLOW_PG_TLS_IPS:-}"
   mkdir -p "$t"
   openssl req -x509 -newkey rsa:2048 -nodes -keyout "$t/ca.key" -out "$t/ca.crt" -days 2 \
     -subj "/CN=infraflow test CA" -addext "basicConstraints=critical,CA:TRUE" \
     -addext "keyUsage=critical,keyCertSign,cRLSign" >/dev/null 2>&1
   openssl req -newkey rsa:2048 -nodes -keyout "$t/server.key" -out "$t/server.csr" -subj "/CN=localhost" >/dev/null 2>&1
-  printf 'subjectAltName=DNS:localhost,IP:%s\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' \
-    "$host" >"$t/server.ext"
+  # More addresses the clients use (other hosts' view of this one): INFRAFLOW_PG_TLS_IPS=a,b.
+  local sans="DNS:localhost,IP:$host" ip
+  for ip in ${INFRAFLOW_PG_TLS_IPS//,/ }; do sans="$sans,IP:$ip"; done
+  printf 'subjectAltName=%s\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' \
+    "$sans" >"$t/server.ext"
   openssl x509 -req -in "$t/server.csr" -CA "$t/ca.crt" -CAkey "$t/ca.key" -CAcreateserial -out "$t/server.crt" \
     -days 2 -extfile "$t/server.ext" >/dev/null 2>&1
   chmod 0600 "$t/server.key"

@@ -44,7 +44,10 @@ impl World {
             return None;
         }
         let net = Net::new(HOSTS);
-        let pg = postgres::start_on("0.0.0.0", Some(&net.services()));
+        // TLS on, and nothing without it (pg_hba): every host speaks TLS to the journal, host 1
+        // verifying the server in full (its certificate names each address hosts reach it by).
+        let addrs: Vec<String> = (0..=HOSTS).map(|h| net.services_addr(h)).collect();
+        let pg = postgres::start_tls_on("0.0.0.0", Some(&net.services()), &addrs);
         let moto = Moto::start();
         let c = Clients::new(&moto.endpoint());
         c.create_public_zone("example.com");
@@ -59,8 +62,14 @@ impl World {
     }
 
     /// The journal's URL as seen from host `h` (0: the test itself). No password: PGPASSWORD.
+    /// Host 1 verifies the server's certificate and name (`verify-full`); the others take TLS
+    /// as libpq's default does (`prefer`: offered, so used, unverified).
     fn url(&self, h: usize) -> String {
-        format!("postgres://infraflow@{}:{}/postgres", self.net.services_addr(h), self.pg.port)
+        let base = format!("postgres://infraflow@{}:{}/postgres", self.net.services_addr(h), self.pg.port);
+        match h {
+            1 => format!("{base}?sslmode=verify-full&sslrootcert={}", self.pg.ca_cert().display()),
+            _ => base,
+        }
     }
 
     fn env(&self) -> Vec<(&'static str, String)> {

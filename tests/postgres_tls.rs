@@ -14,7 +14,7 @@ use support::*;
 
 fn tls_server() -> &'static Server {
     static SERVER: OnceLock<Server> = OnceLock::new();
-    SERVER.get_or_init(|| postgres::start_tls_on("127.0.0.1", None))
+    SERVER.get_or_init(|| postgres::start_tls_on("127.0.0.1", None, &[]))
 }
 
 /// `infraflow --db URL ARGS`, the password in PGPASSWORD.

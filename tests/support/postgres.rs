@@ -24,15 +24,16 @@ fn repo() -> PathBuf {
 /// Starts a server on `host` (a loopback or test-namespace address); `reaper`: stop it when
 /// this test process exits.
 pub fn start_on(host: &str, netns: Option<&str>) -> Server {
-    start_with(host, netns, false)
+    start_with(host, netns, None)
 }
 
-/// `start_on` with TLS on: the server's CA is `Server::ca_cert`.
-pub fn start_tls_on(host: &str, netns: Option<&str>) -> Server {
-    start_with(host, netns, true)
+/// `start_on` with TLS on: the server's CA is `Server::ca_cert`; its certificate names `host`,
+/// localhost and the addresses in `also` (how other hosts reach it).
+pub fn start_tls_on(host: &str, netns: Option<&str>, also: &[String]) -> Server {
+    start_with(host, netns, Some(also))
 }
 
-fn start_with(host: &str, netns: Option<&str>, tls: bool) -> Server {
+fn start_with(host: &str, netns: Option<&str>, tls: Option<&[String]>) -> Server {
     let script = repo().join("scripts/postgres.sh");
     let mut cmd = match netns {
         Some(ns) => {
@@ -43,8 +44,8 @@ fn start_with(host: &str, netns: Option<&str>, tls: bool) -> Server {
         None => Command::new(&script),
     };
     cmd.args(["start", "--host", host]);
-    if tls {
-        cmd.arg("--tls");
+    if let Some(also) = tls {
+        cmd.arg("--tls").env("INFRAFLOW_PG_TLS_IPS", also.join(","));
     }
     let out = cmd.output().expect("run scripts/postgres.sh");
     assert!(
