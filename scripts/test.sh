@@ -14,7 +14,7 @@ scripts/postgres.sh install >/dev/null
 cargo build --workspace --all-targets
 cargo test --workspace --no-run --message-format=json 2>/dev/null | scripts/run-tests.py list
 rm -f target/test-times.tsv target/test-passes.tsv
-jobs="${INFRAFLOW_TEST_JOBS:-2}"
+jobs="${INFRAFLOW_TEST_JOBS:-3}"
 status=0
 if [ "$#" -eq 0 ]; then
   scripts/run-tests.py run --label plain --jobs "$jobs" --first hypershift_adoption,crash_sweep,aws_iam,aws_provision -- --test-threads=2 \
