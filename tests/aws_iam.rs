@@ -332,3 +332,30 @@ fn bad_create_iam_inputs_exit_2_with_one_line_naming_the_field_and_change_nothin
     }
     assert!(!s.db().exists(), "nothing submitted");
 }
+
+/// Someone put their role into the cluster's worker profile: the next create-iam pauses naming it
+/// (taking it out is theirs to do), deletes nothing, and `retry` finishes once it is out.
+#[test]
+fn a_worker_profile_holding_another_role_pauses_and_retry_finishes_once_it_is_out() {
+    let e = Env::new();
+    let input = e.input("wp.json", iam_input("wp-abcde"));
+    ok(&e.cli(&["run", "create-iam", "--input", &input, "--id", "wp"]));
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    let iam = &e.c.iam;
+    e.c.block_on(iam.create_role().role_name("someone-else").assume_role_policy_document(trust).send()).unwrap();
+    let profile = || iam.remove_role_from_instance_profile().instance_profile_name("wp-abcde-worker");
+    e.c.block_on(profile().role_name("wp-abcde-worker-role").send()).unwrap();
+    let add = iam.add_role_to_instance_profile().instance_profile_name("wp-abcde-worker").role_name("someone-else");
+    e.c.block_on(add.send()).unwrap();
+    let run = e.cli(&["run", "create-iam", "--input", &input, "--id", "wp-again"]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    let st = e.s.status("wp-again");
+    assert_eq!(st["state"], "paused", "{st}");
+    assert!(st.to_string().contains("holds role someone-else"), "{st}");
+    assert!(!st.to_string().contains("credentials"), "not blamed on credentials: {st}");
+    assert_eq!(IamState::read(&e.c, "wp-abcde").roles.len(), 8, "nothing of the cluster deleted");
+    e.c.block_on(profile().role_name("someone-else").send()).unwrap();
+    ok(&e.cli(&["retry", "wp-again"]));
+    let s = IamState::read(&e.c, "wp-abcde");
+    assert_eq!(s.profiles["wp-abcde-worker"].1, ["wp-abcde-worker-role"]);
+}

@@ -149,14 +149,15 @@ fn a_provision_paused_under_a_released_binary_completes_under_this_one() {
     Inventory::read(&e.c, "rec-abcde").assert_provisioned(&e.c, 1, 1, "rec", "example.com");
 }
 
-/// How the fixture above was made (run once, with INFRAFLOW_RECORD_FLOWS=1, by the binary of the
-/// version it records): a provision through a proxy that refuses CreateVpc's credentials.
+/// Not a test: how the fixture above was made, by the binary of the version it records (a
+/// provision through a proxy that refuses CreateVpc's credentials). Run it by name with
+/// `-- --ignored record_a_paused_provision_fixture` for the next version's fixture (change the
+/// file name first); it never overwrites one.
 #[test]
-fn record_a_paused_provision_fixture_when_asked() {
+#[ignore = "records a fixture; run by hand"]
+fn record_a_paused_provision_fixture() {
     let path = flows_dir().join("provision-infra.v2.paused.sqlite3");
-    if std::env::var("INFRAFLOW_RECORD_FLOWS").as_deref() != Ok("1") || path.exists() {
-        return;
-    }
+    assert!(!path.exists(), "{} is recorded already: fixtures are never re-recorded", path.display());
     let e = Env::new();
     let proxy = support::proxy::Proxy::start(e.moto.port);
     proxy.fail_with("CreateVpc", "UnauthorizedOperation", 1000);

@@ -157,13 +157,17 @@ pub async fn ensure_instance_profile(aws: &Aws, id: &Identity, name: &str, role:
         None => create_instance_profile(aws, id, name).await?,
     };
     if let Some(other) = roles.iter().find(|r| *r != role) {
-        // A profile holds one role: the one there was put by someone else.
-        return Err(AwsError::terminal(
-            "AddRoleToInstanceProfile",
-            format!(
-                "instance profile {name} holds role {other}, not {role}: remove it from the profile, then `infraflow retry`"
-            ),
-        ));
+        // A profile holds one role: the one there was put by someone else, which is theirs to
+        // take out. The workflow waits for them (a pause), and `retry` then carries on.
+        return Err(AwsError {
+            operator: true,
+            ..AwsError::terminal(
+                "AddRoleToInstanceProfile",
+                format!(
+                    "instance profile {name} holds role {other}, not {role}: remove it from the profile, then `infraflow retry`"
+                ),
+            )
+        });
     }
     if roles.is_empty() {
         let r = aws

@@ -213,9 +213,10 @@ pub(crate) fn explain(mode: SslMode, root_cert: Option<&PathBuf>, e: &tokio_post
     } else if text.contains("UnknownIssuer") || text.contains("BadSignature") {
         Some(format!("the server's certificate is not signed by {} (sslmode={})", ca(), mode.as_str()))
     } else if text.contains("NotValidForName") {
-        Some(format!(
+        Some(
             "the server's certificate does not name the host in the URL (sslmode=verify-full); use the name it carries, or sslmode=verify-ca"
-        ))
+                .to_string(),
+        )
     } else if text.contains("Expired") || text.contains("NotValidYet") {
         Some(format!("the server's certificate is outside its validity period (sslmode={})", mode.as_str()))
     } else if text.to_ascii_lowercase().contains("tls") && mode != SslMode::Disable {
