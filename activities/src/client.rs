@@ -6,7 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_config::BehaviorVersion;
+use aws_smithy_http_client::tls;
 use tokio::sync::Mutex;
+
+use crate::pacing::{PaceTag, PacedHttpClient, Pacer, PacingConfig, Service};
 
 /// The service clients of one region.
 #[derive(Clone, Debug)]
@@ -24,44 +27,74 @@ pub struct Aws {
 
 impl Aws {
     /// Clients for `region`; an empty region means the SDK's default chain (AWS_REGION, profile).
-    pub async fn connect(region: &str) -> Aws {
+    /// Every request waits for its turn in the region's buckets (`pacing`).
+    pub async fn connect(region: &str, pacing: &PacingConfig) -> Aws {
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
         if !region.is_empty() {
             loader = loader.region(aws_config::Region::new(region.to_string()));
         }
+        let pacer = Pacer::new(pacing);
+        let https = aws_smithy_http_client::Builder::new()
+            .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::AwsLc))
+            .build_https();
         let conf = loader
+            .http_client(PacedHttpClient::new(https, &pacer))
             // No blind retries inside the SDK: a create retried after a lost response would
             // create twice. The engine retries instead, and every create looks up first.
             .retry_config(aws_config::retry::RetryConfig::disabled())
             .timeout_config(
                 aws_config::timeout::TimeoutConfig::builder()
                     .connect_timeout(Duration::from_secs(5))
-                    .operation_attempt_timeout(Duration::from_secs(60))
+                    // A hung AWS: no answer begins within a minute.
+                    .read_timeout(Duration::from_secs(60))
+                    // An attempt includes its wait for the request rate, which a fleet's backlog
+                    // can make minutes long; past this the engine's durable retry takes over.
+                    .operation_attempt_timeout(Duration::from_secs(600))
                     .build(),
             )
             .load()
             .await;
-        // Every client counts its calls for the daemon's metrics (`observe`).
+        // Every client counts its calls for the daemon's metrics (`observe`) and names each
+        // call's request classes for the pacer.
         use crate::observe::CallCounter;
+        let tag = |service| PaceTag::new(service, &pacer);
         Aws {
             region: conf.region().map(|r| r.to_string()).unwrap_or_else(|| region.to_string()),
             ec2: aws_sdk_ec2::Client::from_conf(
-                aws_sdk_ec2::config::Builder::from(&conf).interceptor(CallCounter).build(),
+                aws_sdk_ec2::config::Builder::from(&conf)
+                    .interceptor(CallCounter)
+                    .interceptor(tag(Service::Ec2))
+                    .build(),
             ),
             elb: aws_sdk_elasticloadbalancingv2::Client::from_conf(
-                aws_sdk_elasticloadbalancingv2::config::Builder::from(&conf).interceptor(CallCounter).build(),
+                aws_sdk_elasticloadbalancingv2::config::Builder::from(&conf)
+                    .interceptor(CallCounter)
+                    .interceptor(tag(Service::Elb))
+                    .build(),
             ),
             classic_elb: aws_sdk_elasticloadbalancing::Client::from_conf(
-                aws_sdk_elasticloadbalancing::config::Builder::from(&conf).interceptor(CallCounter).build(),
+                aws_sdk_elasticloadbalancing::config::Builder::from(&conf)
+                    .interceptor(CallCounter)
+                    .interceptor(tag(Service::Elb))
+                    .build(),
             ),
             r53: aws_sdk_route53::Client::from_conf(
-                aws_sdk_route53::config::Builder::from(&conf).interceptor(CallCounter).build(),
+                aws_sdk_route53::config::Builder::from(&conf)
+                    .interceptor(CallCounter)
+                    .interceptor(tag(Service::Route53))
+                    .build(),
             ),
             sts: aws_sdk_sts::Client::from_conf(
-                aws_sdk_sts::config::Builder::from(&conf).interceptor(CallCounter).build(),
+                aws_sdk_sts::config::Builder::from(&conf)
+                    .interceptor(CallCounter)
+                    .interceptor(tag(Service::Sts))
+                    .build(),
             ),
             iam: aws_sdk_iam::Client::from_conf(
-                aws_sdk_iam::config::Builder::from(&conf).interceptor(CallCounter).build(),
+                aws_sdk_iam::config::Builder::from(&conf)
+                    .interceptor(CallCounter)
+                    .interceptor(tag(Service::Iam))
+                    .build(),
             ),
         }
     }
@@ -98,15 +131,22 @@ impl Aws {
     }
 }
 
-/// Clients by region, shared by every workflow of a process.
+/// Clients by region, shared by every workflow of a process — and with them each region's
+/// request buckets: the pacing is account-wide as far as this process can make it.
 #[derive(Clone, Default)]
 pub struct AwsPool {
     clients: Arc<Mutex<HashMap<String, Aws>>>,
+    pacing: PacingConfig,
 }
 
 impl AwsPool {
+    /// Clients paced at AWS's documented default rates.
     pub fn new() -> AwsPool {
         AwsPool::default()
+    }
+
+    pub fn with_pacing(pacing: PacingConfig) -> AwsPool {
+        AwsPool { clients: Arc::default(), pacing }
     }
 
     pub async fn region(&self, region: &str) -> Aws {
@@ -114,7 +154,7 @@ impl AwsPool {
         if let Some(aws) = map.get(region) {
             return aws.clone();
         }
-        let aws = Aws::connect(region).await;
+        let aws = Aws::connect(region, &self.pacing).await;
         map.insert(region.to_string(), aws.clone());
         aws
     }

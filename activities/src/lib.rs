@@ -16,6 +16,7 @@ pub mod inventory;
 pub mod nat;
 pub mod network;
 pub mod observe;
+pub mod pacing;
 pub mod privatelink;
 pub mod resources;
 pub mod routing;

@@ -16,6 +16,12 @@ pub struct Cli {
     /// the workflow id, step key and attempt as fields).
     #[arg(long, global = true, env = "INFRAFLOW_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// The pace of AWS requests, shared by every workflow of this process: `off`, or
+    /// `CLASS=BURST/PER_SECOND,...` over AWS's documented account defaults (ec2-mutating=20/5,
+    /// ec2-describe=40/10, run-instances=5/2, route53=5/5, elb=20/10, iam=10/10). Each class
+    /// slows down on a throttle and creeps back.
+    #[arg(long, global = true, env = "INFRAFLOW_AWS_RATE", value_name = "SPEC", value_parser = parse_aws_rate)]
+    pub aws_rate: Option<infraflow_activities::pacing::PacingConfig>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -164,6 +170,10 @@ pub struct StatusArgs {
     /// Skip this many workflows of the listing first (paging with `--limit`).
     #[arg(long, default_value_t = 0, conflicts_with = "id")]
     pub offset: usize,
+}
+
+fn parse_aws_rate(s: &str) -> Result<infraflow_activities::pacing::PacingConfig, String> {
+    infraflow_activities::pacing::PacingConfig::parse(s)
 }
 
 fn parse_state(s: &str) -> Result<infraflow_journal::WorkflowState, String> {

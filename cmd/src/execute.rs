@@ -138,11 +138,9 @@ async fn dry_run(args: &SubmitArgs) -> CmdResult {
     }
     let input = read_input(&args.input)?;
     let plan =
-        infraflow_workflows::teardown_plan::plan(&infraflow_activities::AwsPool::new(), &input).await.map_err(|e| {
-            match e {
-                infraflow_workflows::teardown_plan::PlanError::Input(e) => Failure::usage(e.to_string()),
-                e => Failure::other(e.to_string()),
-            }
+        infraflow_workflows::teardown_plan::plan(&crate::registry::pool(), &input).await.map_err(|e| match e {
+            infraflow_workflows::teardown_plan::PlanError::Input(e) => Failure::usage(e.to_string()),
+            e => Failure::other(e.to_string()),
         })?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&plan).unwrap_or_default());

@@ -63,6 +63,9 @@ pub fn main_infraflow() -> ExitCode {
     init_logging(if matches!(cli.command, Command::Daemon { .. }) { "info" } else { "warn" }, cli.log_format);
     finish((|| {
         let db = paths::journal_location(cli.db)?;
+        if let Some(pacing) = cli.aws_rate {
+            registry::set_pacing(pacing);
+        }
         match cli.command {
             Command::Status(args) => status::status(&db, &args),
             Command::History { id, json } => status::history(&db, &id, json),

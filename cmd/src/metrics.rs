@@ -1,9 +1,10 @@
 //! The daemon's Prometheus metrics (exposition by `prometheus-client`): what the engine reports
 //! (steps, retries, compensations, lease takeovers and renewals), what the journal measures (commit
-//! latency and batch size), every AWS call, and the workflows by state, read at each scrape.
+//! latency and batch size), every AWS call, the pacing of AWS requests (time waited for the rate,
+//! throttles received), and the workflows by state, read at each scrape.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use infraflow_engine::{Observer, Progress};
@@ -39,6 +40,8 @@ pub struct Metrics {
     commit_batch: Histogram,
     aws_calls: Family<Labels, Counter>,
     aws_errors: Family<Labels, Counter>,
+    rate_wait_seconds: Family<Labels, Counter<f64, AtomicU64>>,
+    throttles: Family<Labels, Counter>,
     /// The last heartbeat could not renew this process's leases.
     renewal_failing: AtomicBool,
 }
@@ -58,6 +61,8 @@ impl Metrics {
             commit_batch: Histogram::new(exponential_buckets(1.0, 2.0, 13)),
             aws_calls: Family::default(),
             aws_errors: Family::default(),
+            rate_wait_seconds: Family::default(),
+            throttles: Family::default(),
             renewal_failing: AtomicBool::new(false),
             registry: Registry::default(),
         };
@@ -93,6 +98,16 @@ impl Metrics {
             m.aws_calls.clone(),
         );
         registry.register("aws_errors", "AWS errors by operation and AWS error code", m.aws_errors.clone());
+        registry.register(
+            "aws_rate_wait_seconds",
+            "Time AWS requests waited for their request class's rate (account-wide pacing), by class",
+            m.rate_wait_seconds.clone(),
+        );
+        registry.register(
+            "aws_throttles",
+            "AWS answers that were throttles, by request class (each one slows the class down)",
+            m.throttles.clone(),
+        );
         Arc::new(Metrics { registry, ..m })
     }
 
@@ -155,6 +170,18 @@ impl Metrics {
         infraflow_activities::observe::observe_errors(Arc::new(move |operation, code| {
             m.aws_errors.get_or_create(&labels(&[("operation", operation), ("code", code)])).inc();
         }));
+        let (waits, throttles) = (self.clone(), self.clone());
+        infraflow_activities::pacing::observe_pacing(
+            Arc::new(move |class, waited| {
+                waits
+                    .rate_wait_seconds
+                    .get_or_create(&labels(&[("class", class.as_str())]))
+                    .inc_by(waited.as_secs_f64());
+            }),
+            Arc::new(move |class| {
+                throttles.throttles.get_or_create(&labels(&[("class", class.as_str())])).inc();
+            }),
+        );
     }
 
     pub fn renewal_failing(&self) -> bool {

@@ -190,6 +190,8 @@ pub fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
 }
 
 pub mod aws;
+pub mod buckets;
+pub mod fleet;
 pub mod hypershift;
 pub mod iam;
 pub mod iam_state;

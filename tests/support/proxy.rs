@@ -9,6 +9,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+use super::buckets::{BucketReport, Buckets, Rate, class_of};
 use super::strict::{Strict, StrictState};
 
 #[derive(Default)]
@@ -31,6 +32,8 @@ struct State {
     kill_on: Option<(String, KillAt)>,
     /// Calls by IAM action (`ec2:CreateVpc`), for the policy completeness check.
     iam: BTreeMap<String, u32>,
+    /// AWS's account-wide request buckets, when a test asks for them.
+    buckets: Option<Buckets>,
 }
 
 /// Every live proxy by port, so that a command run against one can be checked against the IAM
@@ -99,6 +102,16 @@ impl Proxy {
         let mut s = self.state.lock().unwrap();
         s.chaos = rate;
         s.rng = seed | 1;
+    }
+
+    /// Answers like AWS's account-wide request token buckets (`buckets.rs`), fresh and full.
+    pub fn set_buckets(&self, rates: BTreeMap<&'static str, Rate>) {
+        self.state.lock().unwrap().buckets = Some(Buckets::new(rates));
+    }
+
+    /// What the buckets admitted and throttled since `set_buckets`, and the floor of that run.
+    pub fn bucket_report(&self) -> BucketReport {
+        self.state.lock().unwrap().buckets.as_ref().map(Buckets::report).unwrap_or_default()
     }
 
     /// Delays every request, so a run lasts long enough to be interrupted many times.
@@ -251,14 +264,19 @@ enum Fault {
     None,
     Code(String),
     Throttle,
+    /// The account's bucket for the request's class is empty.
+    Bucket,
     ServerError,
     DropBefore,
     DropAfter,
     Terminal,
-    Kill { pid: u32, after_aws_acts: bool },
+    Kill {
+        pid: u32,
+        after_aws_acts: bool,
+    },
 }
 
-fn decide(st: &Mutex<State>, action: &str) -> Fault {
+fn decide(st: &Mutex<State>, action: &str, class: Option<&str>) -> Fault {
     let mut s = st.lock().unwrap();
     *s.counts.entry(action.to_string()).or_insert(0) += 1;
     s.seen += 1;
@@ -284,6 +302,11 @@ fn decide(st: &Mutex<State>, action: &str) -> Fault {
         let code = code.clone();
         *s.faults.entry("coded").or_insert(0) += 1;
         return Fault::Code(code);
+    }
+    if let (Some(buckets), Some(class)) = (s.buckets.as_mut(), class)
+        && !buckets.admit(class)
+    {
+        return Fault::Bucket;
     }
     if s.chaos <= 0.0 {
         return Fault::None;
@@ -342,7 +365,8 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>) -> std::io::Resu
     *st.lock().unwrap().iam.entry(super::iam::iam_action(&req.head, &act)).or_insert(0) += 1;
     let latency = st.lock().unwrap().latency;
     std::thread::sleep(latency);
-    let reply = match decide(st, &act) {
+    let class = class_of(&act, &String::from_utf8_lossy(&req.body));
+    let reply = match decide(st, &act, class) {
         Fault::None => {
             let early = st.lock().unwrap().strict.before(&act, &req.body);
             match early {
@@ -358,6 +382,13 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>) -> std::io::Resu
             let code = if ec2 { "RequestLimitExceeded" } else { "Throttling" };
             error_response("503 Service Unavailable", ec2, code, "Rate exceeded (injected)")
         }
+        // What AWS answers when the account's bucket is empty: EC2 on HTTP 503, ELB and Route53
+        // on HTTP 400 (Route53 also says `PriorRequestNotComplete` for a change in flight, which
+        // is not a rate).
+        Fault::Bucket if ec2 => {
+            error_response("503 Service Unavailable", true, "RequestLimitExceeded", "Request limit exceeded.")
+        }
+        Fault::Bucket => error_response("400 Bad Request", false, "Throttling", "Rate exceeded"),
         Fault::ServerError => error_response("500 Internal Server Error", ec2, "InternalError", "injected"),
         Fault::Code(code) => error_response("400 Bad Request", ec2, &code, "injected"),
         Fault::Terminal => {

@@ -1,0 +1,205 @@
+//! One adaptive token bucket: the pace of one request class, shared by every workflow of the
+//! process. It admits at the configured rate after a share of the configured burst, slows below
+//! what AWS admitted lately on each throttle AWS answers (others on the account are using the
+//! same bucket) and creeps back.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A request class's limit: a bucket of `burst` tokens refilled at `per_second`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Limit {
+    pub burst: f64,
+    pub per_second: f64,
+}
+
+/// A throttle sets the rate to this share of what AWS admitted lately: the account's bucket is
+/// shared, and what it admitted is the share it gave this process. (Half, not TCP's 0.7: the
+/// tuning in `scripts/pacing-sim.py` — 0.7 leaves 3 daemons started together at 4-7% throttled.)
+const CUT: f64 = 0.5;
+/// Throttles closer together than this are one congestion event: the requests already in flight
+/// when AWS's bucket ran dry come back throttled together, and one cut answers them all.
+const ONE_EVENT: Duration = Duration::from_secs(1);
+/// What AWS admitted is measured over this window.
+const WINDOW: Duration = Duration::from_secs(3);
+/// A class starts at this share of its limit and, until its first throttle, climbs to the limit
+/// by `START_CREEP` of it a second (in 7 s): a lone process is at full rate almost at once, while
+/// daemons started together overshoot the account by less before the first throttle tells them.
+const START_SHARE: f64 = 1.0 / 3.0;
+const START_CREEP: f64 = 0.1;
+/// Once throttled, the rate climbs back by this share of the limit per second (half the limit in
+/// 100 s): slowly, because every probe past the process's share of the account is a throttle
+/// someone on the account pays for.
+const CREEP_PER_SECOND: f64 = 0.005;
+/// Never slower than this (a request per 10 s): a throttle storm must not stall a class.
+const FLOOR_PER_SECOND: f64 = 0.1;
+/// The share of AWS's burst this process takes: the burst belongs to the whole account (the
+/// clusters' controllers, other daemons), and a process that spends it all at start leaves the
+/// others only throttles.
+const BURST_SHARE: f64 = 0.5;
+
+#[derive(Debug)]
+struct State {
+    /// The current rate, at most the limit's.
+    rate: f64,
+    /// Tokens in the bucket. Callers short of one sleep and ask again rather than reserve a
+    /// future token: a reservation made at the old rate would outlive a cut.
+    tokens: f64,
+    refilled: Instant,
+    last_cut: Option<Instant>,
+    /// When AWS admitted this class's requests, over the last `WINDOW`.
+    admitted: VecDeque<Instant>,
+    started: Instant,
+}
+
+#[derive(Debug)]
+pub struct Bucket {
+    limit: Limit,
+    state: Mutex<State>,
+}
+
+impl Bucket {
+    pub fn new(limit: Limit) -> Bucket {
+        let now = Instant::now();
+        Bucket {
+            limit,
+            state: Mutex::new(State {
+                rate: limit.per_second * START_SHARE,
+                tokens: Bucket::capacity(limit, limit.per_second),
+                refilled: now,
+                last_cut: None,
+                admitted: VecDeque::new(),
+                started: now,
+            }),
+        }
+    }
+
+    /// The tokens this process may hold at `rate`: its share of the burst, shrunk with the rate.
+    fn capacity(limit: Limit, rate: f64) -> f64 {
+        (limit.burst * BURST_SHARE * rate / limit.per_second).max(1.0)
+    }
+
+    /// Takes a token if one is there; else says how long until one will be (at today's rate).
+    pub fn take(&self, now: Instant) -> Result<(), Duration> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.refill(&mut s, now);
+        if s.tokens >= 1.0 {
+            s.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - s.tokens) / s.rate))
+        }
+    }
+
+    /// AWS admitted a request of this class.
+    pub fn admitted(&self, now: Instant) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.admitted.push_back(now);
+        Bucket::forget_old(&mut s, now);
+    }
+
+    /// AWS throttled a request of this class: others on the account use the same bucket. Slow
+    /// to 70% of what AWS admitted lately (once per congestion event), and spend the credit.
+    pub fn throttled(&self, now: Instant) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.refill(&mut s, now);
+        if s.last_cut.is_some_and(|t| now.duration_since(t) < ONE_EVENT) {
+            return;
+        }
+        Bucket::forget_old(&mut s, now);
+        let window = now.duration_since(s.started).min(WINDOW).as_secs_f64().max(0.5);
+        let got = s.admitted.len() as f64 / window;
+        s.rate = (CUT * s.rate.min(got)).max(FLOOR_PER_SECOND);
+        s.tokens = s.tokens.min(0.0);
+        s.last_cut = Some(now);
+    }
+
+    fn forget_old(s: &mut State, now: Instant) {
+        while s.admitted.front().is_some_and(|t| now.duration_since(*t) > WINDOW) {
+            s.admitted.pop_front();
+        }
+    }
+
+    /// The rate now, in requests per second.
+    #[cfg(test)]
+    pub fn rate(&self) -> f64 {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).rate
+    }
+
+    fn refill(&self, s: &mut State, now: Instant) {
+        let dt = now.saturating_duration_since(s.refilled).as_secs_f64();
+        s.refilled = s.refilled.max(now);
+        if dt <= 0.0 {
+            return;
+        }
+        // Tokens accrue at the rate of the interval; the rate then creeps up for the next one.
+        s.tokens = (s.tokens + dt * s.rate).min(Bucket::capacity(self.limit, s.rate));
+        let creep = if s.last_cut.is_some() { CREEP_PER_SECOND } else { START_CREEP };
+        s.rate = (s.rate + dt * creep * self.limit.per_second).min(self.limit.per_second);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bucket(burst: f64, per_second: f64) -> Bucket {
+        Bucket::new(Limit { burst, per_second })
+    }
+
+    #[test]
+    fn a_share_of_the_burst_goes_out_at_once_then_the_rate_climbs_to_the_limit() {
+        let b = bucket(60.0, 6.0);
+        let t = Instant::now();
+        // At a third of the rate, the process's share of the burst is a third of 30 tokens.
+        let taken = (0..12).take_while(|_| b.take(t).is_ok()).count();
+        assert!((9..=10).contains(&taken), "{taken} taken at once");
+        let wait = b.take(t).unwrap_err().as_secs_f64();
+        assert!(wait > 0.0 && wait <= 0.5, "the next token at 2 a second: {wait}");
+        let _ = b.take(t + Duration::from_secs(10));
+        assert_eq!(b.rate(), 6.0, "at the limit 10 s later");
+    }
+
+    #[test]
+    fn a_throttle_slows_to_less_than_aws_admitted_once_per_event() {
+        let b = bucket(20.0, 5.0);
+        let t = Instant::now();
+        // AWS admitted 6 requests in the last 3 s: 2 a second.
+        for i in 0..6 {
+            b.admitted(t + Duration::from_millis(500 * i));
+        }
+        let at = t + Duration::from_secs(3);
+        b.throttled(at);
+        b.throttled(at + Duration::from_millis(300));
+        assert!((b.rate() - 1.0).abs() < 0.01, "half the 2 a second admitted, cut once: {}", b.rate());
+        assert!(b.take(at + Duration::from_millis(300)).is_err(), "no burst credit is left");
+        b.throttled(at + Duration::from_secs(2));
+        assert!(b.rate() < 1.0, "a later event cuts again: {}", b.rate());
+    }
+
+    #[test]
+    fn the_rate_creeps_back_to_the_limit_and_not_past_it() {
+        let b = bucket(20.0, 5.0);
+        let t = Instant::now();
+        for i in 0..15 {
+            b.admitted(t + Duration::from_millis(200 * i));
+        }
+        b.throttled(t + Duration::from_secs(3));
+        let _ = b.take(t + Duration::from_secs(13));
+        let mid = b.rate();
+        assert!(mid > 1.7 && mid < 5.0, "partway back after 10 s: {mid}");
+        let _ = b.take(t + Duration::from_secs(300));
+        assert!((b.rate() - 5.0).abs() < 1e-9, "back at the limit: {}", b.rate());
+    }
+
+    #[test]
+    fn a_throttle_storm_never_stops_the_class() {
+        let b = bucket(1.0, 1.0);
+        let t = Instant::now();
+        for i in 0..100 {
+            b.throttled(t + Duration::from_secs(3 * i));
+        }
+        assert!(b.rate() >= FLOOR_PER_SECOND);
+    }
+}

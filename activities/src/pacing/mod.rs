@@ -1,0 +1,244 @@
+//! Account-wide pacing of AWS requests: one adaptive token bucket per request class (as AWS
+//! throttles them) per region, shared by every workflow of the process, so that a fleet of
+//! workflows stays inside the account's request rate instead of provoking throttles that the
+//! clusters' own controllers and every other team on the account pay for.
+//!
+//! Requests wait in the HTTP client (`http`), which is the one async place every SDK call goes
+//! through; the SDK's classifiers tell a throttle apart and the class's bucket slows down.
+
+mod bucket;
+mod http;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use bucket::Bucket;
+pub use bucket::Limit;
+pub(crate) use http::{PaceTag, PacedHttpClient};
+
+/// The request classes, as AWS documents its throttling: EC2 has separate buckets for mutating
+/// and non-mutating actions and another for RunInstances (which is also a mutating action);
+/// Route53 allows 5 requests a second per account; ELB throttles its API as a whole; IAM is one
+/// global API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RateClass {
+    Ec2Mutating,
+    Ec2Describe,
+    RunInstances,
+    Route53,
+    Elb,
+    Iam,
+}
+
+impl RateClass {
+    pub const ALL: [RateClass; 6] = [
+        RateClass::Ec2Mutating,
+        RateClass::Ec2Describe,
+        RateClass::RunInstances,
+        RateClass::Route53,
+        RateClass::Elb,
+        RateClass::Iam,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RateClass::Ec2Mutating => "ec2-mutating",
+            RateClass::Ec2Describe => "ec2-describe",
+            RateClass::RunInstances => "run-instances",
+            RateClass::Route53 => "route53",
+            RateClass::Elb => "elb",
+            RateClass::Iam => "iam",
+        }
+    }
+
+    fn parse(s: &str) -> Option<RateClass> {
+        RateClass::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// The default limit: the account-wide buckets AWS documents for each class, taken at the
+    /// smallest of the class's actions (EC2's are per action; a class shares one here, which
+    /// errs on the slow side). IAM publishes no number; 10 a second is a conservative guess.
+    fn default_limit(self) -> Limit {
+        let (burst, per_second) = match self {
+            RateClass::Ec2Mutating => (20.0, 5.0),
+            RateClass::Ec2Describe => (40.0, 10.0),
+            RateClass::RunInstances => (5.0, 2.0),
+            RateClass::Route53 => (5.0, 5.0),
+            RateClass::Elb => (20.0, 10.0),
+            RateClass::Iam => (10.0, 10.0),
+        };
+        Limit { burst, per_second }
+    }
+}
+
+/// The AWS services infraflow calls, as far as pacing cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Service {
+    Ec2,
+    Elb,
+    Route53,
+    Iam,
+    Sts,
+}
+
+/// The classes whose buckets one call draws from (none for STS, whose one call is made once
+/// per workflow and whose limit is far above anything infraflow does).
+pub(crate) fn classes_of(service: Service, operation: &str) -> &'static [RateClass] {
+    match service {
+        Service::Ec2 if operation == "RunInstances" => &[RateClass::RunInstances, RateClass::Ec2Mutating],
+        Service::Ec2 if operation.starts_with("Describe") || operation.starts_with("Get") => &[RateClass::Ec2Describe],
+        Service::Ec2 => &[RateClass::Ec2Mutating],
+        Service::Elb => &[RateClass::Elb],
+        Service::Route53 => &[RateClass::Route53],
+        Service::Iam => &[RateClass::Iam],
+        Service::Sts => &[],
+    }
+}
+
+/// What `--aws-rate` configures: a limit per class, or no pacing at all.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PacingConfig {
+    limits: Option<BTreeMap<RateClass, Limit>>,
+}
+
+impl Default for PacingConfig {
+    fn default() -> Self {
+        PacingConfig { limits: Some(RateClass::ALL.into_iter().map(|c| (c, c.default_limit())).collect()) }
+    }
+}
+
+impl PacingConfig {
+    /// `off`, or comma-separated `CLASS=BURST/PER_SECOND` entries over AWS's defaults
+    /// (`ec2-mutating=40/10,route53=5/5`).
+    pub fn parse(spec: &str) -> Result<PacingConfig, String> {
+        let spec = spec.trim();
+        if spec == "off" {
+            return Ok(PacingConfig { limits: None });
+        }
+        let mut config = PacingConfig::default();
+        let limits = config.limits.as_mut().expect("the default paces");
+        for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let classes = || RateClass::ALL.map(|c| c.as_str()).join(", ");
+            let (name, value) = entry
+                .split_once('=')
+                .ok_or_else(|| format!("`{entry}` is not CLASS=BURST/PER_SECOND (classes: {})", classes()))?;
+            let class = RateClass::parse(name.trim())
+                .ok_or_else(|| format!("unknown request class `{}` (classes: {})", name.trim(), classes()))?;
+            let (burst, rate) =
+                value.split_once('/').ok_or_else(|| format!("`{entry}`: the limit is BURST/PER_SECOND, e.g. 20/5"))?;
+            let number = |s: &str| s.trim().parse::<f64>().ok().filter(|n| n.is_finite() && *n > 0.0);
+            let (Some(burst), Some(per_second)) = (number(burst), number(rate)) else {
+                return Err(format!("`{entry}`: the burst and the rate must be positive numbers"));
+            };
+            limits.insert(class, Limit { burst: burst.max(1.0), per_second });
+        }
+        Ok(PacingConfig { limits: Some(limits.clone()) })
+    }
+
+    pub fn limit(&self, class: RateClass) -> Option<Limit> {
+        self.limits.as_ref().and_then(|l| l.get(&class).copied())
+    }
+}
+
+/// Called when a request of a class has waited for its turn: (class, how long).
+pub type WaitObserver = Arc<dyn Fn(RateClass, Duration) + Send + Sync>;
+/// Called for every throttle AWS answers: (class).
+pub type ThrottleObserver = Arc<dyn Fn(RateClass) + Send + Sync>;
+
+static WAITS: OnceLock<WaitObserver> = OnceLock::new();
+static THROTTLES: OnceLock<ThrottleObserver> = OnceLock::new();
+
+/// Installs the process's observers of pacing (the daemon's metrics); false if installed already.
+pub fn observe_pacing(waits: WaitObserver, throttles: ThrottleObserver) -> bool {
+    WAITS.set(waits).is_ok() && THROTTLES.set(throttles).is_ok()
+}
+
+/// A wait longer than this is worth a log line: the step is held by the account's rate.
+const WORTH_SAYING: Duration = Duration::from_secs(2);
+
+/// The buckets of one region (each region has its own throttles).
+#[derive(Debug)]
+pub(crate) struct Pacer {
+    buckets: BTreeMap<RateClass, Bucket>,
+}
+
+impl Pacer {
+    pub(crate) fn new(config: &PacingConfig) -> Arc<Pacer> {
+        let buckets = RateClass::ALL.into_iter().filter_map(|c| config.limit(c).map(|l| (c, Bucket::new(l)))).collect();
+        Arc::new(Pacer { buckets })
+    }
+
+    /// Waits until every class of the call has a token for it.
+    pub(crate) async fn admit(&self, operation: &str, classes: &[RateClass]) {
+        for &class in classes {
+            let Some(bucket) = self.buckets.get(&class) else { continue };
+            let started = Instant::now();
+            let (mut said, mut slept) = (false, false);
+            while let Err(wait) = bucket.take(Instant::now()) {
+                slept = true;
+                if !said && started.elapsed() + wait >= WORTH_SAYING {
+                    said = true;
+                    tracing::info!(class = class.as_str(), operation, "waiting for the AWS request rate");
+                }
+                // Every waiter wakes when the next token is due and one gets it; the jitter
+                // spreads the others' next look.
+                tokio::time::sleep(wait + wait.mul_f64(fastrand::f64() * 0.25)).await;
+            }
+            if let (true, Some(observe)) = (slept, WAITS.get()) {
+                observe(class, started.elapsed());
+            }
+        }
+    }
+
+    pub(crate) fn admitted(&self, classes: &[RateClass]) {
+        let now = Instant::now();
+        for class in classes {
+            if let Some(bucket) = self.buckets.get(class) {
+                bucket.admitted(now);
+            }
+        }
+    }
+
+    pub(crate) fn throttled(&self, classes: &[RateClass]) {
+        let now = Instant::now();
+        for &class in classes {
+            if let Some(bucket) = self.buckets.get(&class) {
+                bucket.throttled(now);
+            }
+            if let Some(observe) = THROTTLES.get() {
+                observe(class);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aws_rate_overrides_the_named_classes_and_keeps_the_rest() {
+        let c = PacingConfig::parse("ec2-mutating=40/10, route53=1/0.5").unwrap();
+        assert_eq!(c.limit(RateClass::Ec2Mutating), Some(Limit { burst: 40.0, per_second: 10.0 }));
+        assert_eq!(c.limit(RateClass::Route53), Some(Limit { burst: 1.0, per_second: 0.5 }));
+        assert_eq!(c.limit(RateClass::Elb), PacingConfig::default().limit(RateClass::Elb));
+        assert_eq!(PacingConfig::parse("off").unwrap().limit(RateClass::Elb), None);
+    }
+
+    #[test]
+    fn a_bad_aws_rate_names_the_problem() {
+        assert!(PacingConfig::parse("ec2=20/5").unwrap_err().contains("unknown request class `ec2`"));
+        assert!(PacingConfig::parse("elb=20").unwrap_err().contains("BURST/PER_SECOND"));
+        assert!(PacingConfig::parse("elb=20/0").unwrap_err().contains("positive"));
+        assert!(PacingConfig::parse("elb").unwrap_err().contains("CLASS=BURST/PER_SECOND"));
+    }
+
+    #[test]
+    fn run_instances_draws_from_its_own_bucket_and_the_mutating_one() {
+        assert_eq!(classes_of(Service::Ec2, "RunInstances"), &[RateClass::RunInstances, RateClass::Ec2Mutating]);
+        assert_eq!(classes_of(Service::Ec2, "DescribeVpcs"), &[RateClass::Ec2Describe]);
+        assert_eq!(classes_of(Service::Ec2, "CreateTags"), &[RateClass::Ec2Mutating]);
+        assert!(classes_of(Service::Sts, "GetCallerIdentity").is_empty());
+    }
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# A CI account's fleet: N (INFRAFLOW_FLEET_N, default 12) 3-zone create-clusters submitted at
+# once to one daemon, then their N teardowns, through the test proxy answering like AWS's
+# account-wide request buckets (EC2 mutating 20 burst / 5 per s, EC2 describe 40 / 10, Route53
+# 5 / 5, ELB 20 / 10). Prints, per phase, the wall time, the buckets' floor for the requests they
+# admitted, and the throttled requests: the table BENCHMARKS.md records.
+# INFRAFLOW_BENCH_BASELINE=/path/to/another/infraflow measures that build too, in the same run
+# (build an earlier commit in a worktree with its own CARGO_TARGET_DIR).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+INFRAFLOW_MOTO_SERVER="$(scripts/moto.sh install)"
+export INFRAFLOW_MOTO_SERVER
+cargo test -p infraflow-cmd --test fleet_bench -- --ignored --nocapture 2>&1 | grep -E '^(\||[0-9]+ x )'

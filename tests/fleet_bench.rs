@@ -1,0 +1,69 @@
+//! A benchmark, not a test: a CI account's fleet. N 3-zone create-clusters submitted at once to
+//! one daemon, then their N teardowns, through a proxy answering like AWS's account-wide request
+//! buckets (`support/buckets.rs`). Run by `scripts/bench-fleet.sh`; prints, per phase, the wall
+//! time, the buckets' floor for the requests they admitted and the throttled requests, for this
+//! build and (`INFRAFLOW_BENCH_BASELINE=<binary>`) another one, each on a fresh moto.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::aws::AwsEnv;
+use support::buckets::aws_account;
+use support::fleet::{Phase, create_cluster_input, daemon, submit_all, wait_all};
+use support::inventory::Inventory;
+use support::*;
+
+fn phase(e: &AwsEnv, bin: &Path, workflow: &str, prefix: &str, inputs: &[serde_json::Value]) -> Phase {
+    // AWS's buckets are full after a quiet spell; each phase starts so.
+    e.proxy.set_buckets(aws_account());
+    let ids = submit_all(e, bin, workflow, prefix, inputs);
+    let start = Instant::now();
+    let mut d = daemon(e, bin, &["--workers", "32"]);
+    let states = wait_all(e, &ids, Duration::from_secs(3600));
+    let wall = start.elapsed();
+    assert_eq!(terminate(&mut d, Duration::from_secs(60)).code(), Some(0), "{}", e.s.daemon_log());
+    for st in &states {
+        assert_eq!(st["state"], "completed", "{st}");
+    }
+    Phase { wall, report: e.proxy.bucket_report() }
+}
+
+/// The fleet on a fresh moto with `bin`: (create phase, teardown phase).
+fn fleet(bin: &Path, n: usize) -> (Phase, Phase) {
+    let e = AwsEnv::new();
+    // moto builds each service's state on its first request (seconds, once): not AWS's cost.
+    e.c.block_on(e.c.ec2.describe_availability_zones().send()).unwrap();
+    e.c.block_on(e.c.elb.describe_load_balancers().send()).unwrap();
+    let inputs: Vec<_> = (0..n).map(create_cluster_input).collect();
+    let create = phase(&e, bin, "create-cluster", "c", &inputs);
+    for i in 0..n {
+        let inv = Inventory::read(&e.c, &format!("fleet{i}-abcde"));
+        inv.assert_provisioned_with_extras(&e.c, 3, 3, &format!("fleet{i}"), "example.com");
+    }
+    let downs: Vec<_> = (0..n).map(|i| json!({"infraID": format!("fleet{i}-abcde"), "region": "us-east-1"})).collect();
+    let teardown = phase(&e, bin, "teardown", "t", &downs);
+    for i in 0..n {
+        let left = Inventory::read(&e.c, &format!("fleet{i}-abcde"));
+        assert_eq!(left.total(), 0, "cluster {i} left {:?}", left.counts());
+    }
+    (create, teardown)
+}
+
+#[test]
+#[ignore = "a benchmark: scripts/bench-fleet.sh runs it"]
+fn a_fleet_of_create_clusters_and_teardowns_under_the_account_buckets() {
+    let n: usize = std::env::var("INFRAFLOW_FLEET_N").ok().and_then(|v| v.parse().ok()).unwrap_or(12);
+    let baseline = std::env::var_os("INFRAFLOW_BENCH_BASELINE").map(PathBuf::from);
+    let runs: Vec<(String, (Phase, Phase))> = std::iter::once(("this build".to_string(), infraflow()))
+        .chain(baseline.map(|b| (format!("baseline {}", b.display()), b)))
+        .map(|(name, bin)| (name, fleet(&bin, n)))
+        .collect();
+    println!("{n} x 3-zone create-cluster, then {n} teardowns; buckets: {:?}", aws_account());
+    for (name, (create, teardown)) in &runs {
+        println!("| {name} | create-cluster | {} |", create.line());
+        println!("| {name} | teardown | {} |", teardown.line());
+    }
+}
