@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Runs every test: unit, engine, the journal's conformance suite on SQLite and on PostgreSQL, and
 # black-box tests of the real binaries against moto on loopback (and, for several hosts, in
-# network namespaces). Installs moto (pinned, in .venv) and PostgreSQL 15 (Debian) on first use.
+# network namespaces), and the status page in headless Chromium. Installs moto (pinned, in .venv),
+# PostgreSQL 15 and Chromium (Debian) on first use.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 INFRAFLOW_MOTO_SERVER="$(scripts/moto.sh install)"
 export INFRAFLOW_MOTO_SERVER
 scripts/postgres.sh install >/dev/null
+# The status page's test drives Debian's Chromium, headless (tests/status_page.rs).
+if ! command -v chromium >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 # One build, then the tests from it (scripts/run-tests.py runs the binaries cargo built, several
 # side by side: most of the suite waits on moto, PostgreSQL, leases and kills rather than on the
 # cores; it keeps every test's time and prints the ten slowest at the end).

@@ -18,7 +18,7 @@ pub struct Cli {
     pub log_format: LogFormat,
     /// The pace of AWS requests, shared by every workflow of this process: `off`, or
     /// `CLASS=BURST/PER_SECOND,...` over AWS's documented account defaults (ec2-mutating=20/5,
-    /// ec2-describe=40/10, run-instances=5/2, route53=5/5, elb=20/10, iam=10/10). Each class
+    /// ec2-describe=40/10, run-instances=1000/2, route53=5/5, elb=20/10, iam=10/10). Each class
     /// slows down on a throttle and creeps back.
     #[arg(long, global = true, env = "INFRAFLOW_AWS_RATE", value_name = "SPEC", value_parser = parse_aws_rate)]
     pub aws_rate: Option<infraflow_activities::pacing::PacingConfig>,
@@ -39,10 +39,14 @@ pub enum Command {
         /// Workflows run at once.
         #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
         workers: u16,
-        /// Serve GET /metrics (Prometheus), /healthz and /readyz on this address, e.g.
-        /// 127.0.0.1:9464 [default: off].
+        /// Serve the status page (/), GET /metrics (Prometheus), /healthz and /readyz on this
+        /// address, e.g. 127.0.0.1:9464 [default: off].
         #[arg(long, value_name = "ADDR")]
         listen: Option<std::net::SocketAddr>,
+        /// Keep the page's cancel and retry buttons when --listen is not a loopback address
+        /// (anyone who reaches the port can then use them).
+        #[arg(long, requires = "listen")]
+        allow_remote_actions: bool,
     },
     /// Validate and journal a workflow for a daemon to run; prints its id.
     Submit(SubmitArgs),

@@ -184,7 +184,12 @@ async fn see_through(
     Ok(WORKFLOW_FAILED)
 }
 
-pub async fn daemon(db: &Location, workers: u16, listen: Option<std::net::SocketAddr>) -> CmdResult {
+pub async fn daemon(
+    db: &Location,
+    workers: u16,
+    listen: Option<std::net::SocketAddr>,
+    allow_remote_actions: bool,
+) -> CmdResult {
     let shutdown = Arc::new(Signals::default());
     forward_interrupts(shutdown.clone(), "the daemon");
     let metrics = crate::metrics::Metrics::new();
@@ -196,8 +201,10 @@ pub async fn daemon(db: &Location, workers: u16, listen: Option<std::net::Socket
             .await
             .map_err(|e| Failure::usage(format!("cannot listen on {addr} for metrics: {e}; pick a free port")))?;
         metrics.watch(engine.journal());
-        tracing::info!(address = %addr, "serving /metrics, /healthz and /readyz");
-        tokio::spawn(crate::serve::serve(listener, metrics, engine.journal().clone()));
+        let actions = addr.ip().is_loopback() || allow_remote_actions;
+        tracing::info!(address = %addr, actions, "serving the status page at /, /metrics, /healthz and /readyz");
+        let page = Arc::new(crate::page::Page::new(engine.journal().clone(), actions));
+        tokio::spawn(crate::serve::serve(listener, metrics, engine.journal().clone(), page));
     }
     engine.daemon(usize::from(workers), shutdown).await?;
     Ok(OK)

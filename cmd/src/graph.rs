@@ -15,9 +15,9 @@ pub enum GraphFormat {
     Dot,
 }
 
-struct Node {
-    label: String,
-    state: String,
+pub(crate) struct Node {
+    pub(crate) label: String,
+    pub(crate) state: String,
 }
 
 pub fn graph(db: &Location, target: &str, format: GraphFormat) -> CmdResult {
@@ -46,7 +46,7 @@ pub fn graph(db: &Location, target: &str, format: GraphFormat) -> CmdResult {
 
 /// Milliseconds from a step's first recorded start (or, where starts are elided, the record
 /// before its completion) to its completion.
-fn durations(events: &[infraflow_journal::EventRecord]) -> HashMap<String, i64> {
+pub(crate) fn durations(events: &[infraflow_journal::EventRecord]) -> HashMap<String, i64> {
     let mut started: HashMap<&str, i64> = HashMap::new();
     let mut out = HashMap::new();
     let mut previous_at = events.first().map_or(0, |e| e.at);
@@ -80,7 +80,7 @@ fn place(s: &StepView) -> (String, u64) {
         .unwrap_or_else(|| (String::new(), u64::MAX / 2 + s.order.max(0) as u64))
 }
 
-fn shape(steps: &[StepView], durations: &HashMap<String, i64>) -> (Vec<Node>, Vec<(usize, usize)>) {
+pub(crate) fn shape(steps: &[StepView], durations: &HashMap<String, i64>) -> (Vec<Node>, Vec<(usize, usize)>) {
     let mut scopes: BTreeMap<String, Vec<(u64, usize)>> = BTreeMap::new();
     let nodes: Vec<Node> = steps
         .iter()

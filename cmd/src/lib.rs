@@ -8,6 +8,7 @@ mod failure;
 mod graph;
 mod input;
 mod metrics;
+mod page;
 mod paths;
 mod policy;
 mod progress;
@@ -75,7 +76,9 @@ pub fn main_infraflow() -> ExitCode {
             Command::Graph { target, format } => graph::graph(&db, &target, format),
             command => runtime()?.block_on(async {
                 match command {
-                    Command::Daemon { workers, listen } => execute::daemon(&db, workers, listen).await,
+                    Command::Daemon { workers, listen, allow_remote_actions } => {
+                        execute::daemon(&db, workers, listen, allow_remote_actions).await
+                    }
                     Command::Submit(args) => execute::submit(&db, &args).await,
                     Command::Run(args) => execute::run(&db, &args).await,
                     Command::Cancel { id, detach } => execute::cancel(&db, &id, detach).await,

@@ -42,6 +42,7 @@ pub struct Metrics {
     aws_errors: Family<Labels, Counter>,
     rate_wait_seconds: Family<Labels, Counter<f64, AtomicU64>>,
     throttles: Family<Labels, Counter>,
+    rate_waiting: Family<Labels, Gauge>,
     /// The last heartbeat could not renew this process's leases.
     renewal_failing: AtomicBool,
 }
@@ -63,6 +64,7 @@ impl Metrics {
             aws_errors: Family::default(),
             rate_wait_seconds: Family::default(),
             throttles: Family::default(),
+            rate_waiting: Family::default(),
             renewal_failing: AtomicBool::new(false),
             registry: Registry::default(),
         };
@@ -102,6 +104,11 @@ impl Metrics {
             "aws_rate_wait_seconds",
             "Time AWS requests waited for their request class's rate (account-wide pacing), by class",
             m.rate_wait_seconds.clone(),
+        );
+        registry.register(
+            "aws_rate_waiting",
+            "AWS requests waiting for their request class's rate now, by class",
+            m.rate_waiting.clone(),
         );
         registry.register(
             "aws_throttles",
@@ -194,6 +201,9 @@ impl Metrics {
         for state in infraflow_journal::WorkflowState::ALL {
             let n = counts.iter().find(|(s, _)| s == state.as_str()).map_or(0, |(_, n)| *n);
             self.workflows.get_or_create(&labels(&[("state", state.as_str())])).set(n as i64);
+        }
+        for (class, n) in infraflow_activities::pacing::waiting_now() {
+            self.rate_waiting.get_or_create(&labels(&[("class", class.as_str())])).set(n as i64);
         }
         let mut out = String::new();
         encode(&mut out, &self.registry).map_err(|e| e.to_string())?;

@@ -45,7 +45,7 @@ pub fn list_table(rows: &[WorkflowRow], now_ms: i64) -> String {
 /// The workflow a queued one waits for on its cluster: (id, workflow name, state).
 pub type WaitingFor = Option<(String, String, WorkflowState)>;
 
-fn waiting_text(w: &WaitingFor) -> Option<String> {
+pub fn waiting_text(w: &WaitingFor) -> Option<String> {
     w.as_ref().map(|(id, workflow, state)| format!("{workflow} workflow {id} ({state}) on the same cluster"))
 }
 

@@ -1,6 +1,8 @@
-//! `daemon --listen ADDR`: `GET /metrics` (Prometheus text format), `/healthz` (the process
-//! answers) and `/readyz` (the journal takes a write now, and the last lease renewal succeeded),
-//! served by hyper. Off by default; bind it to loopback unless a scraper elsewhere needs it.
+//! `daemon --listen ADDR`: the status page (`/`, `/workflows/ID`: `page`), `GET /metrics`
+//! (Prometheus text format), `/healthz` (the process answers) and `/readyz` (the journal takes a
+//! write now, and the last lease renewal succeeded), served by hyper. Off by default; bind it to
+//! loopback unless a scraper elsewhere needs it (the page's actions are then off, unless
+//! `--allow-remote-actions`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -13,11 +15,12 @@ use hyper::{Method, Request, Response, StatusCode};
 use infraflow_journal::Journal;
 
 use crate::metrics::Metrics;
+use crate::page::Page;
 
 /// How long `/readyz` waits for the journal's writer before answering "not ready".
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
-pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>, journal: Journal) {
+pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>, journal: Journal, page: Arc<Page>) {
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -27,11 +30,16 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>, jou
                 continue;
             }
         };
-        let (metrics, journal) = (metrics.clone(), journal.clone());
+        let (metrics, journal, page) = (metrics.clone(), journal.clone(), page.clone());
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
-                let (metrics, journal) = (metrics.clone(), journal.clone());
-                async move { Ok::<_, Infallible>(respond(&req, &metrics, &journal).await) }
+                let (metrics, journal, page) = (metrics.clone(), journal.clone(), page.clone());
+                async move {
+                    if let Some(answer) = page.respond(&req).await {
+                        return Ok::<_, Infallible>(answer);
+                    }
+                    Ok::<_, Infallible>(respond(&req, &metrics, &journal).await)
+                }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
             let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
@@ -63,7 +71,7 @@ async fn respond(req: &Request<Incoming>, metrics: &Metrics, journal: &Journal) 
             Ok(()) => text(StatusCode::OK, PLAIN, "ready\n".into()),
             Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, PLAIN, format!("not ready: {why}\n")),
         },
-        _ => text(StatusCode::NOT_FOUND, PLAIN, "not found; try /metrics, /healthz or /readyz\n".into()),
+        _ => text(StatusCode::NOT_FOUND, PLAIN, "not found; try /, /metrics, /healthz or /readyz\n".into()),
     }
 }
 

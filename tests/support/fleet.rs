@@ -21,13 +21,15 @@ pub fn create_cluster_input(i: usize) -> Value {
     })
 }
 
-/// `bin --db <the env's journal> ARGS`, its AWS through the env's proxy.
+/// `bin --db <the env's journal> ARGS`, its AWS through the env's proxy, paced at AWS's default
+/// rates unless ARGS say otherwise.
 pub fn command(e: &AwsEnv, bin: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(bin);
     c.arg("--db").arg(e.s.db()).args(args).stdin(Stdio::null());
     for (k, v) in super::moto::aws_env(&e.proxy.endpoint()) {
         c.env(k, v);
     }
+    c.env_remove("INFRAFLOW_AWS_RATE");
     c
 }
 
@@ -84,13 +86,14 @@ impl Phase {
 
     pub fn line(&self) -> String {
         format!(
-            "wall {:.1} s, floor {:.1} s ({:.2}x), {} requests, {} throttled ({:.1}%)",
+            "wall {:.1} s, floor {:.1} s ({:.2}x), {} requests, {} throttled ({:.1}%); (admitted, throttled) by class {:?}",
             self.wall.as_secs_f64(),
             self.report.floor.as_secs_f64(),
             self.over_floor(),
             self.report.admitted() + self.report.throttled(),
             self.report.throttled(),
-            100.0 * self.throttled_share()
+            100.0 * self.throttled_share(),
+            self.report.by_class
         )
     }
 }

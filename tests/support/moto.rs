@@ -83,6 +83,10 @@ pub fn aws_env(endpoint: &str) -> Vec<(&'static str, String)> {
         ("AWS_CONFIG_FILE", "/dev/null".into()),
         ("AWS_SHARED_CREDENTIALS_FILE", "/dev/null".into()),
         ("AWS_EC2_METADATA_DISABLED", "true".into()),
+        // moto has no request limits: pacing at AWS's would only slow the suites (a crash sweep
+        // starts a fresh process, with a fresh bucket, a hundred times). `tests/aws_pacing.rs`
+        // and the fleet benchmark pace at AWS's defaults (`fleet::command`).
+        ("INFRAFLOW_AWS_RATE", "off".into()),
     ]
 }
 

@@ -10,6 +10,7 @@ mod bucket;
 mod http;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,8 @@ pub use bucket::Limit;
 pub(crate) use http::{PaceTag, PacedHttpClient};
 
 /// The request classes, as AWS documents its throttling: EC2 has separate buckets for mutating
-/// and non-mutating actions and another for RunInstances (which is also a mutating action);
+/// and non-mutating actions, and RunInstances a resource bucket of its own (instances launched;
+/// a RunInstances is also a mutating action);
 /// Route53 allows 5 requests a second per account; ELB throttles its API as a whole; IAM is one
 /// global API.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -56,14 +58,15 @@ impl RateClass {
         RateClass::ALL.into_iter().find(|c| c.as_str() == s)
     }
 
-    /// The default limit: the account-wide buckets AWS documents for each class, taken at the
-    /// smallest of the class's actions (EC2's are per action; a class shares one here, which
-    /// errs on the slow side). IAM publishes no number; 10 a second is a conservative guess.
+    /// The default limit: the account-wide buckets of each class (EC2's are per action; a class
+    /// shares one here, which errs on the slow side; RunInstances' is AWS's instance-launch
+    /// bucket, 1000 and 2 a second). IAM publishes no number; 10 a second is a guess on the
+    /// safe side.
     fn default_limit(self) -> Limit {
         let (burst, per_second) = match self {
             RateClass::Ec2Mutating => (20.0, 5.0),
             RateClass::Ec2Describe => (40.0, 10.0),
-            RateClass::RunInstances => (5.0, 2.0),
+            RateClass::RunInstances => (1000.0, 2.0),
             RateClass::Route53 => (5.0, 5.0),
             RateClass::Elb => (20.0, 10.0),
             RateClass::Iam => (10.0, 10.0),
@@ -154,6 +157,31 @@ pub fn observe_pacing(waits: WaitObserver, throttles: ThrottleObserver) -> bool 
     WAITS.set(waits).is_ok() && THROTTLES.set(throttles).is_ok()
 }
 
+/// Requests waiting for their class's rate now, by class (`RateClass::ALL` order), all regions.
+static WAITING: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
+
+/// How many requests wait for their class's rate now: what the daemon's metrics show.
+pub fn waiting_now() -> Vec<(RateClass, u64)> {
+    RateClass::ALL.into_iter().zip(&WAITING).map(|(c, n)| (c, n.load(Ordering::Relaxed))).collect()
+}
+
+/// Counts a waiter for as long as it lives (a cancelled call stops waiting too).
+struct Waiting(usize);
+
+impl Waiting {
+    fn start(class: RateClass) -> Waiting {
+        let i = RateClass::ALL.iter().position(|c| *c == class).expect("every class is in ALL");
+        WAITING[i].fetch_add(1, Ordering::Relaxed);
+        Waiting(i)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        WAITING[self.0].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// A wait longer than this is worth a log line: the step is held by the account's rate.
 const WORTH_SAYING: Duration = Duration::from_secs(2);
 
@@ -174,9 +202,9 @@ impl Pacer {
         for &class in classes {
             let Some(bucket) = self.buckets.get(&class) else { continue };
             let started = Instant::now();
-            let (mut said, mut slept) = (false, false);
+            let (mut said, mut waiting) = (false, None);
             while let Err(wait) = bucket.take(Instant::now()) {
-                slept = true;
+                waiting.get_or_insert_with(|| Waiting::start(class));
                 if !said && started.elapsed() + wait >= WORTH_SAYING {
                     said = true;
                     tracing::info!(class = class.as_str(), operation, "waiting for the AWS request rate");
@@ -185,7 +213,7 @@ impl Pacer {
                 // spreads the others' next look.
                 tokio::time::sleep(wait + wait.mul_f64(fastrand::f64() * 0.25)).await;
             }
-            if let (true, Some(observe)) = (slept, WAITS.get()) {
+            if let (Some(_), Some(observe)) = (waiting, WAITS.get()) {
                 observe(class, started.elapsed());
             }
         }

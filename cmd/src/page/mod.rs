@@ -1,0 +1,315 @@
+//! The status page `daemon --listen` serves at `/`: the workflows (filtered by state, workflow,
+//! cluster, searched by id), one workflow's steps, output and run drawn as SVG, and cancel / retry
+//! behind a confirmation. Server-rendered from minijinja templates (`templates/`), the data the
+//! CLI's `status --json` prints; no JavaScript, nothing fetched from elsewhere: it works offline.
+
+mod svg;
+
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Method, Request, Response, StatusCode};
+use infraflow_engine::SystemClock;
+use infraflow_journal::{Journal, RequestOutcome, WorkflowState};
+use minijinja::{Environment, context};
+use serde_json::{Value, json};
+
+use crate::render;
+
+/// Shown rows at most; the filters narrow the rest.
+const MAX_ROWS: usize = 500;
+/// Seconds between refreshes while something shown is unfinished.
+const REFRESH_SECONDS: u32 = 3;
+
+pub struct Page {
+    journal: Journal,
+    templates: Environment<'static>,
+    /// Whether the cancel and retry buttons exist (loopback, or `--allow-remote-actions`).
+    actions: bool,
+}
+
+type Reply = Response<Full<Bytes>>;
+
+impl Page {
+    pub fn new(journal: Journal, actions: bool) -> Page {
+        let mut templates = Environment::new();
+        for (name, source) in [
+            ("base.html", include_str!("templates/base.html")),
+            ("list.html", include_str!("templates/list.html")),
+            ("workflow.html", include_str!("templates/workflow.html")),
+            ("confirm.html", include_str!("templates/confirm.html")),
+        ] {
+            templates.add_template(name, source).expect("the page's templates parse");
+        }
+        Page { journal, templates, actions }
+    }
+
+    /// The page's answer to `req`, or None when the path is not the page's.
+    pub async fn respond<B>(&self, req: &Request<B>) -> Option<Reply> {
+        let path = req.uri().path();
+        let query = req.uri().query().unwrap_or_default();
+        if path == "/" {
+            return Some(if req.method() == Method::GET { self.list(query) } else { only_get() });
+        }
+        let rest = path.strip_prefix("/workflows/")?;
+        let (id, action) = match rest.rsplit_once('/') {
+            Some((id, a @ ("cancel" | "retry"))) => (decode(id), Some(a)),
+            _ => (decode(rest), None),
+        };
+        Some(match (req.method(), action) {
+            (&Method::GET, None) => self.workflow(&id),
+            (&Method::GET, Some(action)) => self.confirm(&id, action),
+            (&Method::POST, Some(action)) => self.act(req, &id, action).await,
+            _ => only_get(),
+        })
+    }
+
+    fn render(&self, name: &str, ctx: minijinja::Value) -> Reply {
+        match self.templates.get_template(name).and_then(|t| t.render(ctx)) {
+            Ok(body) => html(StatusCode::OK, body),
+            Err(e) => html(StatusCode::INTERNAL_SERVER_ERROR, format!("<p>cannot draw the page: {e}</p>")),
+        }
+    }
+
+    fn base(&self) -> Value {
+        let waiting: Vec<String> = infraflow_activities::pacing::waiting_now()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(c, n)| format!("{n} {}", c.as_str()))
+            .collect();
+        json!({"journal": self.journal.describe(), "rate_waiting": waiting.join(", "), "actions": self.actions})
+    }
+
+    fn list(&self, query: &str) -> Reply {
+        let rows = match self.journal.list() {
+            Ok(rows) => rows,
+            Err(e) => return html(StatusCode::INTERNAL_SERVER_ERROR, format!("<p>cannot read the journal: {e}</p>")),
+        };
+        let param = |name: &str| {
+            query.split('&').find_map(|p| p.strip_prefix(&format!("{name}="))).map(decode).unwrap_or_default()
+        };
+        let (state, workflow, cluster, q) = (param("state"), param("workflow"), param("cluster"), param("q"));
+        let workflows: BTreeSet<String> = rows.iter().map(|r| r.workflow.clone()).collect();
+        let mut shown: Vec<_> = rows
+            .into_iter()
+            .filter(|r| state.is_empty() || r.state.as_str() == state)
+            .filter(|r| workflow.is_empty() || r.workflow == workflow)
+            .filter(|r| cluster.is_empty() || r.cluster == cluster)
+            .filter(|r| q.is_empty() || r.id.contains(q.as_str()))
+            .collect();
+        shown.sort_by_key(|r| std::cmp::Reverse(r.created_at));
+        let total = shown.len();
+        shown.truncate(MAX_ROWS);
+        let unfinished = shown.iter().any(|r| !r.state.is_finished() && r.state != WorkflowState::Paused);
+        let now = SystemClock.now();
+        let mut items = render::list_json(&shown);
+        if let Value::Array(items) = &mut items {
+            for (item, row) in items.iter_mut().zip(&shown) {
+                item["age"] = json!(render::age(now - row.created_at));
+            }
+        }
+        self.render(
+            "list.html",
+            context! {
+                base => self.base(),
+                title => "workflows",
+                refresh => unfinished.then_some(REFRESH_SECONDS),
+                rows => items,
+                total => total,
+                states => WorkflowState::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+                workflows => workflows,
+                filter => json!({"state": state, "workflow": workflow, "cluster": cluster, "q": q}),
+            },
+        )
+    }
+
+    fn workflow(&self, id: &str) -> Reply {
+        let now = SystemClock.now();
+        let found = (|| -> infraflow_journal::Result<Option<(Value, Value)>> {
+            let (Some(row), Some(view)) = (self.journal.row(id)?, self.journal.load(id)?) else { return Ok(None) };
+            let waiting = self.journal.waiting_for(id, now)?;
+            let (nodes, edges) = crate::graph::shape(&view.steps, &crate::graph::durations(&self.journal.events(id)?));
+            let mut status = render::view_json(&row, &view, &waiting);
+            status["age"] = json!(render::age(now - row.created_at));
+            status["waitsFor"] = json!(render::waiting_text(&waiting));
+            let facts = json!({
+                "svg": svg::draw(&nodes, &edges),
+                "can_cancel": !row.state.is_finished(),
+                "can_retry": matches!(row.state, WorkflowState::Paused | WorkflowState::Failed | WorkflowState::CompensationFailed),
+                "unfinished": !row.state.is_finished() && row.state != WorkflowState::Paused,
+                "output": view.summary.output.as_ref().map(|o| serde_json::to_string_pretty(o).unwrap_or_default()),
+            });
+            Ok(Some((status, facts)))
+        })();
+        match found {
+            Ok(Some((status, facts))) => self.render(
+                "workflow.html",
+                context! {
+                    base => self.base(),
+                    title => id,
+                    refresh => facts["unfinished"].as_bool().unwrap_or(false).then_some(REFRESH_SECONDS),
+                    w => status,
+                    facts => facts,
+                },
+            ),
+            Ok(None) => html(StatusCode::NOT_FOUND, format!("<p>no workflow {} in this journal</p>", escape(id))),
+            Err(e) => html(StatusCode::INTERNAL_SERVER_ERROR, format!("<p>cannot read the journal: {e}</p>")),
+        }
+    }
+
+    fn confirm(&self, id: &str, action: &str) -> Reply {
+        if !self.actions {
+            return forbidden_remote();
+        }
+        self.render(
+            "confirm.html",
+            context! { base => self.base(), title => format!("{action} {id}"), id => id, action => action },
+        )
+    }
+
+    async fn act<B>(&self, req: &Request<B>, id: &str, action: &str) -> Reply {
+        if !self.actions {
+            return forbidden_remote();
+        }
+        if !same_origin(req) {
+            return html(
+                StatusCode::FORBIDDEN,
+                "<p>refused: the request does not come from this page (its Origin is another site's)</p>".into(),
+            );
+        }
+        let now = SystemClock.now();
+        let outcome = if action == "cancel" {
+            self.journal.request_cancel(id, now).await
+        } else {
+            self.journal.request_resume(id, now).await
+        };
+        let refused = match outcome {
+            Ok(RequestOutcome::Done(_) | RequestOutcome::AlreadyRequested(_)) => None,
+            Ok(RequestOutcome::NotApplicable(state)) => Some(format!("workflow {id} is {state}; nothing to {action}")),
+            Ok(RequestOutcome::Superseded { by }) => Some(format!(
+                "workflow {id} will not resume its compensation: {by}, a later workflow of its cluster, has run since; remove the cluster with teardown instead"
+            )),
+            Err(e) => Some(format!("cannot {action} {id}: {e}")),
+        };
+        if let Some(why) = refused {
+            return html(StatusCode::CONFLICT, format!("<p>{}</p><p><a href=\"/\">back</a></p>", escape(&why)));
+        }
+        let mut r = html(StatusCode::SEE_OTHER, String::new());
+        if let Ok(v) = format!("/workflows/{}", encode(id)).parse() {
+            r.headers_mut().insert(hyper::header::LOCATION, v);
+        }
+        r
+    }
+}
+
+/// A POST from this page: the browser's `Origin` names this host. Without an `Origin` (old
+/// browsers, curl), `Sec-Fetch-Site: same-origin` will do; otherwise refused.
+fn same_origin<B>(req: &Request<B>) -> bool {
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+    let Some(host) = header("host") else { return false };
+    match header("origin") {
+        Some(origin) => origin == format!("http://{host}"),
+        None => header("sec-fetch-site") == Some("same-origin"),
+    }
+}
+
+fn html(status: StatusCode, body: String) -> Reply {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("text/html; charset=utf-8"));
+    // The page loads nothing from elsewhere and runs no script; say so to the browser.
+    r.headers_mut().insert(
+        hyper::header::CONTENT_SECURITY_POLICY,
+        hyper::header::HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'",
+        ),
+    );
+    r
+}
+
+fn only_get() -> Reply {
+    html(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "<p>this page answers GET; actions are POSTs to /workflows/ID/cancel or /retry</p>".into(),
+    )
+}
+
+fn forbidden_remote() -> Reply {
+    html(
+        StatusCode::FORBIDDEN,
+        "<p>actions are off: the daemon listens beyond loopback; start it with --allow-remote-actions to allow them</p>".into(),
+    )
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Percent-decoding of a path segment or query value (`+` is a space in a query).
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = |b: u8| (b as char).to_digit(16);
+                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push((h * 16 + l) as u8);
+                        i += 3;
+                        continue;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_survive_the_round_trip_through_a_url() {
+        for id in ["p-1", "a b/c%d", "ünï"] {
+            assert_eq!(decode(&encode(id)), id);
+        }
+        assert_eq!(decode("a+b%2"), "a b%2");
+    }
+
+    #[test]
+    fn a_post_from_another_origin_is_refused() {
+        let req = |origin: Option<&str>, site: Option<&str>| {
+            let mut b = Request::builder().method("POST").uri("/workflows/x/cancel").header("host", "127.0.0.1:9");
+            if let Some(o) = origin {
+                b = b.header("origin", o);
+            }
+            if let Some(s) = site {
+                b = b.header("sec-fetch-site", s);
+            }
+            b.body(()).unwrap()
+        };
+        assert!(same_origin(&req(Some("http://127.0.0.1:9"), None)));
+        assert!(!same_origin(&req(Some("http://evil.example"), Some("same-origin"))));
+        assert!(same_origin(&req(None, Some("same-origin"))));
+        assert!(!same_origin(&req(None, Some("cross-site"))));
+        assert!(!same_origin(&req(None, None)));
+    }
+}

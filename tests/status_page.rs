@@ -1,0 +1,167 @@
+//! The status page of `daemon --listen`, in a real browser: headless Chromium (Debian's, installed
+//! by `scripts/test.sh`) loads the page of a live daemon running a canary and a provision-infra on
+//! moto; the test reads the DOM Chromium rendered and keeps a screenshot. The page's actions are
+//! POSTs from the page only, and absent where the daemon listens beyond loopback.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::json;
+use support::aws::AwsEnv;
+use support::*;
+
+fn chromium() -> PathBuf {
+    let path = PathBuf::from(std::env::var("INFRAFLOW_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()));
+    assert!(path.exists(), "{} is missing: scripts/test.sh installs Debian's chromium", path.display());
+    path
+}
+
+/// Chromium, headless, on a fresh profile, with nothing but the page to talk to.
+fn browser(profile: &Path) -> Command {
+    let mut c = Command::new(chromium());
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    c
+}
+
+/// The DOM Chromium built from `url`.
+fn dom(profile: &Path, url: &str) -> String {
+    let out = browser(profile).arg("--dump-dom").arg(url).output().unwrap();
+    assert!(out.status.success(), "chromium --dump-dom {url}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Where a test's screenshots go: `target/test-output/<test>/`.
+fn output_dir(test: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-output").join(test);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn post(port: u16, path: &str, origin: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        c,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: {origin}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    let status = out.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, out)
+}
+
+#[test]
+fn a_browser_shows_the_workflows_of_a_live_daemon_their_run_graph_and_their_state_changing() {
+    let e = AwsEnv::new();
+    // Each AWS call takes 300 ms, as on a slow day: the provision runs for seconds.
+    e.proxy.set_latency(Duration::from_millis(300));
+    let infra = e.input(
+        "p.json",
+        json!({"name": "page", "infraID": "page-abcde", "region": "us-east-1", "zones": ["us-east-1a"],
+               "baseDomain": "example.com"}),
+    );
+    let canary = e.input("c.json", json!({"steps": 4, "branches": 2, "stepMillis": 200}));
+    assert!(e.cli(&["submit", "canary", "--input", &canary, "--id", "canary-1"]).status.success());
+    assert!(e.cli(&["submit", "provision-infra", "--input", &infra, "--id", "prov-1"]).status.success());
+    let port = free_port();
+    let mut d = e.daemon_with(&e.proxy.endpoint(), &["--listen", &format!("127.0.0.1:{port}")]);
+    let profile = tempfile::tempdir().unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    assert!(wait_until(Duration::from_secs(30), || e.s.status("prov-1")["state"] == "running"), "never ran");
+
+    // While it runs: the list has both rows, and refreshes itself.
+    let list = dom(profile.path(), &format!("{base}/"));
+    assert!(list.contains(r#"data-id="prov-1" data-state="running""#), "{list}");
+    assert!(list.contains(r#"data-id="canary-1""#), "{list}");
+    assert!(list.contains(r#"http-equiv="refresh""#), "a page with running work refreshes itself");
+    let running = dom(profile.path(), &format!("{base}/workflows/prov-1"));
+    assert!(running.contains(r#"class="node" data-key="environment""#), "the graph's first node: {running}");
+    assert!(running.contains(r#"class="cancel""#), "loopback: the cancel button is there");
+
+    let done = e.s.wait_for_state("prov-1", &["completed"], Duration::from_secs(120));
+    let graph_nodes = done["steps"].as_array().unwrap().len();
+    // After a reload: the state changed, every step is a node of the graph, the output is there.
+    let after = dom(profile.path(), &format!("{base}/workflows/prov-1"));
+    assert!(after.contains(r#"id="state">completed<"#), "{after}");
+    assert_eq!(after.matches(r#"class="node""#).count(), graph_nodes, "one node per step");
+    assert!(after.matches(r#"data-state="completed""#).count() >= graph_nodes, "every node completed");
+    assert!(after.contains("&quot;vpcID&quot;") || after.contains("\"vpcID\""), "the output: {after}");
+    assert!(!after.contains(r#"http-equiv="refresh""#), "nothing left to refresh for");
+    let filtered = dom(profile.path(), &format!("{base}/?workflow=canary"));
+    assert!(filtered.contains(r#"data-id="canary-1""#) && !filtered.contains(r#"data-id="prov-1""#), "{filtered}");
+
+    let shot = output_dir("status_page").join("workflow.png");
+    let out = browser(profile.path())
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg("--window-size=1280,1100")
+        .arg(format!("{base}/workflows/prov-1"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a real screenshot at {}", shot.display());
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0), "{}", e.s.daemon_log());
+}
+
+#[test]
+fn cancel_from_the_page_needs_the_pages_origin_and_compensates_the_workflow() {
+    let s = Scratch::new();
+    let input = s.write_json("c.json", &json!({"steps": 200, "stepMillis": 100}));
+    assert!(s.cli(&["submit", "canary", "--input", input.to_str().unwrap(), "--id", "long"]).status.success());
+    let port = free_port();
+    let mut d = s.spawn_daemon(&["--listen", &format!("127.0.0.1:{port}")], &[]);
+    assert!(wait_until(Duration::from_secs(30), || s.status("long")["state"] == "running"));
+    let (status, _) = post(port, "/workflows/long/cancel", "http://evil.example");
+    assert_eq!(status, 403, "a POST from another site is refused");
+    assert_eq!(s.status("long")["state"], "running", "and changes nothing");
+    let (status, page) = http_get(port, "/workflows/long/cancel");
+    assert_eq!(status, 200);
+    assert!(page.contains(r#"<form method="post" action="/workflows/long/cancel">"#), "{page}");
+    let (status, answer) = post(port, "/workflows/long/cancel", &format!("http://127.0.0.1:{port}"));
+    assert_eq!(status, 303, "{answer}");
+    s.wait_for_state("long", &["compensated"], Duration::from_secs(60));
+    let (status, _) = post(port, "/workflows/long/cancel", &format!("http://127.0.0.1:{port}"));
+    assert_eq!(status, 409, "nothing left to cancel");
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+}
+
+#[test]
+fn listening_beyond_loopback_the_page_has_no_buttons_unless_remote_actions_are_allowed() {
+    let s = Scratch::new();
+    let input = s.write_json("c.json", &json!({"steps": 1}));
+    assert!(s.cli(&["submit", "canary", "--input", input.to_str().unwrap(), "--id", "one-step"]).status.success());
+    for (allow, buttons) in [(false, false), (true, true)] {
+        let port = free_port();
+        let mut args = vec!["--listen".to_string(), format!("0.0.0.0:{port}"), "--workers".into(), "1".into()];
+        if allow {
+            args.push("--allow-remote-actions".into());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut d = s.spawn_daemon(&args, &[]);
+        assert!(wait_until(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()));
+        // A cancel page for any workflow exists only with actions on.
+        let (status, _) = http_get(port, "/workflows/one-step/cancel");
+        assert_eq!(status == 200, buttons, "allow-remote-actions {allow}: GET the confirmation answered {status}");
+        let (status, _) = post(port, "/workflows/one-step/cancel", &format!("http://127.0.0.1:{port}"));
+        if !buttons {
+            assert_eq!(status, 403, "no actions from beyond loopback");
+        }
+        assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+    }
+}
