@@ -45,6 +45,8 @@ struct Bucket {
     at: Instant,
     admitted: u64,
     throttled: u64,
+    /// When the first and the last request were admitted.
+    span: Option<(Instant, Instant)>,
 }
 
 /// The buckets of one proxy, and what they admitted and refused.
@@ -58,6 +60,8 @@ pub struct Buckets {
 pub struct BucketReport {
     pub by_class: BTreeMap<&'static str, (u64, u64)>,
     pub floor: Duration,
+    /// From the first to the last request each class admitted.
+    pub spans: BTreeMap<&'static str, Duration>,
 }
 
 impl BucketReport {
@@ -76,7 +80,9 @@ impl Buckets {
         Buckets {
             buckets: rates
                 .into_iter()
-                .map(|(c, rate)| (c, Bucket { rate, tokens: rate.burst, at: now, admitted: 0, throttled: 0 }))
+                .map(|(c, rate)| {
+                    (c, Bucket { rate, tokens: rate.burst, at: now, admitted: 0, throttled: 0, span: None })
+                })
                 .collect(),
         }
     }
@@ -90,6 +96,7 @@ impl Buckets {
         if b.tokens >= 1.0 {
             b.tokens -= 1.0;
             b.admitted += 1;
+            b.span = Some((b.span.map_or(now, |(first, _)| first), now));
             true
         } else {
             b.throttled += 1;
@@ -106,6 +113,7 @@ impl Buckets {
             .values()
             .map(|b| ((b.admitted as f64 - b.rate.burst).max(0.0)) / b.rate.per_second)
             .fold(0.0, f64::max);
-        BucketReport { by_class, floor: Duration::from_secs_f64(floor) }
+        let spans = self.buckets.iter().filter_map(|(c, b)| b.span.map(|(f, l)| (*c, l - f))).collect();
+        BucketReport { by_class, floor: Duration::from_secs_f64(floor), spans }
     }
 }

@@ -86,14 +86,15 @@ impl Phase {
 
     pub fn line(&self) -> String {
         format!(
-            "wall {:.1} s, floor {:.1} s ({:.2}x), {} requests, {} throttled ({:.1}%); (admitted, throttled) by class {:?}",
+            "wall {:.1} s, floor {:.1} s ({:.2}x), {} requests, {} throttled ({:.1}%); (admitted, throttled) by class {:?}, first to last admitted by class {:?}",
             self.wall.as_secs_f64(),
             self.report.floor.as_secs_f64(),
             self.over_floor(),
             self.report.admitted() + self.report.throttled(),
             self.report.throttled(),
             100.0 * self.throttled_share(),
-            self.report.by_class
+            self.report.by_class,
+            self.report.spans
         )
     }
 }
