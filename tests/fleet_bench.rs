@@ -19,6 +19,7 @@ use support::*;
 fn phase(e: &AwsEnv, bin: &Path, workflow: &str, prefix: &str, inputs: &[serde_json::Value]) -> Phase {
     // AWS's buckets are full after a quiet spell; each phase starts so.
     e.proxy.set_buckets(aws_account());
+    e.proxy.reset_counts();
     let ids = submit_all(e, bin, workflow, prefix, inputs);
     let start = Instant::now();
     let mut d = daemon(e, bin, &["--workers", "32"]);
@@ -28,7 +29,9 @@ fn phase(e: &AwsEnv, bin: &Path, workflow: &str, prefix: &str, inputs: &[serde_j
     for st in &states {
         assert_eq!(st["state"], "completed", "{st}");
     }
-    Phase { wall, report: e.proxy.bucket_report() }
+    let mut actions: Vec<(String, u32)> = e.proxy.counts().into_iter().collect();
+    actions.sort_by_key(|(a, n)| (std::cmp::Reverse(*n), a.clone()));
+    Phase { wall, report: e.proxy.bucket_report(), actions }
 }
 
 /// The fleet on a fresh moto with `bin`: (create phase, teardown phase).
@@ -65,5 +68,7 @@ fn a_fleet_of_create_clusters_and_teardowns_under_the_account_buckets() {
     for (name, (create, teardown)) in &runs {
         println!("| {name} | create-cluster | {} |", create.line());
         println!("| {name} | teardown | {} |", teardown.line());
+        println!("| {name} | create-cluster, most requested | {} |", create.top_actions(12));
+        println!("| {name} | teardown, most requested | {} |", teardown.top_actions(12));
     }
 }

@@ -70,6 +70,8 @@ pub fn wait_all(e: &AwsEnv, ids: &[String], limit: Duration) -> Vec<Value> {
 pub struct Phase {
     pub wall: Duration,
     pub report: BucketReport,
+    /// Requests by action (throttled ones included), most first.
+    pub actions: Vec<(String, u32)>,
 }
 
 impl Phase {
@@ -82,6 +84,11 @@ impl Phase {
     /// Wall time over the buckets' floor for the requests they admitted.
     pub fn over_floor(&self) -> f64 {
         self.wall.as_secs_f64() / self.report.floor.as_secs_f64().max(1e-9)
+    }
+
+    /// The `n` most requested actions, `Action×count`.
+    pub fn top_actions(&self, n: usize) -> String {
+        self.actions.iter().take(n).map(|(a, c)| format!("{a}×{c}")).collect::<Vec<_>>().join(", ")
     }
 
     pub fn line(&self) -> String {
