@@ -3,6 +3,14 @@
 use infraflow_journal::{EventRecord, WorkflowRow, WorkflowState, WorkflowView};
 use serde_json::{Value, json};
 
+/// The filters `status` and the status page share: a row is shown when it is in one of
+/// `states` (any when empty), of `workflow` and of `cluster` (when given).
+pub fn row_matches(r: &WorkflowRow, states: &[WorkflowState], workflow: Option<&str>, cluster: Option<&str>) -> bool {
+    (states.is_empty() || states.contains(&r.state))
+        && workflow.is_none_or(|w| r.workflow == w)
+        && cluster.is_none_or(|c| r.cluster == c)
+}
+
 /// `status --json` without an id: one object per workflow.
 pub fn list_json(rows: &[WorkflowRow]) -> Value {
     Value::Array(

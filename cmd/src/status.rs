@@ -54,9 +54,7 @@ fn filtering(args: &StatusArgs) -> bool {
 fn filtered(mut rows: Vec<WorkflowRow>, args: &StatusArgs) -> Vec<WorkflowRow> {
     let horizon = args.since.map(|age| now_ms() - age.as_millis() as i64);
     rows.retain(|r| {
-        (args.state.is_empty() || args.state.contains(&r.state))
-            && args.workflow.as_ref().is_none_or(|w| &r.workflow == w)
-            && args.cluster.as_ref().is_none_or(|c| &r.cluster == c)
+        crate::render::row_matches(r, &args.state, args.workflow.as_deref(), args.cluster.as_deref())
             && horizon.is_none_or(|h| r.updated_at >= h)
     });
     rows.into_iter().skip(args.offset).take(args.limit.unwrap_or(usize::MAX)).collect()

@@ -28,7 +28,7 @@ use super::{Pacer, RateClass, Service, classes_of};
 /// The classes of one request, carried from the interceptor to the HTTP client.
 #[derive(Clone, Debug)]
 struct Classes {
-    operation: &'static str,
+    operation: String,
     classes: &'static [RateClass],
 }
 
@@ -44,27 +44,10 @@ impl PaceTag {
         PaceTag { service, pacer: pacer.clone() }
     }
 
-    fn classes(&self, cfg: &ConfigBag) -> Option<Classes> {
+    fn classes<'a>(&self, cfg: &'a ConfigBag) -> Option<(&'a str, &'static [RateClass])> {
         let meta = cfg.load::<Metadata>()?;
-        // Operation names are the SDK's static strings; the lookup keeps them `'static`.
-        let operation = leak_once(meta.name());
-        Some(Classes { operation, classes: classes_of(self.service, operation) })
+        Some((meta.name(), classes_of(self.service, meta.name())))
     }
-}
-
-/// The SDK hands operation names out as borrowed strings; there are a few hundred at most.
-fn leak_once(name: &str) -> &'static str {
-    use std::collections::HashSet;
-    use std::sync::Mutex;
-    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
-    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
-    let names = names.get_or_insert_with(HashSet::new);
-    if let Some(n) = names.get(name) {
-        return n;
-    }
-    let n: &'static str = Box::leak(name.to_string().into_boxed_str());
-    names.insert(n);
-    n
 }
 
 impl Intercept for PaceTag {
@@ -78,8 +61,9 @@ impl Intercept for PaceTag {
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        if let Some(classes) = self.classes(cfg) {
-            context.request_mut().add_extension(classes);
+        if let Some((operation, classes)) = self.classes(cfg) {
+            let operation = operation.to_string();
+            context.request_mut().add_extension(Classes { operation, classes });
         }
         Ok(())
     }
@@ -98,12 +82,12 @@ impl Intercept for PaceTag {
                 RetryAction::RetryIndicated(RetryReason::RetryableError { kind: ErrorKind::ThrottlingError, .. })
             )
         });
-        let Some(classes) = self.classes(cfg) else { return Ok(()) };
+        let Some((operation, classes)) = self.classes(cfg) else { return Ok(()) };
         if throttled {
-            tracing::debug!(operation = classes.operation, "AWS throttled the request");
-            self.pacer.throttled(classes.classes);
+            tracing::debug!(operation, "AWS throttled the request");
+            self.pacer.throttled(classes);
         } else if context.response().is_some() {
-            self.pacer.admitted(classes.classes);
+            self.pacer.admitted(classes);
         }
         Ok(())
     }
@@ -144,7 +128,7 @@ impl HttpConnector for PacedConnector {
         };
         let (inner, pacer) = (self.inner.clone(), self.pacer.clone());
         HttpConnectorFuture::new(async move {
-            pacer.admit(classes.operation, classes.classes).await;
+            pacer.admit(&classes.operation, classes.classes).await;
             inner.call(request).await
         })
     }

@@ -91,12 +91,18 @@ impl Page {
         };
         let (state, workflow, cluster, q) = (param("state"), param("workflow"), param("cluster"), param("q"));
         let workflows: BTreeSet<String> = rows.iter().map(|r| r.workflow.clone()).collect();
+        let states: Vec<WorkflowState> = WorkflowState::parse(&state).into_iter().collect();
         let mut shown: Vec<_> = rows
             .into_iter()
-            .filter(|r| state.is_empty() || r.state.as_str() == state)
-            .filter(|r| workflow.is_empty() || r.workflow == workflow)
-            .filter(|r| cluster.is_empty() || r.cluster == cluster)
-            .filter(|r| q.is_empty() || r.id.contains(q.as_str()))
+            .filter(|r| {
+                fn given(v: &str) -> Option<&str> {
+                    Some(v).filter(|v| !v.is_empty())
+                }
+                // An unknown state matches nothing rather than everything.
+                (state.is_empty() || !states.is_empty())
+                    && render::row_matches(r, &states, given(&workflow), given(&cluster))
+                    && r.id.contains(q.as_str())
+            })
             .collect();
         shown.sort_by_key(|r| std::cmp::Reverse(r.created_at));
         let total = shown.len();
