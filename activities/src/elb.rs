@@ -52,23 +52,45 @@ fn elb_tags(id: &Identity) -> Vec<Tag> {
     id.tags().into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()
 }
 
-/// Tags of ELBv2 resources, by ARN.
+/// Tags of ELBv2 resources, by ARN; an ARN deleted meanwhile is left out.
 async fn tags_of(aws: &Aws, arns: &[String]) -> AwsResult<Vec<(String, Vec<(String, String)>)>> {
     let mut out = Vec::new();
     for chunk in arns.chunks(20) {
-        let r = aws
-            .elb
-            .describe_tags()
-            .set_resource_arns(Some(chunk.to_vec()))
-            .send()
-            .await
-            .map_err(|e| classify("DescribeTags", e))?;
-        for d in r.tag_descriptions() {
-            let tags = d.tags().iter().filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string()))).collect();
-            out.push((d.resource_arn().unwrap_or_default().to_string(), tags));
+        match tags_of_chunk(aws, chunk).await {
+            Ok(t) => out.extend(t),
+            // One of the chunk was deleted since it was listed (twelve teardowns in one account
+            // delete load balancers all the time): AWS then answers for none of the chunk, so
+            // each is asked alone. Without this a teardown's whole discovery starts over.
+            Err(e) if e.is_not_found() => {
+                for arn in chunk {
+                    match tags_of_chunk(aws, std::slice::from_ref(arn)).await {
+                        Ok(t) => out.extend(t),
+                        Err(e) if e.is_not_found() => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            Err(e) => return Err(e),
         }
     }
     Ok(out)
+}
+
+async fn tags_of_chunk(aws: &Aws, arns: &[String]) -> AwsResult<Vec<(String, Vec<(String, String)>)>> {
+    let r = aws
+        .elb
+        .describe_tags()
+        .set_resource_arns(Some(arns.to_vec()))
+        .send()
+        .await
+        .map_err(|e| classify("DescribeTags", e))?;
+    Ok(r.tag_descriptions()
+        .iter()
+        .map(|d| {
+            let tags = d.tags().iter().filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string()))).collect();
+            (d.resource_arn().unwrap_or_default().to_string(), tags)
+        })
+        .collect())
 }
 
 async fn filter_by_tag(aws: &Aws, arns: Vec<String>, q: &TagQuery) -> AwsResult<Vec<String>> {

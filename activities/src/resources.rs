@@ -165,6 +165,21 @@ pub async fn find(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>
     Ok(ids)
 }
 
+/// `find`, asked again in place (for up to 30 s) while it fails in a way a retry can help: in an
+/// account where other clusters are torn down at the same time, a read that lists and then reads
+/// each listed resource meets ones deleted in between. Retried here, one kind costs one more read;
+/// retried as a step, every kind of a teardown's discovery is read again.
+pub async fn find_retrying_in_place(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>> {
+    crate::consistency::retry_in_place(
+        || find(aws, kind, scope),
+        |e| e.retryable,
+        std::time::Duration::from_secs(30),
+        std::time::Duration::from_millis(250),
+        std::time::Duration::from_secs(4),
+    )
+    .await
+}
+
 /// Deletes one resource, doing what its kind needs first (detach, disassociate) and waiting for
 /// asynchronous deletes. Returns false if it was already gone. A dependency error names what
 /// still uses the resource, so a paused teardown says what blocks it.

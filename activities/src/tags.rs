@@ -11,8 +11,13 @@ pub const IDENTITY_TAG: &str = "infraflow.io/identity";
 /// to whoever made it).
 pub const CREATED_BY_TAG: &str = "infraflow.io/created-by";
 
+/// The ownership tag's key is this prefix and the infraID; its value on what a cluster owns is
+/// `OWNED` (as HyperShift writes it too).
+pub const OWNERSHIP_PREFIX: &str = "kubernetes.io/cluster/";
+pub const OWNED: &str = "owned";
+
 pub fn ownership_key(infra_id: &str) -> String {
-    format!("kubernetes.io/cluster/{infra_id}")
+    format!("{OWNERSHIP_PREFIX}{infra_id}")
 }
 
 /// Who a resource belongs to and what it is: everything needed to tag it and to find it again.
@@ -95,7 +100,7 @@ impl Identity {
     /// everything but created-by, which must keep naming the creator.
     pub fn adoption_tags(&self) -> Vec<(String, String)> {
         let mut t = vec![
-            (ownership_key(&self.infra_id), "owned".to_string()),
+            (ownership_key(&self.infra_id), OWNED.to_string()),
             ("Name".to_string(), self.name.clone()),
             (IDENTITY_TAG.to_string(), self.key()),
         ];
@@ -189,7 +194,7 @@ impl TagQuery {
 
 /// The query that finds everything a cluster owns.
 pub fn owned(infra_id: &str) -> TagQuery {
-    TagQuery::new(ownership_key(infra_id), "owned")
+    TagQuery::new(ownership_key(infra_id), OWNED)
 }
 
 pub fn filter(name: &str, values: &[&str]) -> Filter {

@@ -108,6 +108,10 @@ pub enum Command {
     Policy {
         /// provision-infra, create-privatelink, scale-nodepool, teardown, create-cluster.
         workflows: Vec<String>,
+        /// Condition every action AWS allows on this cluster's ownership tag
+        /// (`kubernetes.io/cluster/ID=owned`): the role cannot touch another cluster.
+        #[arg(long, value_name = "ID")]
+        infra_id: Option<String>,
     },
     /// Measure the engine on this disk: durable no-op steps per second against SQLite's ceiling.
     Bench {

@@ -72,7 +72,7 @@ pub fn main_infraflow() -> ExitCode {
             Command::History { id, json } => status::history(&db, &id, json),
             Command::Wait { id, timeout, json } => status::wait(&db, &id, timeout, json),
             Command::Prune { before, json } => status::prune(&db, before, json),
-            Command::Policy { workflows } => policy::policy(&workflows),
+            Command::Policy { workflows, infra_id } => policy::policy(&workflows, infra_id.as_deref()),
             Command::Graph { target, format } => graph::graph(&db, &target, format),
             command => runtime()?.block_on(async {
                 match command {

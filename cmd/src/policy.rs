@@ -1,8 +1,11 @@
-//! `infraflow policy`: the least-privilege IAM policy of the named workflows, as IAM JSON.
+//! `infraflow policy`: the least-privilege IAM policy of the named workflows, as IAM JSON; with
+//! `--infra-id`, conditioned on that cluster's ownership tag.
+
+use std::collections::BTreeSet;
 
 use crate::failure::{CmdResult, Failure, OK};
 
-pub fn policy(workflows: &[String]) -> CmdResult {
+pub fn policy(workflows: &[String], infra_id: Option<&str>) -> CmdResult {
     let registry = crate::registry::full_registry();
     let names: Vec<String> = if workflows.is_empty() {
         registry.workflow_names().iter().map(|n| n.to_string()).collect()
@@ -19,7 +22,13 @@ pub fn policy(workflows: &[String]) -> CmdResult {
         })?;
         grants.push((def.name(), def.iam_actions()));
     }
-    let doc = infraflow_workflows::policy::document(&grants);
+    let doc = match infra_id {
+        None => infraflow_workflows::policy::document(&grants),
+        Some(id) => {
+            let all: BTreeSet<&'static str> = grants.iter().flat_map(|(_, a)| a.iter().copied()).collect();
+            infraflow_workflows::policy::scoped::document(id, &all).map_err(|e| Failure::usage(e.to_string()))?
+        }
+    };
     println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| Failure::other(e.to_string()))?);
     Ok(OK)
 }

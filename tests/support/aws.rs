@@ -39,11 +39,20 @@ impl AwsEnv {
             _ => None,
         };
         let before = workflow.and_then(|_| super::proxy::iam_counts_at(endpoint));
+        // The cluster's scoped policy too, when the input names one.
+        let infra_id = workflow.and(input_infra_id(args));
+        let recording = infra_id.is_some() && super::proxy::start_authz_at(endpoint);
         let out = self.s.cli_env(args, &env);
         if let (Some(workflow), Some(before)) = (workflow, before)
             && let Some(after) = super::proxy::iam_counts_at(endpoint)
         {
             super::iam::assert_policy_covers(workflow, &before, &after);
+        }
+        if recording
+            && let (Some(workflow), Some(infra_id)) = (workflow, &infra_id)
+            && let Some(calls) = super::proxy::finish_authz_at(endpoint)
+        {
+            super::iam::assert_scoped_policy_allows(workflow, infra_id, &calls);
         }
         out
     }
@@ -131,6 +140,13 @@ impl AwsEnv {
         assert_eq!(code.code(), Some(0), "{code:?}: {}", self.s.daemon_log());
         (landed, st)
     }
+}
+
+/// The `infraID` of a `run`'s `--input` file, if it has one.
+fn input_infra_id(args: &[&str]) -> Option<String> {
+    let file = args.iter().position(|a| *a == "--input").and_then(|i| args.get(i + 1))?;
+    let v: Value = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+    v["infraID"].as_str().map(str::to_string)
 }
 
 /// The output JSON of a command that must have succeeded.

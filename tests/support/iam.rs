@@ -61,24 +61,44 @@ fn route53_action(method_and_shape: &str) -> String {
     if known.is_empty() { format!("Unknown({normalized})") } else { known.to_string() }
 }
 
-/// The actions of `infraflow policy WORKFLOW`, asked once per workflow per test binary.
-fn policy_of(workflow: &str) -> BTreeSet<String> {
-    static CACHE: OnceLock<Mutex<HashMap<String, BTreeSet<String>>>> = OnceLock::new();
+/// `infraflow policy ARGS`, asked once per arguments per test binary.
+pub fn policy_document(args: &[&str]) -> serde_json::Value {
+    static CACHE: OnceLock<Mutex<HashMap<Vec<String>, serde_json::Value>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    if let Some(p) = cache.lock().unwrap().get(workflow) {
+    let key: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    if let Some(p) = cache.lock().unwrap().get(&key) {
         return p.clone();
     }
-    let out = std::process::Command::new(super::infraflow()).args(["policy", workflow]).output().unwrap();
-    assert!(out.status.success(), "infraflow policy {workflow}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new(super::infraflow()).arg("policy").args(args).output().unwrap();
+    assert!(out.status.success(), "infraflow policy {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["Version"], "2012-10-17");
+    cache.lock().unwrap().insert(key, doc.clone());
+    doc
+}
+
+/// Panics naming every call of `workflow` on cluster `infra_id` that
+/// `infraflow policy --infra-id INFRA_ID WORKFLOW` would not allow, as IAM evaluates it.
+pub fn assert_scoped_policy_allows(workflow: &str, infra_id: &str, calls: &[super::authz::Authz]) {
+    let doc = policy_document(&["--infra-id", infra_id, workflow]);
+    let refused: Vec<String> = calls.iter().filter_map(|a| super::authz::verdict(&doc, a).err()).collect();
+    assert!(
+        refused.is_empty(),
+        "`infraflow policy --infra-id {infra_id} {workflow}` would refuse {} of {} calls: {refused:#?}",
+        refused.len(),
+        calls.len()
+    );
+}
+
+/// The actions of `infraflow policy WORKFLOW`.
+fn policy_of(workflow: &str) -> BTreeSet<String> {
+    let doc = policy_document(&[workflow]);
     let actions: BTreeSet<String> = doc["Statement"]
         .as_array()
         .unwrap()
         .iter()
         .flat_map(|s| s["Action"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()))
         .collect();
-    cache.lock().unwrap().insert(workflow.to_string(), actions.clone());
     actions
 }
 

@@ -189,6 +189,7 @@ pub fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
     false
 }
 
+pub mod authz;
 pub mod aws;
 pub mod buckets;
 pub mod fleet;

@@ -9,7 +9,9 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+use super::authz::{Authz, DroppedTags, authorizations, dropped_tags};
 use super::buckets::{BucketReport, Buckets, Rate, class_of};
+use super::moto::Clients;
 use super::strict::{Strict, StrictState};
 
 #[derive(Default)]
@@ -34,6 +36,12 @@ struct State {
     iam: BTreeMap<String, u32>,
     /// AWS's account-wide request buckets, when a test asks for them.
     buckets: Option<Buckets>,
+    /// The authorizations of every call since recording started (`start_authz_at`).
+    authz: Option<Vec<Authz>>,
+    /// Recordings open at once: two runs of two clusters would mix their calls.
+    authz_sessions: u32,
+    authz_mixed: bool,
+    authz_dropped: DroppedTags,
 }
 
 /// Every live proxy by port, so that a command run against one can be checked against the IAM
@@ -45,10 +53,48 @@ fn registry() -> &'static Mutex<HashMap<u16, Weak<Mutex<State>>>> {
 
 /// The IAM-action counts of the proxy serving `endpoint`, if it is one of ours.
 pub fn iam_counts_at(endpoint: &str) -> Option<BTreeMap<String, u32>> {
-    let port: u16 = endpoint.rsplit(':').next()?.parse().ok()?;
-    let state = registry().lock().unwrap().get(&port)?.upgrade()?;
+    let state = state_at(endpoint)?;
     let counts = state.lock().unwrap().iam.clone();
     Some(counts)
+}
+
+/// Starts recording what AWS would authorize for each call through the proxy serving `endpoint`
+/// (`authz.rs`): false if it is not one of ours.
+pub fn start_authz_at(endpoint: &str) -> bool {
+    let Some(state) = state_at(endpoint) else { return false };
+    let mut s = state.lock().unwrap();
+    s.authz_sessions += 1;
+    s.authz_mixed |= s.authz_sessions > 1;
+    s.authz.get_or_insert_with(Vec::new);
+    true
+}
+
+/// The authorizations recorded since `start_authz_at`; None if two recordings overlapped.
+pub fn finish_authz_at(endpoint: &str) -> Option<Vec<Authz>> {
+    let state = state_at(endpoint)?;
+    let mut s = state.lock().unwrap();
+    s.authz_sessions = s.authz_sessions.saturating_sub(1);
+    if s.authz_sessions > 0 {
+        return None;
+    }
+    let calls = s.authz.take();
+    s.authz_dropped.clear();
+    let mixed = std::mem::take(&mut s.authz_mixed);
+    calls.filter(|_| !mixed)
+}
+
+fn state_at(endpoint: &str) -> Option<Arc<Mutex<State>>> {
+    let port: u16 = endpoint.rsplit(':').next()?.parse().ok()?;
+    registry().lock().unwrap().get(&port)?.upgrade()
+}
+
+/// SDK clients on the moto behind a proxy, for reading what a call names before it acts.
+fn moto_clients(upstream: u16) -> Arc<Mutex<Clients>> {
+    static CLIENTS: OnceLock<Mutex<HashMap<u16, Arc<Mutex<Clients>>>>> = OnceLock::new();
+    let mut all = CLIENTS.get_or_init(Default::default).lock().unwrap();
+    all.entry(upstream)
+        .or_insert_with(|| Arc::new(Mutex::new(Clients::new(&format!("http://127.0.0.1:{upstream}")))))
+        .clone()
 }
 
 /// SIGKILL the client process at its `call`-th API call (1-based, from arming): before the call
@@ -362,7 +408,20 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>) -> std::io::Resu
     let Some(req) = read_request(&mut conn)? else { return Ok(()) };
     let act = action(&req);
     let ec2 = is_query(&act) && String::from_utf8_lossy(&req.body).contains("Version=2016-11-15");
-    *st.lock().unwrap().iam.entry(super::iam::iam_action(&req.head, &act)).or_insert(0) += 1;
+    let iam_act = super::iam::iam_action(&req.head, &act);
+    let recording = {
+        let mut s = st.lock().unwrap();
+        *s.iam.entry(iam_act.clone()).or_insert(0) += 1;
+        s.authz.is_some()
+    };
+    if recording {
+        // Read before the call acts: a delete's target has its tags only until then.
+        let dropped = st.lock().unwrap().authz_dropped.clone();
+        let found = authorizations(&moto_clients(upstream).lock().unwrap(), &dropped, &iam_act, &req.body);
+        if let Some(calls) = st.lock().unwrap().authz.as_mut() {
+            calls.extend(found);
+        }
+    }
     let latency = st.lock().unwrap().latency;
     std::thread::sleep(latency);
     let class = class_of(&act, &String::from_utf8_lossy(&req.body));
@@ -374,6 +433,9 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>) -> std::io::Resu
                 Some(Err((status, code, message))) => error_response(status, ec2, code, &message),
                 None => {
                     let answer = forward(&req, upstream)?;
+                    if recording && let Some((id, tags)) = dropped_tags(&act, &req.body, &answer) {
+                        st.lock().unwrap().authz_dropped.insert(id, tags);
+                    }
                     st.lock().unwrap().strict.after(&act, &req.body, answer)
                 }
             }

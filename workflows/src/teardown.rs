@@ -215,7 +215,7 @@ pub async fn teardown(
                 // Every kind is read side by side: one round trip, not fifteen.
                 let reads = Kind::TEARDOWN_ORDER.map(|kind| {
                     let (aws, scope) = (&aws, &scope);
-                    async move { resources::find(aws, kind, scope).await.map(|ids| (kind, ids)) }
+                    async move { resources::find_retrying_in_place(aws, kind, scope).await.map(|ids| (kind, ids)) }
                 });
                 let found = futures::future::try_join_all(reads).await.map_err(from_aws)?;
                 Ok(found.into_iter().filter(|(_, ids)| !ids.is_empty()).collect::<BTreeMap<_, _>>())

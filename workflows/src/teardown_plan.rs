@@ -64,7 +64,7 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
     let scope = Scope::Owned(t.infra_id.clone());
     let reads = Kind::TEARDOWN_ORDER.map(|kind| {
         let (aws, scope) = (&aws, &scope);
-        async move { resources::find(aws, kind, scope).await.map(|ids| (kind, ids)) }
+        async move { resources::find_retrying_in_place(aws, kind, scope).await.map(|ids| (kind, ids)) }
     });
     let found: BTreeMap<Kind, Vec<String>> =
         futures::future::try_join_all(reads).await.map_err(from_aws)?.into_iter().collect();

@@ -8,6 +8,8 @@ use std::collections::BTreeSet;
 use infraflow_activities as act;
 use serde_json::{Value, json};
 
+pub mod scoped;
+
 /// One activities file's declared actions.
 #[derive(Clone, Copy)]
 pub struct Area {

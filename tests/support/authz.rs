@@ -1,0 +1,490 @@
+//! What AWS would authorize: each call the proxy sees, as IAM evaluates it (the action, the
+//! request's tags, every resource it names with that resource's tags read from moto before the
+//! call), and a small evaluator of the policy documents `infraflow policy --infra-id` prints. The
+//! proof that the scoped policy lets a cluster's workflows do all they do, and nothing to another
+//! cluster.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::moto::Clients;
+use super::strict::params;
+
+const ACCOUNT: &str = "123456789012";
+const REGION: &str = "us-east-1";
+
+/// One authorization AWS makes for a call (a call may need several: tagging on create, passing a
+/// role).
+#[derive(Clone, Debug)]
+pub struct Authz {
+    pub action: String,
+    /// Request context: `aws:RequestTag/K`, `ec2:CreateAction`, ...
+    pub context: BTreeMap<String, String>,
+    /// Every resource authorized, with its tags (None: it does not exist, or not yet).
+    pub resources: Vec<Resource>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Resource {
+    pub arn: String,
+    pub tags: Option<Vec<(String, String)>>,
+    /// What the call creates (never "gone").
+    pub new: bool,
+}
+
+fn is_read(iam_action: &str) -> bool {
+    let (service, name) = iam_action.split_once(':').unwrap_or_default();
+    matches!(service, "sts" | "route53") || ["Describe", "List", "Get"].iter().any(|p| name.starts_with(p))
+}
+
+/// A query parameter's name without its list positions: `SecurityGroupId.1` → `SecurityGroupId`.
+fn base_name(key: &str) -> String {
+    key.split('.').filter(|s| !s.chars().all(|c| c.is_ascii_digit()) && *s != "member").collect::<Vec<_>>().join(".")
+}
+
+/// EC2 query parameters that name a resource IAM authorizes, by the actions' own reference pages;
+/// for these actions only the listed parameter is authorized (a rejected endpoint is the
+/// consumer's, a route's target is not authorized).
+const EC2_ONLY: &[(&str, &[&str])] = &[
+    ("RejectVpcEndpointConnections", &["ServiceId"]),
+    ("AcceptVpcEndpointConnections", &["ServiceId"]),
+    ("CreateRoute", &["RouteTableId"]),
+    ("ReplaceRoute", &["RouteTableId"]),
+    ("AuthorizeSecurityGroupIngress", &["GroupId"]),
+    ("RevokeSecurityGroupIngress", &["GroupId"]),
+    ("RevokeSecurityGroupEgress", &["GroupId"]),
+    // Authorized on the table it associates, not on the one the association had.
+    ("ReplaceRouteTableAssociation", &["RouteTableId"]),
+];
+const EC2_ID_PARAMS: &[&str] = &[
+    "VpcId",
+    "SubnetId",
+    "GroupId",
+    "SecurityGroupId",
+    "RouteTableId",
+    "InternetGatewayId",
+    "NatGatewayId",
+    "DhcpOptionsId",
+    "VpcEndpointId",
+    "ServiceId",
+    "AllocationId",
+    "InstanceId",
+    "ResourceId",
+    "ImageId",
+    "AssociationId",
+    "AddRouteTableId",
+    "RemoveRouteTableId",
+    "AddSubnetId",
+    "RemoveSubnetId",
+    "AddSecurityGroupId",
+    "RemoveSecurityGroupId",
+];
+
+/// What a create makes, as the ARN IAM authorizes before it exists (the test's own reading of the
+/// Service Authorization Reference, not the policy generator's table).
+fn created(action: &str, p: &BTreeMap<String, String>) -> Vec<String> {
+    let ec2 = |t: &str| format!("arn:aws:ec2:{REGION}:{ACCOUNT}:{t}/*");
+    let elb = |t: &str| format!("arn:aws:elasticloadbalancing:{REGION}:{ACCOUNT}:{t}/*");
+    match action {
+        "ec2:AllocateAddress" => vec![ec2("elastic-ip")],
+        "ec2:CreateDhcpOptions" => vec![ec2("dhcp-options")],
+        "ec2:CreateInternetGateway" => vec![ec2("internet-gateway")],
+        "ec2:CreateNatGateway" => vec![ec2("natgateway")],
+        "ec2:CreateRouteTable" => vec![ec2("route-table")],
+        "ec2:CreateSecurityGroup" => vec![ec2("security-group")],
+        "ec2:CreateSubnet" => vec![ec2("subnet")],
+        "ec2:CreateVpc" => vec![ec2("vpc")],
+        "ec2:CreateVpcEndpoint" => vec![ec2("vpc-endpoint")],
+        "ec2:CreateVpcEndpointServiceConfiguration" => vec![ec2("vpc-endpoint-service")],
+        "ec2:RunInstances" => vec![ec2("instance"), ec2("volume"), ec2("network-interface")],
+        "elasticloadbalancing:CreateLoadBalancer" => vec![elb("loadbalancer")],
+        "elasticloadbalancing:CreateTargetGroup" => vec![elb("targetgroup")],
+        "iam:CreateOpenIDConnectProvider" => {
+            let url = p.get("Url").map(String::as_str).unwrap_or_default();
+            vec![format!("arn:aws:iam::{ACCOUNT}:oidc-provider/{}", url.trim_start_matches("https://"))]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The request's tags: EC2's `TagSpecification.N.Tag.M.Key`, ELB's and IAM's `Tags.member.N.Key`.
+fn request_tags(p: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    p.iter()
+        .filter(|(k, _)| (k.starts_with("TagSpecification.") || k.starts_with("Tags.member.")) && k.ends_with(".Key"))
+        .map(|(k, v)| (v.clone(), p.get(&format!("{}.Value", &k[..k.len() - 4])).cloned().unwrap_or_default()))
+        .collect()
+}
+
+/// Tags AWS would have on a resource whose create moto answered without applying them (moto drops
+/// the tags of CreateDhcpOptions: MOTO-NOTES.md), by id.
+pub type DroppedTags = BTreeMap<String, Vec<(String, String)>>;
+
+/// What `DroppedTags` learns from a create's answer: the new id and the request's tags.
+pub fn dropped_tags(action: &str, body: &[u8], answer: &[u8]) -> Option<(String, Vec<(String, String)>)> {
+    if action != "CreateDhcpOptions" {
+        return None;
+    }
+    let text = String::from_utf8_lossy(answer);
+    let id = text.split("<dhcpOptionsId>").nth(1)?.split('<').next()?.to_string();
+    Some((id, request_tags(&params(body))))
+}
+
+/// The authorizations of one call (`iam_action` as `support::iam::iam_action` names it; `body`
+/// the query parameters), reading the tags of what it names from moto.
+pub fn authorizations(c: &Clients, dropped: &DroppedTags, iam_action: &str, body: &[u8]) -> Vec<Authz> {
+    if is_read(iam_action) {
+        return vec![Authz { action: iam_action.to_string(), context: BTreeMap::new(), resources: Vec::new() }];
+    }
+    let p = params(body);
+    let (service, name) = iam_action.split_once(':').unwrap_or_default();
+    let tags = request_tags(&p);
+    let mut context: BTreeMap<String, String> =
+        tags.iter().map(|(k, v)| (format!("aws:RequestTag/{k}"), v.clone())).collect();
+    let mut resources: Vec<Resource> =
+        created(iam_action, &p).into_iter().map(|arn| Resource { arn, tags: None, new: true }).collect();
+    let mut extra = Vec::new();
+    match service {
+        "ec2" => {
+            let only = EC2_ONLY.iter().find(|(a, _)| *a == name).map(|(_, ps)| *ps);
+            for (k, v) in &p {
+                let base = base_name(k);
+                let named = match only {
+                    Some(ps) => ps.contains(&k.as_str()),
+                    None => EC2_ID_PARAMS.contains(&base.rsplit('.').next().unwrap_or_default()),
+                };
+                if named && let Some(mut r) = ec2_resource(c, v) {
+                    if r.tags.as_ref().is_some_and(Vec::is_empty)
+                        && let Some(t) = dropped.get(v)
+                    {
+                        r.tags = Some(t.clone());
+                    }
+                    resources.push(r);
+                }
+            }
+            if name == "RunInstances"
+                && let Some(profile) = p.get("IamInstanceProfile.Name")
+            {
+                let roles = c.block_on(c.iam.get_instance_profile().instance_profile_name(profile).send());
+                for role in roles.iter().flat_map(|o| o.instance_profile().map(|ip| ip.roles().to_vec())).flatten() {
+                    extra.push(Authz {
+                        action: "iam:PassRole".into(),
+                        context: BTreeMap::new(),
+                        resources: vec![iam_resource(c, "role", role.role_name())],
+                    });
+                }
+            }
+            if !tags.is_empty() && name != "CreateTags" {
+                let mut ctx = context.clone();
+                ctx.insert("ec2:CreateAction".into(), name.to_string());
+                extra.push(Authz { action: "ec2:CreateTags".into(), context: ctx, resources: Vec::new() });
+            }
+        }
+        "elasticloadbalancing" => {
+            let classic = String::from_utf8_lossy(body).contains("Version=2012-06-01");
+            for (k, v) in &p {
+                match base_name(k).as_str() {
+                    "LoadBalancerArn"
+                    | "TargetGroupArn"
+                    | "ResourceArns"
+                    | "ListenerArn"
+                    | "DefaultActions.TargetGroupArn" => resources.push(elb_resource(c, v)),
+                    "LoadBalancerName" | "LoadBalancerNames" if classic => resources.push(classic_resource(c, v)),
+                    _ => {}
+                }
+            }
+            if !tags.is_empty() && name != "AddTags" {
+                let mut ctx = context.clone();
+                ctx.insert("elasticloadbalancing:CreateAction".into(), name.to_string());
+                extra.push(Authz {
+                    action: "elasticloadbalancing:AddTags".into(),
+                    context: ctx,
+                    resources: Vec::new(),
+                });
+            }
+        }
+        "iam" => {
+            for (k, v) in &p {
+                match k.as_str() {
+                    "RoleName" => resources.push(iam_resource(c, "role", v)),
+                    "InstanceProfileName" => resources.push(iam_resource(c, "instance-profile", v)),
+                    "OpenIDConnectProviderArn" => resources.push(iam_resource(c, "oidc-provider", v)),
+                    _ => {}
+                }
+            }
+            if name.starts_with("Create") {
+                resources.iter_mut().for_each(|r| r.new = true);
+            }
+            let tag_action = match name {
+                "CreateRole" => Some("iam:TagRole"),
+                "CreateInstanceProfile" => Some("iam:TagInstanceProfile"),
+                "CreateOpenIDConnectProvider" => Some("iam:TagOpenIDConnectProvider"),
+                _ => None,
+            };
+            if let Some(t) = tag_action.filter(|_| !tags.is_empty()) {
+                extra.push(Authz { action: t.into(), context: context.clone(), resources: resources.clone() });
+            }
+        }
+        _ => {}
+    }
+    context.retain(|k, _| k.starts_with("aws:RequestTag/"));
+    let mut out = vec![Authz { action: iam_action.to_string(), context, resources }];
+    out.extend(extra);
+    out
+}
+
+fn pairs<'a>(it: impl Iterator<Item = (Option<&'a str>, Option<&'a str>)>) -> Vec<(String, String)> {
+    it.filter_map(|(k, v)| Some((k?.to_string(), v.unwrap_or_default().to_string()))).collect()
+}
+
+/// An EC2 resource by id, with its tags read by id (an error: it does not exist).
+fn ec2_resource(c: &Clients, id: &str) -> Option<Resource> {
+    let ec2 = &c.ec2;
+    let kind = match id.split('-').next().unwrap_or_default() {
+        "vpc" => "vpc",
+        "subnet" => "subnet",
+        "sg" => "security-group",
+        "rtb" => "route-table",
+        "rtbassoc" => "route-table",
+        "igw" => "internet-gateway",
+        "nat" => "natgateway",
+        "dopt" => "dhcp-options",
+        "vpce" if id.starts_with("vpce-svc-") => "vpc-endpoint-service",
+        "vpce" => "vpc-endpoint",
+        "eipalloc" => "elastic-ip",
+        "i" => "instance",
+        "ami" => {
+            return Some(Resource {
+                arn: format!("arn:aws:ec2:{REGION}::image/{id}"),
+                tags: Some(Vec::new()),
+                new: false,
+            });
+        }
+        _ => return None,
+    };
+    let t = |tags: &[aws_sdk_ec2::types::Tag]| pairs(tags.iter().map(|t| (t.key(), t.value())));
+    let f = |name: &str| aws_sdk_ec2::types::Filter::builder().name(name).values(id).build();
+    let (id, tags): (String, Option<Vec<(String, String)>>) = match kind {
+        "vpc" => (
+            id.into(),
+            c.block_on(ec2.describe_vpcs().vpc_ids(id).send()).ok().and_then(|o| o.vpcs().first().map(|r| t(r.tags()))),
+        ),
+        "subnet" => (
+            id.into(),
+            c.block_on(ec2.describe_subnets().subnet_ids(id).send())
+                .ok()
+                .and_then(|o| o.subnets().first().map(|r| t(r.tags()))),
+        ),
+        "security-group" => (
+            id.into(),
+            c.block_on(ec2.describe_security_groups().group_ids(id).send())
+                .ok()
+                .and_then(|o| o.security_groups().first().map(|r| t(r.tags()))),
+        ),
+        "route-table" if id.starts_with("rtbassoc-") => {
+            // An association is authorized on its route table.
+            let o = c
+                .block_on(ec2.describe_route_tables().filters(f("association.route-table-association-id")).send())
+                .ok();
+            let table = o.as_ref().and_then(|o| o.route_tables().first());
+            (table.and_then(|r| r.route_table_id()).unwrap_or(id).to_string(), table.map(|r| t(r.tags())))
+        }
+        "route-table" => (
+            id.into(),
+            c.block_on(ec2.describe_route_tables().route_table_ids(id).send())
+                .ok()
+                .and_then(|o| o.route_tables().first().map(|r| t(r.tags()))),
+        ),
+        "internet-gateway" => (
+            id.into(),
+            c.block_on(ec2.describe_internet_gateways().internet_gateway_ids(id).send())
+                .ok()
+                .and_then(|o| o.internet_gateways().first().map(|r| t(r.tags()))),
+        ),
+        "natgateway" => (
+            id.into(),
+            c.block_on(ec2.describe_nat_gateways().nat_gateway_ids(id).send()).ok().and_then(|o| {
+                o.nat_gateways()
+                    .first()
+                    .filter(|n| n.state().is_some_and(|s| s.as_str() != "deleted"))
+                    .map(|r| t(r.tags()))
+            }),
+        ),
+        "dhcp-options" => (
+            id.into(),
+            c.block_on(ec2.describe_dhcp_options().dhcp_options_ids(id).send())
+                .ok()
+                .and_then(|o| o.dhcp_options().first().map(|r| t(r.tags()))),
+        ),
+        "vpc-endpoint-service" => (
+            id.into(),
+            c.block_on(ec2.describe_vpc_endpoint_service_configurations().service_ids(id).send())
+                .ok()
+                .and_then(|o| o.service_configurations().first().map(|r| t(r.tags()))),
+        ),
+        "vpc-endpoint" => (
+            id.into(),
+            c.block_on(ec2.describe_vpc_endpoints().vpc_endpoint_ids(id).send()).ok().and_then(|o| {
+                o.vpc_endpoints()
+                    .first()
+                    .filter(|e| e.state().is_none_or(|s| s.as_str() != "deleted"))
+                    .map(|r| t(r.tags()))
+            }),
+        ),
+        "elastic-ip" => (
+            id.into(),
+            c.block_on(ec2.describe_addresses().allocation_ids(id).send())
+                .ok()
+                .and_then(|o| o.addresses().first().map(|r| t(r.tags()))),
+        ),
+        _ => (
+            id.into(),
+            c.block_on(ec2.describe_instances().instance_ids(id).send()).ok().and_then(|o| {
+                o.reservations()
+                    .iter()
+                    .flat_map(|r| r.instances())
+                    .next()
+                    .filter(|i| i.state().and_then(|s| s.name()).is_none_or(|n| n.as_str() != "terminated"))
+                    .map(|r| t(r.tags()))
+            }),
+        ),
+    };
+    Some(Resource { arn: format!("arn:aws:ec2:{REGION}:{ACCOUNT}:{kind}/{id}"), tags, new: false })
+}
+
+fn elb_resource(c: &Clients, arn: &str) -> Resource {
+    let o = c.block_on(c.elb.describe_tags().resource_arns(arn).send()).ok();
+    let tags =
+        o.and_then(|o| o.tag_descriptions().first().map(|d| pairs(d.tags().iter().map(|t| (t.key(), t.value())))));
+    Resource { arn: arn.to_string(), tags, new: false }
+}
+
+fn classic_resource(c: &Clients, name: &str) -> Resource {
+    let o = c.block_on(c.classic.describe_tags().load_balancer_names(name).send()).ok();
+    let tags = o
+        .and_then(|o| o.tag_descriptions().first().map(|d| pairs(d.tags().iter().map(|t| (Some(t.key()), t.value())))));
+    Resource { arn: format!("arn:aws:elasticloadbalancing:{REGION}:{ACCOUNT}:loadbalancer/{name}"), tags, new: false }
+}
+
+fn iam_resource(c: &Clients, kind: &str, name: &str) -> Resource {
+    let iam = &c.iam;
+    let t = |tags: &[aws_sdk_iam::types::Tag]| pairs(tags.iter().map(|t| (Some(t.key()), Some(t.value()))));
+    let (arn, tags) = match kind {
+        "role" => (
+            format!("arn:aws:iam::{ACCOUNT}:role/{name}"),
+            c.block_on(iam.list_role_tags().role_name(name).send()).ok().map(|o| t(o.tags())),
+        ),
+        "instance-profile" => (
+            format!("arn:aws:iam::{ACCOUNT}:instance-profile/{name}"),
+            c.block_on(iam.list_instance_profile_tags().instance_profile_name(name).send()).ok().map(|o| t(o.tags())),
+        ),
+        _ => (
+            name.to_string(),
+            c.block_on(iam.list_open_id_connect_provider_tags().open_id_connect_provider_arn(name).send())
+                .ok()
+                .map(|o| t(o.tags())),
+        ),
+    };
+    Resource { arn, tags, new: false }
+}
+
+/// IAM's wildcard match (`*` any run, `?` one character), case-sensitive as for ARNs.
+fn glob(pattern: &str, s: &str) -> bool {
+    let (p, s): (Vec<char>, Vec<char>) = (pattern.chars().collect(), s.chars().collect());
+    let (mut pi, mut si, mut star, mut mark) = (0, 0, None, 0);
+    while si < s.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == s[si]) {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = si;
+            pi += 1;
+        } else if let Some(st) = star {
+            pi = st + 1;
+            mark += 1;
+            si = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    match v {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The value of condition key `key` for `a` on `resource` (None: absent from the context).
+fn key_value(a: &Authz, resource: Option<&Resource>, key: &str) -> Option<String> {
+    let tag = ["ec2:ResourceTag/", "aws:ResourceTag/", "iam:ResourceTag/"].iter().find_map(|p| key.strip_prefix(p));
+    match tag {
+        Some(k) => resource?.tags.as_ref()?.iter().find(|(tk, _)| tk == k).map(|(_, v)| v.clone()),
+        None => a.context.get(key).cloned(),
+    }
+}
+
+fn conditions_hold(cond: &Value, a: &Authz, resource: Option<&Resource>) -> bool {
+    let Some(ops) = cond.as_object() else { return true };
+    ops.iter().all(|(op, keys)| {
+        keys.as_object().unwrap().iter().all(|(key, want)| {
+            let have = key_value(a, resource, key);
+            match op.as_str() {
+                "StringEquals" => have.is_some_and(|h| strings(want).contains(&h.as_str())),
+                "StringLike" => have.is_some_and(|h| strings(want).iter().any(|w| glob(w, &h))),
+                other => panic!("the evaluator does not know condition operator {other}"),
+            }
+        })
+    })
+}
+
+fn statement_allows(s: &Value, a: &Authz, resource: Option<&Resource>) -> bool {
+    s["Effect"] == "Allow"
+        && strings(&s["Action"]).iter().any(|p| glob(&p.to_ascii_lowercase(), &a.action.to_ascii_lowercase()))
+        && strings(&s["Resource"]).iter().any(|p| glob(p, resource.map_or("*", |r| r.arn.as_str())) || *p == "*")
+        && conditions_hold(&s["Condition"], a, resource)
+}
+
+/// Whether `doc` allows `a`: every resource it names by some statement (IAM authorizes each), or,
+/// naming none, the action on `*`. Ok(n): allowed, but for `n` resources that no longer existed
+/// when the call was made (a retried delete of what an earlier attempt removed: AWS answers it
+/// NotFound or UnauthorizedOperation, both "gone" to infraflow). Err names what was refused.
+pub fn verdict(doc: &Value, a: &Authz) -> Result<usize, String> {
+    let statements = doc["Statement"].as_array().unwrap();
+    if a.resources.is_empty() {
+        return if statements.iter().any(|s| statement_allows(s, a, None)) {
+            Ok(0)
+        } else {
+            Err(format!("{} (no resource named; context {:?})", a.action, a.context))
+        };
+    }
+    let mut gone = 0;
+    for r in &a.resources {
+        if statements.iter().any(|s| statement_allows(s, a, Some(r))) {
+            continue;
+        }
+        if r.tags.is_none() && !r.new {
+            gone += 1;
+        } else {
+            return Err(format!("{} on {} (tags {:?}; context {:?})", a.action, r.arn, r.tags, a.context));
+        }
+    }
+    Ok(gone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_matches_like_iam() {
+        assert!(glob("arn:aws:ec2:*:*:subnet/*", "arn:aws:ec2:us-east-1:123456789012:subnet/*"));
+        assert!(!glob("arn:aws:ec2:*:*:subnet/*", "arn:aws:ec2:us-east-1:123456789012:vpc/vpc-1"));
+        assert!(glob("arn:aws:iam::*:role/abc-*", "arn:aws:iam::123456789012:role/abc-worker"));
+        assert!(!glob("arn:aws:iam::*:role/abc-*", "arn:aws:iam::123456789012:role/abd-worker"));
+    }
+}

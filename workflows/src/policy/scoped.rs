@@ -1,0 +1,262 @@
+//! `infraflow policy --infra-id ID`: the same actions as the unscoped policy, each conditioned on
+//! the ownership tag `kubernetes.io/cluster/<ID>=owned` wherever AWS has a condition key for it, so
+//! the role that may delete this cluster's VPC cannot touch another cluster's.
+//!
+//! How AWS authorizes each kind of call (the Service Authorization Reference):
+//! - a create carries its tags in the request (tag-on-create): `aws:RequestTag/<key>`; tagging a
+//!   resource while creating it is a second authorization of the service's tag action, told apart
+//!   by `ec2:CreateAction` / `elasticloadbalancing:CreateAction`;
+//! - a call on existing resources is authorized once per resource it names: `ec2:ResourceTag/<key>`
+//!   (EC2), `aws:ResourceTag/<key>` (ELB, IAM), so every resource named must be the cluster's;
+//! - what has no such key is listed in `UNCONDITIONED` with why.
+
+use std::collections::BTreeSet;
+
+use infraflow_activities::tags::{OWNED, ownership_key};
+use infraflow_engine::InputError;
+use serde_json::{Value, json};
+
+/// How one action is granted in the scoped policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grant {
+    /// Creates a resource: the request must carry the ownership tag.
+    Create,
+    /// Tags a resource: while creating one (the create's own tags), or an existing owned one.
+    Tag,
+    /// Acts on existing resources: each must carry the ownership tag.
+    OnOwned,
+    /// No tag condition is possible; why.
+    Unconditioned(&'static str),
+}
+
+/// The actions that create a tagged resource (each sends the ownership tag in its request), and
+/// the types of what they create, as their ARNs name them. A create is authorized once per
+/// resource: on the new ones by the request's tags, on the existing ones it names (a subnet's
+/// VPC) by theirs, so each create has a statement of its own, naming only what it creates.
+const CREATES: &[(&str, &[&str])] = &[
+    ("ec2:AllocateAddress", &["elastic-ip"]),
+    ("ec2:CreateDhcpOptions", &["dhcp-options"]),
+    ("ec2:CreateInternetGateway", &["internet-gateway"]),
+    ("ec2:CreateNatGateway", &["natgateway"]),
+    ("ec2:CreateRouteTable", &["route-table"]),
+    ("ec2:CreateSecurityGroup", &["security-group"]),
+    ("ec2:CreateSubnet", &["subnet"]),
+    ("ec2:CreateVpc", &["vpc"]),
+    ("ec2:CreateVpcEndpoint", &["vpc-endpoint"]),
+    ("ec2:CreateVpcEndpointServiceConfiguration", &["vpc-endpoint-service"]),
+    ("ec2:RunInstances", &["instance", "volume", "network-interface"]),
+    ("elasticloadbalancing:CreateLoadBalancer", &["loadbalancer"]),
+    ("elasticloadbalancing:CreateTargetGroup", &["targetgroup"]),
+    ("iam:CreateInstanceProfile", &["instance-profile"]),
+    ("iam:CreateOpenIDConnectProvider", &["oidc-provider"]),
+    ("iam:CreateRole", &["role"]),
+];
+
+fn is_create(action: &str) -> bool {
+    CREATES.iter().any(|(a, _)| *a == action)
+}
+
+const TAGS: &[&str] = &[
+    "ec2:CreateTags",
+    "elasticloadbalancing:AddTags",
+    "iam:TagRole",
+    "iam:TagInstanceProfile",
+    "iam:TagOpenIDConnectProvider",
+];
+
+/// Why a read is granted on every resource.
+pub const READ_WHY: &str = "a read changes nothing; EC2 and ELB authorize Describe* on no resource, and the IAM \
+                            lists that find a cluster's roles read the whole account";
+
+/// The actions granted without a tag condition, and why: the list the README repeats.
+pub const UNCONDITIONED: &[(&str, &str)] = &[
+    ("sts:GetCallerIdentity", "needs no permission at all; it tells which account the credentials are for"),
+    ("route53:*", "Route53 has no tag condition keys, and a hosted zone's id is unknown before it exists"),
+    ("Describe*, List*, Get*", READ_WHY),
+    ("ec2:ReplaceRouteTableAssociation", MAIN_TABLE_WHY),
+];
+
+/// Why moving a VPC's main route table association is granted on any table.
+pub const MAIN_TABLE_WHY: &str = "HyperShift makes the cluster's route table the VPC's main one, and teardown hands                                   that role back to the table AWS made with the VPC, untagged, which no tag condition                                   can name (and the VPC cannot be deleted while that table is not main); it moves an                                   association, it deletes nothing";
+
+/// The grant of `action` (`ec2:DeleteVpc`).
+pub fn grant_of(action: &str) -> Grant {
+    let (service, name) = action.split_once(':').unwrap_or(("", action));
+    if service == "sts" {
+        return Grant::Unconditioned(UNCONDITIONED[0].1);
+    }
+    if service == "route53" {
+        return Grant::Unconditioned(UNCONDITIONED[1].1);
+    }
+    if ["Describe", "List", "Get"].iter().any(|p| name.starts_with(p)) {
+        return Grant::Unconditioned(READ_WHY);
+    }
+    if action == "ec2:ReplaceRouteTableAssociation" {
+        return Grant::Unconditioned(MAIN_TABLE_WHY);
+    }
+    if is_create(action) {
+        Grant::Create
+    } else if TAGS.contains(&action) {
+        Grant::Tag
+    } else {
+        Grant::OnOwned
+    }
+}
+
+/// The scoped policy of `actions` (the union of the named workflows') for cluster `infra_id`.
+pub fn document(infra_id: &str, actions: &BTreeSet<&'static str>) -> Result<Value, InputError> {
+    crate::validate::dns_label("--infra-id", infra_id, 60)?;
+    let key = ownership_key(infra_id);
+    let of = |service: &str, grant: fn(Grant) -> bool| -> Vec<&'static str> {
+        actions.iter().copied().filter(|a| a.starts_with(&format!("{service}:")) && grant(grant_of(a))).collect()
+    };
+    let request_tag = json!({"StringEquals": {format!("aws:RequestTag/{key}"): OWNED}});
+    let mut statements = Vec::new();
+    let mut push = |sid: String, actions: Vec<&'static str>, resource: Value, condition: Option<Value>| {
+        if actions.is_empty() {
+            return;
+        }
+        let mut s = json!({"Sid": sid, "Effect": "Allow", "Action": actions, "Resource": resource});
+        if let Some(c) = condition {
+            s["Condition"] = c;
+        }
+        statements.push(s);
+    };
+    let unconditioned: Vec<&'static str> =
+        actions.iter().copied().filter(|a| matches!(grant_of(a), Grant::Unconditioned(_))).collect();
+    push("Unconditioned".into(), unconditioned, json!("*"), None);
+
+    // Each create on what it creates, by the request's tags.
+    for (action, types) in CREATES.iter().filter(|(a, _)| actions.contains(a)) {
+        let (service, name) = action.split_once(':').unwrap_or_default();
+        let resources: Vec<String> = types.iter().map(|t| arn_pattern(service, t, infra_id)).collect();
+        push(format!("{name}Tagged"), vec![*action], json!(resources), Some(request_tag.clone()));
+    }
+    if actions.contains("ec2:RunInstances") {
+        // The machine image is AWS's or the account's, never a cluster's.
+        push("RunInstancesFromAnyImage".into(), vec!["ec2:RunInstances"], json!("arn:aws:ec2:*::image/*"), None);
+    }
+    // The tagging that is part of a create, told apart by the create action; then everything
+    // else (creates too: for the existing resources they name) on the resources' own tags.
+    for (service, sid, create_action, resource_tag) in [
+        ("ec2", "Ec2", "ec2:CreateAction", format!("ec2:ResourceTag/{key}")),
+        ("elasticloadbalancing", "Elb", "elasticloadbalancing:CreateAction", format!("aws:ResourceTag/{key}")),
+    ] {
+        let mut create_names: Vec<&str> =
+            of(service, |g| g == Grant::Create).iter().map(|a| a.split_once(':').map_or(*a, |(_, n)| n)).collect();
+        if service == "elasticloadbalancing" && actions.contains("elasticloadbalancing:CreateListener") {
+            create_names.push("CreateListener");
+        }
+        if !create_names.is_empty() {
+            push(
+                format!("{sid}TagOnCreate"),
+                of(service, |g| g == Grant::Tag),
+                json!("*"),
+                Some(json!({"StringEquals": {
+                    create_action: create_names,
+                    format!("aws:RequestTag/{key}"): OWNED,
+                }})),
+            );
+        }
+        push(
+            format!("{sid}ChangeOwned"),
+            of(service, |g| !matches!(g, Grant::Unconditioned(_))),
+            json!("*"),
+            Some(json!({"StringEquals": {resource_tag: OWNED}})),
+        );
+    }
+    // IAM: names are ids, and every name infraflow gives starts with the infraID; an OIDC
+    // provider's is its issuer's URL, so only its tag tells. Tagging happens at creation only.
+    let iam_resources: Vec<String> =
+        ["role", "instance-profile", "oidc-provider"].iter().map(|t| arn_pattern("iam", t, infra_id)).collect();
+    push("IamTagOnCreate".into(), of("iam", |g| g == Grant::Tag), json!(iam_resources), Some(request_tag));
+    push(
+        "IamChangeOwned".into(),
+        of("iam", |g| g == Grant::OnOwned),
+        json!(iam_resources),
+        Some(json!({"StringEquals": {format!("aws:ResourceTag/{key}"): OWNED}})),
+    );
+    Ok(json!({"Version": "2012-10-17", "Statement": statements}))
+}
+
+/// The ARNs of resources of `kind` the cluster may have: IAM names start with the infraID.
+fn arn_pattern(service: &str, kind: &str, infra_id: &str) -> String {
+    match (service, kind) {
+        ("iam", "oidc-provider") => "arn:aws:iam::*:oidc-provider/*".to_string(),
+        ("iam", _) => format!("arn:aws:iam::*:{kind}/{infra_id}-*"),
+        _ => format!("arn:aws:{service}:*:*:{kind}/*"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{
+        CLASSIC_ELB, COMPUTE, DNS, ELB, ENDPOINTS, IAM, NAT, NETWORK, PRIVATELINK, RESOURCES, ROUTING, SECURITY, Use,
+        actions,
+    };
+
+    fn all_actions() -> BTreeSet<&'static str> {
+        actions(
+            &[NETWORK, NAT, ROUTING, SECURITY, ENDPOINTS, PRIVATELINK, ELB, CLASSIC_ELB, COMPUTE, DNS, IAM, RESOURCES]
+                .map(|a| (a, Use::Manage)),
+        )
+    }
+
+    #[test]
+    fn no_write_is_granted_without_a_condition_except_route53() {
+        for a in all_actions() {
+            if let Grant::Unconditioned(_) = grant_of(a) {
+                let name = a.split_once(':').unwrap().1;
+                let read = ["Describe", "List", "Get"].iter().any(|p| name.starts_with(p));
+                let listed = UNCONDITIONED.iter().any(|(u, _)| u == &a);
+                assert!(read || listed || a.starts_with("route53:"), "{a} is unconditioned");
+            }
+        }
+    }
+
+    #[test]
+    fn every_create_and_tag_action_is_one_infraflow_calls() {
+        let all = all_actions();
+        for a in CREATES.iter().map(|(a, _)| a).chain(TAGS) {
+            assert!(all.contains(a), "{a} is classified but no activities file declares it");
+        }
+    }
+
+    #[test]
+    fn every_action_is_granted_and_a_create_only_on_what_it_creates() {
+        let all = all_actions();
+        let doc = document("abc-12345", &all).unwrap();
+        let statements = doc["Statement"].as_array().unwrap();
+        let granted: BTreeSet<&str> = statements
+            .iter()
+            .flat_map(|s| s["Action"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()))
+            .collect();
+        assert_eq!(granted, all);
+        let create_subnet = statements.iter().find(|s| s["Sid"] == "CreateSubnetTagged").unwrap();
+        assert_eq!(create_subnet["Resource"], json!(["arn:aws:ec2:*:*:subnet/*"]));
+        assert_eq!(create_subnet["Action"], json!(["ec2:CreateSubnet"]));
+    }
+
+    #[test]
+    fn conditions_name_the_clusters_ownership_tag() {
+        let doc = document("abc-12345", &all_actions()).unwrap();
+        let text = doc.to_string();
+        assert!(text.contains("\"ec2:ResourceTag/kubernetes.io/cluster/abc-12345\":\"owned\""), "{text}");
+        assert!(text.contains("\"aws:RequestTag/kubernetes.io/cluster/abc-12345\":\"owned\""));
+        assert!(text.contains("arn:aws:iam::*:role/abc-12345-*"));
+        let delete_vpc = doc["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["Action"].as_array().unwrap().iter().any(|a| a == "ec2:DeleteVpc"))
+            .unwrap();
+        assert_eq!(delete_vpc["Sid"], "Ec2ChangeOwned");
+    }
+
+    #[test]
+    fn an_infra_id_that_is_no_dns_label_is_refused() {
+        let e = document("a/b", &all_actions()).unwrap_err();
+        assert!(e.to_string().contains("--infra-id"), "{e}");
+    }
+}
