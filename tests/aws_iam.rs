@@ -359,3 +359,109 @@ fn a_worker_profile_holding_another_role_pauses_and_retry_finishes_once_it_is_ou
     let s = IamState::read(&e.c, "wp-abcde");
     assert_eq!(s.profiles["wp-abcde-worker"].1, ["wp-abcde-worker-role"]);
 }
+
+/// `infraflow policy --infra-id mine-abcde create-cluster teardown` against calls sent through
+/// the proxy, as IAM would evaluate them: on the cluster's own resources, allowed; on another
+/// cluster's (a delete, a subnet in its VPC, a create carrying its tag, its role), refused.
+#[test]
+fn the_scoped_policy_allows_the_clusters_own_calls_and_refuses_each_on_another_clusters_resources() {
+    use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
+    let e = Env::new();
+    let owned = |infra: &str| Tag::builder().key(format!("kubernetes.io/cluster/{infra}")).value("owned").build();
+    let spec =
+        |kind: ResourceType, infra: &str| TagSpecification::builder().resource_type(kind).tags(owned(infra)).build();
+    let vpc_of = |infra: &str| {
+        let out = e.c.block_on(
+            e.c.ec2.create_vpc().cidr_block("10.9.0.0/16").tag_specifications(spec(ResourceType::Vpc, infra)).send(),
+        );
+        out.unwrap().vpc().unwrap().vpc_id().unwrap().to_string()
+    };
+    let (mine, theirs, theirs_too) = (vpc_of("mine-abcde"), vpc_of("theirs-abcde"), vpc_of("theirs-abcde"));
+    let role = |name: &str, infra: &str| {
+        let tag = aws_sdk_iam::types::Tag::builder()
+            .key(format!("kubernetes.io/cluster/{infra}"))
+            .value("owned")
+            .build()
+            .unwrap();
+        e.c.block_on(e.c.iam.create_role().role_name(name).assume_role_policy_document("{}").tags(tag).send()).unwrap();
+    };
+    role("mine-abcde-worker-role", "mine-abcde");
+    role("theirs-abcde-worker-role", "theirs-abcde");
+    role("mine-abcde-impostor", "theirs-abcde");
+
+    let via = support::moto::Clients::new(&e.proxy.endpoint());
+    let calls = |send: &dyn Fn()| {
+        assert!(support::proxy::start_authz_at(&e.proxy.endpoint()));
+        send();
+        support::proxy::finish_authz_at(&e.proxy.endpoint()).unwrap()
+    };
+    let policy = support::iam::policy_document(&["--infra-id", "mine-abcde", "create-cluster", "teardown"]);
+    let verdict = |what: &str, send: &dyn Fn()| -> Result<(), String> {
+        let recorded = calls(send);
+        assert!(!recorded.is_empty(), "{what}: no call recorded");
+        for a in &recorded {
+            support::authz::verdict(&policy, a).map_err(|why| format!("{what}: {why}"))?;
+        }
+        Ok(())
+    };
+    let allowed = |what: &str, send: &dyn Fn()| verdict(what, send).unwrap();
+    let refused = |what: &str, send: &dyn Fn()| {
+        verdict(what, send).expect_err(what);
+    };
+
+    use aws_sdk_ec2::types::AttributeBooleanValue as B;
+    allowed("a modification of the cluster's VPC", &|| {
+        via.block_on(
+            via.ec2.modify_vpc_attribute().vpc_id(&mine).enable_dns_support(B::builder().value(true).build()).send(),
+        )
+        .unwrap();
+    });
+    allowed("a subnet created in the cluster's VPC, tagged as the cluster's", &|| {
+        via.block_on(
+            via.ec2
+                .create_subnet()
+                .vpc_id(&mine)
+                .cidr_block("10.9.1.0/24")
+                .tag_specifications(spec(ResourceType::Subnet, "mine-abcde"))
+                .send(),
+        )
+        .unwrap();
+    });
+    refused("a subnet created in another cluster's VPC", &|| {
+        let _ = via.block_on(
+            via.ec2
+                .create_subnet()
+                .vpc_id(&theirs)
+                .cidr_block("10.9.2.0/24")
+                .tag_specifications(spec(ResourceType::Subnet, "mine-abcde"))
+                .send(),
+        );
+    });
+    refused("a VPC created with another cluster's tag", &|| {
+        let _ = via.block_on(
+            via.ec2
+                .create_vpc()
+                .cidr_block("10.8.0.0/16")
+                .tag_specifications(spec(ResourceType::Vpc, "theirs-abcde"))
+                .send(),
+        );
+    });
+    refused("a VPC created without the tag", &|| {
+        let _ = via.block_on(via.ec2.create_vpc().cidr_block("10.7.0.0/16").send());
+    });
+    refused("a tag added to another cluster's VPC", &|| {
+        let _ = via.block_on(via.ec2.create_tags().resources(&theirs_too).tags(owned("mine-abcde")).send());
+    });
+    refused("another cluster's role deleted", &|| {
+        let _ = via.block_on(via.iam.delete_role().role_name("theirs-abcde-worker-role").send());
+    });
+    refused("a role named like the cluster's but tagged as another's, deleted", &|| {
+        let _ = via.block_on(via.iam.delete_role().role_name("mine-abcde-impostor").send());
+    });
+    allowed("the cluster's own role deleted", &|| {
+        via.block_on(via.iam.delete_role().role_name("mine-abcde-worker-role").send()).unwrap();
+    });
+    refused("another cluster's VPC deleted", &|| {
+        let _ = via.block_on(via.ec2.delete_vpc().vpc_id(&theirs).send());
+    });
+}
