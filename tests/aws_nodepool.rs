@@ -129,6 +129,19 @@ fn the_node_pool_subnet_joins_an_endpoint_unless_its_zone_is_covered() {
                 .vpc_id(&vpc)
                 .service_name("com.amazonaws.vpce.us-east-1.vpce-svc-0123456789abcdef0")
                 .subnet_ids(&zone_a_public)
+                // HyperShift's PrivateLink endpoints carry the cluster's ownership tag
+                // (HYPERSHIFT-NOTES), which is what lets `policy --infra-id` modify them.
+                .tag_specifications(
+                    aws_sdk_ec2::types::TagSpecification::builder()
+                        .resource_type(aws_sdk_ec2::types::ResourceType::VpcEndpoint)
+                        .tags(
+                            aws_sdk_ec2::types::Tag::builder()
+                                .key("kubernetes.io/cluster/np-abcde")
+                                .value("owned")
+                                .build(),
+                        )
+                        .build(),
+                )
                 .send(),
         )
         .unwrap()

@@ -113,3 +113,36 @@ fn a_bad_aws_rate_is_refused_with_one_line_naming_it() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("positive"), "{}", stderr(&out));
 }
+
+/// A daemon held to two EC2 mutating requests a second: its status page names the step
+/// that waits for the AWS rate and the class it waits on, and the workflow still completes exact.
+#[test]
+fn the_status_page_names_the_step_that_waits_for_the_aws_rate() {
+    let e = AwsEnv::new();
+    let bin = infraflow();
+    let ids = submit_all(&e, &bin, "provision-infra", "slow", &[provision_input(9)]);
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut d = daemon(&e, &bin, &["--listen", &listen, "--aws-rate", "ec2-mutating=2/2"]);
+    assert!(wait_until(Duration::from_secs(30), || std::net::TcpStream::connect(&listen).is_ok()), "never listened");
+    let start = Instant::now();
+    let shown = loop {
+        let (status, page) = http_get(port, &format!("/workflows/{}", ids[0]));
+        if status == 200 && page.contains("class=\"rate-wait\"") {
+            break page;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "no step shown waiting for the AWS rate: {page}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let line = shown.lines().find(|l| l.contains("class=\"rate-wait\"")).unwrap();
+    assert!(line.contains("the AWS request rate (ec2-mutating,"), "{line}");
+    let step = line.split("data-step=\"").nth(1).and_then(|r| r.split('"').next()).unwrap();
+    assert!(line.contains(&format!("step {step}")) && !step.is_empty(), "{line}");
+    let states = wait_all(&e, &ids, Duration::from_secs(300));
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0), "{}", e.s.daemon_log());
+    assert_eq!(states[0]["state"], "completed", "{}", states[0]);
+    Inventory::read(&e.c, "pace9-abcde").assert_provisioned(&e.c, 2, 2, "pace9", "example.com");
+    // The step named was one of the workflow's.
+    let status = e.s.status(&ids[0]);
+    assert!(status["steps"].as_array().unwrap().iter().any(|s| s["key"] == step), "{step} not in {status}");
+}

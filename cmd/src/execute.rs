@@ -201,6 +201,7 @@ pub async fn daemon(
             .await
             .map_err(|e| Failure::usage(format!("cannot listen on {addr} for metrics: {e}; pick a free port")))?;
         metrics.watch(engine.journal());
+        crate::rate_waits::install();
         let actions = addr.ip().is_loopback() || allow_remote_actions;
         tracing::info!(address = %addr, actions, "serving the status page at /, /metrics, /healthz and /readyz");
         let page = Arc::new(crate::page::Page::new(engine.journal().clone(), actions));

@@ -12,6 +12,7 @@ mod page;
 mod paths;
 mod policy;
 mod progress;
+mod rate_waits;
 mod registry;
 mod render;
 mod serve;

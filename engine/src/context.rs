@@ -404,11 +404,12 @@ impl WfCtx {
                 attempt: total,
             });
             let t0 = Instant::now();
+            let step_id = crate::current_step::StepId { workflow: run.id.clone(), step: key.clone() };
             let result = if options.undo.is_some() {
                 run.record(vec![started], Durability::Durable).await?;
-                f().await
+                crate::current_step::within_step(step_id, f()).await
             } else {
-                let work = f();
+                let work = crate::current_step::within_step(step_id, f());
                 tokio::pin!(work);
                 tokio::select! {
                     biased;

@@ -149,12 +149,22 @@ pub type WaitObserver = Arc<dyn Fn(RateClass, Duration) + Send + Sync>;
 /// Called for every throttle AWS answers: (class).
 pub type ThrottleObserver = Arc<dyn Fn(RateClass) + Send + Sync>;
 
+/// Called in the waiting task when a request starts to wait for its class's rate; what it returns
+/// is dropped when the wait ends (the daemon names the step that waits: `engine::current_step`).
+pub type WaitStartObserver = Arc<dyn Fn(RateClass) -> Box<dyn Send> + Send + Sync>;
+
 static WAITS: OnceLock<WaitObserver> = OnceLock::new();
+static WAIT_STARTS: OnceLock<WaitStartObserver> = OnceLock::new();
 static THROTTLES: OnceLock<ThrottleObserver> = OnceLock::new();
 
 /// Installs the process's observers of pacing (the daemon's metrics); false if installed already.
 pub fn observe_pacing(waits: WaitObserver, throttles: ThrottleObserver) -> bool {
     WAITS.set(waits).is_ok() && THROTTLES.set(throttles).is_ok()
+}
+
+/// Installs the process's observer of waits as they start; false if installed already.
+pub fn observe_wait_starts(starts: WaitStartObserver) -> bool {
+    WAIT_STARTS.set(starts).is_ok()
 }
 
 /// Requests waiting for their class's rate now, by class (`RateClass::ALL` order), all regions.
@@ -204,7 +214,7 @@ impl Pacer {
             let started = Instant::now();
             let (mut said, mut waiting) = (false, None);
             while let Err(wait) = bucket.take(Instant::now()) {
-                waiting.get_or_insert_with(|| Waiting::start(class));
+                waiting.get_or_insert_with(|| (Waiting::start(class), WAIT_STARTS.get().map(|o| o(class))));
                 if !said && started.elapsed() + wait >= WORTH_SAYING {
                     said = true;
                     tracing::info!(class = class.as_str(), operation, "waiting for the AWS request rate");

@@ -139,6 +139,11 @@ impl Page {
             let mut status = render::view_json(&row, &view, &waiting);
             status["age"] = json!(render::age(now - row.created_at));
             status["waitsFor"] = json!(render::waiting_text(&waiting));
+            let rate_waits: Vec<Value> = crate::rate_waits::of_workflow(id)
+                .into_iter()
+                .map(|(step, class, secs)| json!({"step": step, "class": class, "seconds": secs}))
+                .collect();
+            status["rateWaits"] = json!(rate_waits);
             let facts = json!({
                 "svg": svg::draw(&nodes, &edges),
                 "can_cancel": !row.state.is_finished(),
