@@ -42,6 +42,9 @@ struct State {
     authz_sessions: u32,
     authz_mixed: bool,
     authz_dropped: DroppedTags,
+    /// A kill-at-every-call sweep runs here: its runs repeat the clean run's calls (checked), and
+    /// reading every named resource's tags on each would double the sweep's time.
+    authz_off: bool,
 }
 
 /// Every live proxy by port, so that a command run against one can be checked against the IAM
@@ -63,6 +66,9 @@ pub fn iam_counts_at(endpoint: &str) -> Option<BTreeMap<String, u32>> {
 pub fn start_authz_at(endpoint: &str) -> bool {
     let Some(state) = state_at(endpoint) else { return false };
     let mut s = state.lock().unwrap();
+    if s.authz_off {
+        return false;
+    }
     s.authz_sessions += 1;
     s.authz_mixed |= s.authz_sessions > 1;
     s.authz.get_or_insert_with(Vec::new);
@@ -202,6 +208,7 @@ impl Proxy {
 
     pub fn kill_at(&self, at: KillAt) {
         let mut s = self.state.lock().unwrap();
+        s.authz_off = true;
         s.seen = 0;
         s.kill_at = Some(at);
     }
