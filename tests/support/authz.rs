@@ -33,6 +33,18 @@ pub struct Resource {
     pub new: bool,
 }
 
+impl Authz {
+    /// A call whose authorizations could not be read (the reading panicked): no policy grants
+    /// it, so the run's check fails naming the call and why.
+    pub fn unrecorded(iam_action: &str, why: &str) -> Authz {
+        Authz {
+            action: format!("{iam_action} (its authorization could not be recorded: {why})"),
+            context: BTreeMap::new(),
+            resources: Vec::new(),
+        }
+    }
+}
+
 fn is_read(iam_action: &str) -> bool {
     let (service, name) = iam_action.split_once(':').unwrap_or_default();
     matches!(service, "sts" | "route53") || ["Describe", "List", "Get"].iter().any(|p| name.starts_with(p))

@@ -94,13 +94,25 @@ fn state_at(endpoint: &str) -> Option<Arc<Mutex<State>>> {
     registry().lock().unwrap().get(&port)?.upgrade()
 }
 
-/// SDK clients on the moto behind a proxy, for reading what a call names before it acts.
-fn moto_clients(upstream: u16) -> Arc<Mutex<Clients>> {
-    static CLIENTS: OnceLock<Mutex<HashMap<u16, Arc<Mutex<Clients>>>>> = OnceLock::new();
-    let mut all = CLIENTS.get_or_init(Default::default).lock().unwrap();
-    all.entry(upstream)
-        .or_insert_with(|| Arc::new(Mutex::new(Clients::new(&format!("http://127.0.0.1:{upstream}")))))
-        .clone()
+/// SDK clients on the moto behind one proxy, for reading what a call names before it acts; made
+/// on the first recorded call. Per proxy, not per moto port: a port reused by a later test's moto
+/// must not inherit clients (and their pooled connections) made for an earlier one.
+type Readers = Mutex<Option<Clients>>;
+
+/// The authorizations of one recorded call. The proxy keeps serving whatever the reading does: a
+/// panic becomes an authorization no policy grants, naming it, so the run's check fails on it
+/// rather than every later call meeting a closed connection.
+fn record(readers: &Readers, upstream: u16, dropped: &DroppedTags, iam_act: &str, body: &[u8]) -> Vec<Authz> {
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut clients = readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let c = clients.get_or_insert_with(|| Clients::new(&format!("http://127.0.0.1:{upstream}")));
+        authorizations(c, dropped, iam_act, body)
+    }));
+    read.unwrap_or_else(|panic| {
+        let why =
+            panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+        vec![Authz::unrecorded(iam_act, &why.unwrap_or_default())]
+    })
 }
 
 /// SIGKILL the client process at its `call`-th API call (1-based, from arming): before the call
@@ -134,12 +146,16 @@ impl Proxy {
         }
         registry().lock().unwrap().insert(port, Arc::downgrade(&state));
         let st = state.clone();
+        let readers: Arc<Readers> = Arc::default();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
-                let st = st.clone();
+                let (st, readers) = (st.clone(), readers.clone());
                 std::thread::spawn(move || {
-                    let _ = serve(conn, upstream, &st);
+                    // Shown with a failing test's output: why a client met a closed connection.
+                    if let Err(e) = serve(conn, upstream, &st, &readers) {
+                        eprintln!("test proxy :{port} -> moto :{upstream}: {e}");
+                    }
                 });
             }
         });
@@ -411,7 +427,7 @@ fn forward(req: &Request, upstream: u16) -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
-fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>) -> std::io::Result<()> {
+fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Readers) -> std::io::Result<()> {
     let Some(req) = read_request(&mut conn)? else { return Ok(()) };
     let act = action(&req);
     let ec2 = is_query(&act) && String::from_utf8_lossy(&req.body).contains("Version=2016-11-15");
@@ -424,7 +440,7 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>) -> std::io::Resu
     if recording {
         // Read before the call acts: a delete's target has its tags only until then.
         let dropped = st.lock().unwrap().authz_dropped.clone();
-        let found = authorizations(&moto_clients(upstream).lock().unwrap(), &dropped, &iam_act, &req.body);
+        let found = record(readers, upstream, &dropped, &iam_act, &req.body);
         if let Some(calls) = st.lock().unwrap().authz.as_mut() {
             calls.extend(found);
         }

@@ -254,6 +254,16 @@ mod tests {
         assert_eq!(delete_vpc["Sid"], "Ec2ChangeOwned");
     }
 
+    /// IAM counts a policy's characters without whitespace: 10,240 for a role's inline policy,
+    /// 6,144 for a managed one (README says which to use).
+    #[test]
+    fn the_scoped_policy_of_every_workflow_fits_a_roles_inline_policy_even_for_a_60_character_infra_id() {
+        let longest = format!("{}-abcde", "c".repeat(54));
+        let doc = document(&longest, &all_actions()).unwrap();
+        let size = doc.to_string().chars().filter(|c| !c.is_whitespace()).count();
+        assert!(size <= 10_240, "{size} characters: over a role's inline policy");
+    }
+
     #[test]
     fn an_infra_id_that_is_no_dns_label_is_refused() {
         let e = document("a/b", &all_actions()).unwrap_err();
