@@ -162,26 +162,33 @@ fn teardown_removes_the_clusters_iam_and_nothing_of_a_cluster_whose_infra_id_ext
     assert_cluster_iam(&e.c, "td-abcde-x", &other);
 }
 
+/// A world of its own for a kill-at-every-call sweep: moto, a journal, and the proxy that kills.
+fn world() -> (Env, Proxy) {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    (e, proxy)
+}
+
 /// SIGKILL at every AWS call of create-iam — before the call reaches AWS, or after AWS acted but
 /// before the answer arrives — then the same command again: exactly one of everything.
 fn iam_sweep(after_aws_acts: bool) {
-    let e = Env::new();
-    let proxy = Proxy::start(e.moto.port);
     let tag = if after_aws_acts { "a" } else { "b" };
-    let run = |name: &str, kill: Option<u32>| {
+    let run = |(e, proxy): &(Env, Proxy), name: &str, kill: Option<u32>| {
         let infra = format!("{name}-abcde");
         let input = e.input(&format!("{name}.json"), iam_input(&infra));
         let args = ["run", "create-iam", "--input", input.as_str(), "--id", name];
-        let fired = kill.is_some_and(|call| e.run_killed_at(&proxy, &args, call, after_aws_acts));
+        let fired = kill.is_some_and(|call| e.run_killed_at(proxy, &args, call, after_aws_acts));
         let out = ok(&e.cli_at(&proxy.endpoint(), &args));
         assert_cluster_iam(&e.c, &infra, &out);
         fired
     };
-    proxy.reset_counts();
-    run(&format!("clean{tag}"), None);
-    let calls = proxy.total();
+    let first = world();
+    first.1.reset_counts();
+    run(&first, &format!("clean{tag}"), None);
+    let calls = first.1.total();
     assert!(calls > 20, "create-iam makes dozens of calls, counted {calls}");
-    let fired = (1..=calls).filter(|&call| run(&format!("k{call}{tag}"), Some(call))).count() as u32;
+    let (fired, _) =
+        support::sweep::every_call(calls, first, world, |w, call| run(w, &format!("k{call}{tag}"), Some(call)));
     assert!(fired + 2 >= calls, "{fired} of {calls} kills fired");
     eprintln!("create-iam: killed at each of {calls} calls ({tag}): every run resumed to exactly one of everything");
 }
@@ -251,33 +258,40 @@ fn create_cluster_with_iam_launches_nodes_with_the_new_worker_profile_and_teardo
 /// after AWS acted (a role deleted) but before the answer arrives — then the same command again:
 /// nothing of the cluster's IAM left, and nothing of a bystander cluster touched.
 fn iam_teardown_sweep(after_aws_acts: bool) {
-    let e = Env::new();
-    let proxy = Proxy::start(e.moto.port);
     let tag = if after_aws_acts { "a" } else { "b" };
-    let bystander = e.input("by.json", iam_input("by-abcde"));
-    let kept = ok(&e.cli(&["run", "create-iam", "--input", &bystander, "--id", "by"]));
-    let run = |name: &str, kill: Option<u32>| {
+    // Each world has a bystander cluster, checked whole once the sweep is done.
+    let world = || {
+        let (e, proxy) = world();
+        let bystander = e.input("by.json", iam_input("by-abcde"));
+        let kept = ok(&e.cli(&["run", "create-iam", "--input", &bystander, "--id", "by"]));
+        (e, proxy, kept)
+    };
+    let run = |(e, proxy, _): &(Env, Proxy, Value), name: &str, kill: Option<u32>| {
         let infra = format!("{name}-abcde");
         let input = e.input(&format!("{name}.json"), iam_input(&infra));
         ok(&e.cli(&["run", "create-iam", "--input", &input, "--id", &format!("{name}-iam")]));
         let td = e.input(&format!("{name}-td.json"), json!({"infraID": infra, "region": "us-east-1"}));
         let args = ["run", "teardown", "--input", td.as_str(), "--id", name];
-        let fired = kill.is_some_and(|call| e.run_killed_at(&proxy, &args, call, after_aws_acts));
+        let fired = kill.is_some_and(|call| e.run_killed_at(proxy, &args, call, after_aws_acts));
         ok(&e.cli_at(&proxy.endpoint(), &args));
         let left = IamState::read(&e.c, &infra);
         assert_eq!(left.total(), 0, "killed at {kill:?}: {}", left.summary());
         fired
     };
-    proxy.reset_counts();
-    run(&format!("clean{tag}"), None);
-    let calls = proxy.total();
+    let first = world();
+    first.1.reset_counts();
+    run(&first, &format!("clean{tag}"), None);
+    let calls = first.1.total();
     assert!(calls > 30, "a teardown of IAM makes dozens of calls, counted {calls}");
-    let fired = (1..=calls).filter(|&call| run(&format!("k{call}{tag}"), Some(call))).count() as u32;
+    let (fired, worlds) =
+        support::sweep::every_call(calls, first, world, |w, call| run(w, &format!("k{call}{tag}"), Some(call)));
     // A teardown's discovery reads every kind side by side, and a name listed but not readable
     // yet is asked again: its call count varies a little from run to run, so the last few kills
     // may come after the run's last call.
     assert!(fired * 10 >= calls * 9, "{fired} of {calls} kills fired");
-    assert_cluster_iam(&e.c, "by-abcde", &kept);
+    for (e, _, kept) in &worlds {
+        assert_cluster_iam(&e.c, "by-abcde", kept);
+    }
     eprintln!("teardown of IAM: killed at each of {calls} calls ({tag}): nothing left, the bystander whole");
 }
 

@@ -26,29 +26,31 @@ fn calls_of_a_clean_run(e: &Env, proxy: &Proxy) -> u32 {
 }
 
 fn sweep(after_aws_acts: bool) {
-    let e = Env::new();
-    let proxy = Proxy::start(e.moto.port);
+    let world = || {
+        let e = Env::new();
+        let proxy = Proxy::start(e.moto.port);
+        (e, proxy)
+    };
+    let (e, proxy) = world();
     let calls = calls_of_a_clean_run(&e, &proxy);
     let tag = if after_aws_acts { "a" } else { "b" };
-    let mut fired = 0;
-    for call in 1..=calls {
+    let (fired, _) = support::sweep::every_call(calls, (e, proxy), world, |(e, proxy), call| {
         let (name, infra, id) = (format!("k{call}{tag}"), format!("k{call}{tag}-abcde"), format!("w{call}{tag}"));
         let input = e.input(&format!("{id}.json"), provision_input(&name, &infra));
         let args = ["run", "provision-infra", "--input", input.as_str(), "--id", id.as_str()];
         let mut child = e.spawn_cli_at(&proxy.endpoint(), &args);
         proxy.kill_at(KillAt { call, after_aws_acts, pid: child.id() });
         let status = child.wait().unwrap();
-        if proxy.kill_fired() {
-            fired += 1;
-            assert!(!status.success(), "killed at call {call}, yet it exited {status:?}");
-        }
+        let fired = proxy.kill_fired();
+        assert!(!fired || !status.success(), "killed at call {call}, yet it exited {status:?}");
         // The interrupted workflow, run again: it resumes from its journal.
         ok(&e.cli_at(&proxy.endpoint(), &args));
         let inv = Inventory::read(&e.c, &infra);
         inv.assert_provisioned(&e.c, 1, 1, &name, "example.com");
         let st = e.s.status(&id);
         assert_eq!(st["state"], "completed", "killed at call {call}: {st}");
-    }
+        fired
+    });
     // A kill at a call number a resumed run no longer reaches does not fire; nearly all must.
     assert!(fired + 2 >= calls, "{fired} of {calls} kills fired");
     eprintln!("killed at each of {calls} calls ({tag}): {fired} kills, every run resumed to the exact inventory");

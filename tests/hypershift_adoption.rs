@@ -127,27 +127,32 @@ fn two_hypershift_vpcs_for_one_cluster_pause_the_workflow_naming_both_and_create
 /// written, say) but before the answer arrives. The same command again must finish with one of
 /// everything and every HyperShift id kept.
 fn adoption_sweep(after_aws_acts: bool) {
-    let e = Env::new();
-    let proxy = Proxy::start(e.moto.port);
+    let world = || {
+        let e = Env::new();
+        let proxy = Proxy::start(e.moto.port);
+        (e, proxy)
+    };
     let zones = ["us-east-1a"];
     let tag = if after_aws_acts { "a" } else { "b" };
-    let run = |name: &str, kill: Option<u32>| {
+    let run = |(e, proxy): &(Env, Proxy), name: &str, kill: Option<u32>| {
         let infra = format!("{name}-abcde");
         let made = make(&e.c, &infra, &zones, Cut::AfterFirstZoneSubnets);
         let input = e.input(&format!("{name}.json"), provision_input(name, &infra, &zones));
         let args = ["run", "provision-infra", "--input", input.as_str(), "--id", name];
-        let fired = kill.is_some_and(|call| e.run_killed_at(&proxy, &args, call, after_aws_acts));
+        let fired = kill.is_some_and(|call| e.run_killed_at(proxy, &args, call, after_aws_acts));
         ok(&e.cli_at(&proxy.endpoint(), &args));
         let inv = Inventory::read(&e.c, &infra);
         inv.assert_provisioned(&e.c, 1, 1, name, "example.com");
         assert_eq!(still_there(&inv, &made), Vec::<String>::new(), "killed at {kill:?}");
         fired
     };
-    proxy.reset_counts();
-    run(&format!("clean{tag}"), None);
-    let calls = proxy.total();
+    let first = world();
+    first.1.reset_counts();
+    run(&first, &format!("clean{tag}"), None);
+    let calls = first.1.total();
     assert!(calls > 20, "a provision makes dozens of calls, counted {calls}");
-    let fired = (1..=calls).filter(|&call| run(&format!("k{call}{tag}"), Some(call))).count() as u32;
+    let (fired, _) =
+        support::sweep::every_call(calls, first, world, |w, call| run(w, &format!("k{call}{tag}"), Some(call)));
     assert!(fired + 2 >= calls, "{fired} of {calls} kills fired");
     eprintln!(
         "adoption: killed at each of {calls} calls ({tag}): every run resumed to one of everything, HyperShift's ids kept"

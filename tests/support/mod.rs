@@ -202,4 +202,5 @@ pub mod netns;
 pub mod postgres;
 pub mod proxy;
 pub mod strict;
+pub mod sweep;
 pub mod transitions;
