@@ -102,7 +102,19 @@ pub struct Clients {
 
 impl Clients {
     pub fn new(endpoint: &str) -> Clients {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        Clients::on(endpoint, tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap())
+    }
+
+    /// Clients several threads use at once (the proxy's handlers): their calls run side by side
+    /// on a runtime of its own rather than one at a time.
+    pub fn shared(endpoint: &str) -> Clients {
+        Clients::on(
+            endpoint,
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap(),
+        )
+    }
+
+    fn on(endpoint: &str, rt: tokio::runtime::Runtime) -> Clients {
         let conf = rt.block_on(
             aws_config::defaults(aws_config::BehaviorVersion::latest())
                 .region(aws_config::Region::new("us-east-1"))

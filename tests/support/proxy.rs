@@ -95,17 +95,17 @@ fn state_at(endpoint: &str) -> Option<Arc<Mutex<State>>> {
 }
 
 /// SDK clients on the moto behind one proxy, for reading what a call names before it acts; made
-/// on the first recorded call. Per proxy, not per moto port: a port reused by a later test's moto
-/// must not inherit clients (and their pooled connections) made for an earlier one.
-type Readers = Mutex<Option<Clients>>;
+/// on the first recorded call, used by every handler at once. Per proxy, not per moto port: a port
+/// reused by a later test's moto must not inherit clients (and their pooled connections) made for
+/// an earlier one.
+type Readers = OnceLock<Clients>;
 
 /// The authorizations of one recorded call. The proxy keeps serving whatever the reading does: a
 /// panic becomes an authorization no policy grants, naming it, so the run's check fails on it
 /// rather than every later call meeting a closed connection.
 fn record(readers: &Readers, upstream: u16, dropped: &DroppedTags, iam_act: &str, body: &[u8]) -> Vec<Authz> {
     let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut clients = readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let c = clients.get_or_insert_with(|| Clients::new(&format!("http://127.0.0.1:{upstream}")));
+        let c = readers.get_or_init(|| Clients::shared(&format!("http://127.0.0.1:{upstream}")));
         authorizations(c, dropped, iam_act, body)
     }));
     read.unwrap_or_else(|panic| {
