@@ -66,7 +66,7 @@ pub fn actions(uses: &[(Area, Use)]) -> BTreeSet<&'static str> {
 }
 
 /// An IAM policy document (version 2012-10-17): one statement per workflow, `Resource: *`
-/// (infraflow finds its resources by tag; see README for narrowing by tag conditions).
+/// (infraflow finds its resources by tag; `scoped` conditions each action on one cluster's tag).
 pub fn document(workflows: &[(&str, BTreeSet<&'static str>)]) -> Value {
     let statements: Vec<Value> = workflows
         .iter()

@@ -25,8 +25,8 @@ pub enum Grant {
     Tag,
     /// Acts on existing resources: each must carry the ownership tag.
     OnOwned,
-    /// No tag condition is possible; why.
-    Unconditioned(&'static str),
+    /// No tag condition is possible (`UNCONDITIONED` says why).
+    Unconditioned,
 }
 
 /// The actions that create a tagged resource (each sends the ownership tag in its request), and
@@ -64,37 +64,38 @@ const TAGS: &[&str] = &[
     "iam:TagOpenIDConnectProvider",
 ];
 
-/// Why a read is granted on every resource.
-pub const READ_WHY: &str = "a read changes nothing; EC2 and ELB authorize Describe* on no resource, and the IAM \
-                            lists that find a cluster's roles read the whole account";
-
-/// The actions granted without a tag condition, and why: the list the README repeats.
+/// The actions granted without a tag condition, as IAM action patterns, and why: the list the
+/// README repeats.
 pub const UNCONDITIONED: &[(&str, &str)] = &[
     ("sts:GetCallerIdentity", "needs no permission at all; it tells which account the credentials are for"),
     ("route53:*", "Route53 has no tag condition keys, and a hosted zone's id is unknown before it exists"),
-    ("Describe*, List*, Get*", READ_WHY),
-    ("ec2:ReplaceRouteTableAssociation", MAIN_TABLE_WHY),
+    ("*:Describe*", READ_WHY),
+    ("*:List*", READ_WHY),
+    ("*:Get*", READ_WHY),
+    (
+        "ec2:ReplaceRouteTableAssociation",
+        "HyperShift makes the cluster's route table the VPC's main one, and teardown hands that role back to the \
+         table AWS made with the VPC, untagged, which no tag condition can name (and the VPC cannot be deleted \
+         while that table is not main); it moves an association, it deletes nothing",
+    ),
 ];
 
-/// Why moving a VPC's main route table association is granted on any table.
-pub const MAIN_TABLE_WHY: &str = "HyperShift makes the cluster's route table the VPC's main one, and teardown hands                                   that role back to the table AWS made with the VPC, untagged, which no tag condition                                   can name (and the VPC cannot be deleted while that table is not main); it moves an                                   association, it deletes nothing";
+const READ_WHY: &str = "a read changes nothing; EC2 and ELB authorize Describe* on no resource, and the IAM lists \
+                        that find a cluster's roles read the whole account";
+
+/// Whether `action` (`ec2:DeleteVpc`) is one `pattern` (`*:Describe*`, `route53:*`) names.
+fn names(pattern: &str, action: &str) -> bool {
+    let (Some((ps, pn)), Some((service, name))) = (pattern.split_once(':'), action.split_once(':')) else {
+        return false;
+    };
+    (ps == "*" || ps == service) && pn.strip_suffix('*').map_or(pn == name, |prefix| name.starts_with(prefix))
+}
 
 /// The grant of `action` (`ec2:DeleteVpc`).
 pub fn grant_of(action: &str) -> Grant {
-    let (service, name) = action.split_once(':').unwrap_or(("", action));
-    if service == "sts" {
-        return Grant::Unconditioned(UNCONDITIONED[0].1);
-    }
-    if service == "route53" {
-        return Grant::Unconditioned(UNCONDITIONED[1].1);
-    }
-    if ["Describe", "List", "Get"].iter().any(|p| name.starts_with(p)) {
-        return Grant::Unconditioned(READ_WHY);
-    }
-    if action == "ec2:ReplaceRouteTableAssociation" {
-        return Grant::Unconditioned(MAIN_TABLE_WHY);
-    }
-    if is_create(action) {
+    if UNCONDITIONED.iter().any(|(pattern, _)| names(pattern, action)) {
+        Grant::Unconditioned
+    } else if is_create(action) {
         Grant::Create
     } else if TAGS.contains(&action) {
         Grant::Tag
@@ -123,7 +124,7 @@ pub fn document(infra_id: &str, actions: &BTreeSet<&'static str>) -> Result<Valu
         statements.push(s);
     };
     let unconditioned: Vec<&'static str> =
-        actions.iter().copied().filter(|a| matches!(grant_of(a), Grant::Unconditioned(_))).collect();
+        actions.iter().copied().filter(|a| grant_of(a) == Grant::Unconditioned).collect();
     push("Unconditioned".into(), unconditioned, json!("*"), None);
 
     // Each create on what it creates, by the request's tags.
@@ -144,6 +145,8 @@ pub fn document(infra_id: &str, actions: &BTreeSet<&'static str>) -> Result<Valu
     ] {
         let mut create_names: Vec<&str> =
             of(service, |g| g == Grant::Create).iter().map(|a| a.split_once(':').map_or(*a, |(_, n)| n)).collect();
+        // A listener is tagged as it is made, but IAM authorizes CreateListener on its load
+        // balancer (below), not on the listener by the request's tags: no statement of its own.
         if service == "elasticloadbalancing" && actions.contains("elasticloadbalancing:CreateListener") {
             create_names.push("CreateListener");
         }
@@ -160,7 +163,7 @@ pub fn document(infra_id: &str, actions: &BTreeSet<&'static str>) -> Result<Valu
         }
         push(
             format!("{sid}ChangeOwned"),
-            of(service, |g| !matches!(g, Grant::Unconditioned(_))),
+            of(service, |g| g != Grant::Unconditioned),
             json!("*"),
             Some(json!({"StringEquals": {resource_tag: OWNED}})),
         );
@@ -204,15 +207,18 @@ mod tests {
     }
 
     #[test]
-    fn no_write_is_granted_without_a_condition_except_route53() {
-        for a in all_actions() {
-            if let Grant::Unconditioned(_) = grant_of(a) {
-                let name = a.split_once(':').unwrap().1;
-                let read = ["Describe", "List", "Get"].iter().any(|p| name.starts_with(p));
-                let listed = UNCONDITIONED.iter().any(|(u, _)| u == &a);
-                assert!(read || listed || a.starts_with("route53:"), "{a} is unconditioned");
-            }
+    fn no_write_is_granted_without_a_condition_except_route53_and_the_main_table_hand_back() {
+        let writes: Vec<&str> = all_actions()
+            .into_iter()
+            .filter(|a| grant_of(a) == Grant::Unconditioned)
+            .filter(|a| !["Describe", "List", "Get"].iter().any(|p| a.split_once(':').unwrap().1.starts_with(p)))
+            .collect();
+        assert!(writes.iter().any(|a| a.starts_with("route53:")), "{writes:?}");
+        for a in writes {
+            assert!(a.starts_with("route53:") || a == "ec2:ReplaceRouteTableAssociation", "{a} is unconditioned");
         }
+        assert_eq!(grant_of("ec2:DeleteVpc"), Grant::OnOwned);
+        assert_eq!(grant_of("ec2:DescribeVpcs"), Grant::Unconditioned);
     }
 
     #[test]
