@@ -10,8 +10,9 @@ by `list` from `cargo test --no-run --message-format=json` on standard input), r
 events (`--format json --report-time`, unstable options that libtest grants at run time when
 RUSTC_BOOTSTRAP is set: nothing is compiled differently), at most N at a time, the slowest of the
 last run first (`--first` names the slow ones for a checkout that has no last run), and prints each binary's result when it ends (never interleaved). Every test's
-time goes to `target/test-times.tsv`. `report` prints the ten slowest tests and each pass's wall
-time. Exit status: 1 if any test failed or a binary could not run.
+time goes to `target/test-times.tsv`, each binary's counts to `target/test-counts.tsv`. `report`
+prints the ten slowest tests, each pass's wall time, and last one line `N passed, N failed` over
+every pass. Exit status: 1 if any test failed or a binary could not run.
 """
 
 import json
@@ -26,6 +27,7 @@ BINARIES = os.path.join(ROOT, "target", "test-binaries.tsv")
 TIMES = os.path.join(ROOT, "target", "test-times.tsv")
 PASSES = os.path.join(ROOT, "target", "test-passes.tsv")
 PREVIOUS = os.path.join(ROOT, "target", "test-times.previous.tsv")
+COUNTS = os.path.join(ROOT, "target", "test-counts.tsv")
 
 
 def binaries():
@@ -68,7 +70,7 @@ def list_binaries():
 
 
 def run_one(label, name, path, cwd, args, env):
-    """Runs one binary; returns (ok, text to print, [(test, seconds)])."""
+    """Runs one binary; returns (ok, text to print, [(test, seconds)], (passed, failed))."""
     cmd = [path, "-Z", "unstable-options", "--format", "json", "--report-time", *args]
     started = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
@@ -100,7 +102,9 @@ def run_one(label, name, path, cwd, args, env):
         head = (f"{name}: {summary['passed']} passed, {summary['failed']} failed, "
                 f"{summary['ignored']} ignored ({wall:.1f} s)")
     text = "\n".join([f"[{label}] {head}", *lines, *[f"    FAILED {t}" for t in failed]])
-    return code == 0 and summary is not None, text, times
+    # A binary that ended without a result counts as one failed test.
+    counts = (summary["passed"], summary["failed"]) if summary else (0, max(1, len(failed)))
+    return code == 0 and summary is not None, text, times, counts
 
 
 def run(label, jobs, only, first, extra_env, args):
@@ -119,10 +123,12 @@ def run(label, jobs, only, first, extra_env, args):
                     return
                 name, path, cwd = todo[state["next"]]
                 state["next"] += 1
-            ok, text, times = run_one(label, name, path, cwd, args, env)
+            ok, text, times, (passed, failed) = run_one(label, name, path, cwd, args, env)
             with lock:
                 print(text, flush=True)
                 state["ok"] &= ok
+                with open(COUNTS, "a") as f:
+                    f.write(f"{label}\t{name}\t{passed}\t{failed}\n")
                 with open(TIMES, "a") as f:
                     for test, secs in times:
                         f.write(f"{label}\t{name}\t{test}\t{secs:.3f}\n")
@@ -158,6 +164,16 @@ def report():
         os.replace(TIMES, PREVIOUS)
     else:
         os.remove(TIMES)
+    passed = failed = 0
+    try:
+        with open(COUNTS) as f:
+            for line in f:
+                _label, _binary, p, n = line.rstrip("\n").split("\t")
+                passed, failed = passed + int(p), failed + int(n)
+    except FileNotFoundError:
+        pass
+    # The last line, over every pass: what CI reads.
+    print(f"{passed} passed, {failed} failed")
     return 0
 
 

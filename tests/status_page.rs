@@ -52,12 +52,17 @@ fn output_dir(test: &str) -> PathBuf {
 }
 
 fn post(port: u16, path: &str, origin: &str) -> (u16, String) {
+    post_as(port, &format!("127.0.0.1:{port}"), path, origin)
+}
+
+/// A POST with the `Host` header a browser sends for `host`.
+fn post_as(port: u16, host: &str, path: &str, origin: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
         c,
-        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: {origin}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut out = String::new();
@@ -132,11 +137,31 @@ fn cancel_from_the_page_needs_the_pages_origin_and_compensates_the_workflow() {
     assert_eq!(s.status("long")["state"], "running", "and changes nothing");
     let (status, page) = http_get(port, "/workflows/long/cancel");
     assert_eq!(status, 200);
-    assert!(page.contains(r#"<form method="post" action="/workflows/long/cancel">"#), "{page}");
-    let (status, answer) = post(port, "/workflows/long/cancel", &format!("http://127.0.0.1:{port}"));
+    let action = page
+        .split(r#"<form method="post" action=""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no action form: {page}"))
+        .to_string();
+    assert!(action.starts_with("/workflows/long/cancel?csrf=") && action.len() > 40, "{action}");
+    let own = format!("http://127.0.0.1:{port}");
+    let (status, _) = post(port, "/workflows/long/cancel", &own);
+    assert_eq!(status, 403, "a POST without the page's token is refused");
+    let (status, _) = post(port, "/workflows/long/cancel?csrf=0123456789abcdef0123456789abcdef", &own);
+    assert_eq!(status, 403, "and one with another token");
+    // SAFETY-7243D60 N3: a page rebound to 127.0.0.1 sends its own name as Host and Origin.
+    let rebound = format!("evil.example:{port}");
+    let (status, _) = post_as(port, &rebound, &action, &format!("http://{rebound}"));
+    assert_eq!(status, 421, "a rebound name is not the page's");
+    let (status, body) = http_get_as(port, &rebound, "/");
+    assert_eq!(status, 421, "nor can it read the list: {body}");
+    let (status, _) = http_get_as(port, &rebound, "/metrics");
+    assert_eq!(status, 200, "scrapers reach /metrics under any name");
+    assert_eq!(s.status("long")["state"], "running", "none of these changed anything");
+    let (status, answer) = post(port, &action, &own);
     assert_eq!(status, 303, "{answer}");
     s.wait_for_state("long", &["compensated"], Duration::from_secs(60));
-    let (status, _) = post(port, "/workflows/long/cancel", &format!("http://127.0.0.1:{port}"));
+    let (status, _) = post(port, &action, &own);
     assert_eq!(status, 409, "nothing left to cancel");
     assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
 }
@@ -149,6 +174,8 @@ fn listening_beyond_loopback_the_page_has_no_buttons_unless_remote_actions_are_a
     for (allow, buttons) in [(false, false), (true, true)] {
         let port = free_port();
         let mut args = vec!["--listen".to_string(), format!("0.0.0.0:{port}"), "--workers".into(), "1".into()];
+        // The name this test reaches the page under (a wildcard bind has no name of its own).
+        args.extend(["--page-host".into(), "127.0.0.1".into()]);
         if allow {
             args.push("--allow-remote-actions".into());
         }
@@ -156,12 +183,45 @@ fn listening_beyond_loopback_the_page_has_no_buttons_unless_remote_actions_are_a
         let mut d = s.spawn_daemon(&args, &[]);
         assert!(wait_until(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()));
         // A cancel page for any workflow exists only with actions on.
-        let (status, _) = http_get(port, "/workflows/one-step/cancel");
+        let (status, page) = http_get(port, "/workflows/one-step/cancel");
         assert_eq!(status == 200, buttons, "allow-remote-actions {allow}: GET the confirmation answered {status}");
-        let (status, _) = post(port, "/workflows/one-step/cancel", &format!("http://127.0.0.1:{port}"));
+        let action = page.split(r#"action=""#).nth(1).and_then(|r| r.split('"').next());
+        let (status, _) =
+            post(port, action.unwrap_or("/workflows/one-step/cancel"), &format!("http://127.0.0.1:{port}"));
         if !buttons {
             assert_eq!(status, 403, "no actions from beyond loopback");
         }
         assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
     }
+}
+
+/// The list is opened when something needs attention: a workflow that failed and compensated
+/// shows its error in its row (a template filter minijinja's core lacks once answered 500 here).
+#[test]
+fn the_list_draws_a_compensated_workflow_with_its_error() {
+    let s = Scratch::new();
+    let input = s.write_json("c.json", &json!({"steps": 3, "failAt": 2}));
+    let out = s.cli(&["run", "canary", "--input", input.to_str().unwrap(), "--id", "fails"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let error = s.status("fails")["error"].as_str().unwrap_or_default().to_string();
+    assert!(!error.is_empty(), "{}", s.status("fails"));
+    let port = free_port();
+    let mut d = s.spawn_daemon(&["--listen", &format!("127.0.0.1:{port}")], &[]);
+    assert!(wait_until(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()));
+    let (status, list) = http_get(port, "/");
+    assert_eq!(status, 200, "{list}");
+    assert!(list.contains(r#"data-id="fails" data-state="compensated""#), "{list}");
+    let shown: String = error.chars().take(40).collect();
+    // As minijinja escapes HTML.
+    let escaped = shown
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#x27;")
+        .replace('/', "&#x2f;");
+    assert!(list.contains(&format!(r#"<span class="error">{escaped}"#)), "{list}");
+    let (status, page) = http_get(port, "/workflows/fails");
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
 }

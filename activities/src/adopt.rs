@@ -52,13 +52,18 @@ where
     Ok(Some(one))
 }
 
+/// EC2 tags as pairs.
+pub fn pairs(tags: &[aws_sdk_ec2::types::Tag]) -> Vec<(String, String)> {
+    tags.iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()
+}
+
 /// `id_of` for kinds whose lookups list ids.
 pub fn itself(s: &String) -> &str {
     s
 }
 
 /// Writes the adoption tags (identity, Name, ownership, additional tags; never created-by).
-async fn tag_as(aws: &Aws, resource: &str, id: &Identity) -> AwsResult<()> {
+pub(crate) async fn tag_as(aws: &Aws, resource: &str, id: &Identity) -> AwsResult<()> {
     let tags = id.adoption_tags().into_iter().map(|(k, v)| aws_sdk_ec2::types::Tag::builder().key(k).value(v).build());
     let tags: Vec<_> = tags.collect();
     once_consistent(|| async {
@@ -72,4 +77,49 @@ async fn tag_as(aws: &Aws, resource: &str, id: &Identity) -> AwsResult<()> {
             .map_err(|e| classify("CreateTags", e))
     })
     .await
+}
+
+/// Marks the EC2 resource `resource`, found with `id`'s identity, as adopted by `id`'s workflow
+/// when another workflow created it (`Identity::adoption_mark`): from then on no undo of its
+/// creator deletes it, whichever journal or host that undo runs from. Only a found resource is
+/// read (one DescribeTags): a resource this attempt creates is tagged by its create.
+pub async fn mark_if_adopted(aws: &Aws, resource: &str, id: &Identity) -> AwsResult<()> {
+    if id.workflow.is_empty() {
+        return Ok(());
+    }
+    let out = once_consistent(|| async {
+        aws.ec2
+            .describe_tags()
+            .filters(crate::tags::filter("resource-id", &[resource]))
+            .send()
+            .await
+            .map_err(|e| classify("DescribeTags", e))
+    })
+    .await?;
+    let tags: Vec<(String, String)> = out
+        .tags()
+        .iter()
+        .filter(|t| t.resource_id() == Some(resource))
+        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
+        .collect();
+    mark_adopted_given(aws, resource, id, &tags).await
+}
+
+/// `mark_if_adopted` for a resource whose tags the lookup read already.
+pub async fn mark_adopted_given(aws: &Aws, resource: &str, id: &Identity, tags: &[(String, String)]) -> AwsResult<()> {
+    let Some((k, v)) = id.adoption_mark(tags) else { return Ok(()) };
+    let tag = aws_sdk_ec2::types::Tag::builder().key(k).value(&v).build();
+    once_consistent(|| async {
+        aws.ec2
+            .create_tags()
+            .resources(resource)
+            .tags(tag.clone())
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| classify("CreateTags", e))
+    })
+    .await?;
+    tracing::info!(resource, identity = %id.key(), adopter = %v, "adopted what another workflow made");
+    Ok(())
 }

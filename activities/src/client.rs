@@ -9,7 +9,7 @@ use aws_config::BehaviorVersion;
 use aws_smithy_http_client::tls;
 use tokio::sync::Mutex;
 
-use crate::pacing::{PaceTag, PacedHttpClient, Pacer, PacingConfig, Service};
+use crate::pacing::{GlobalBuckets, PaceTag, PacedHttpClient, Pacer, PacingConfig, Service};
 
 /// The service clients of one region.
 #[derive(Clone, Debug)]
@@ -29,11 +29,16 @@ impl Aws {
     /// Clients for `region`; an empty region means the SDK's default chain (AWS_REGION, profile).
     /// Every request waits for its turn in the region's buckets (`pacing`).
     pub async fn connect(region: &str, pacing: &PacingConfig) -> Aws {
+        Aws::connect_sharing(region, pacing, &crate::pacing::global_buckets(pacing)).await
+    }
+
+    /// `connect`, its global request classes (IAM, Route53) paced in `global`'s buckets.
+    async fn connect_sharing(region: &str, pacing: &PacingConfig, global: &GlobalBuckets) -> Aws {
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
         if !region.is_empty() {
             loader = loader.region(aws_config::Region::new(region.to_string()));
         }
-        let pacer = Pacer::new(pacing);
+        let pacer = Pacer::new(pacing, global);
         let https = aws_smithy_http_client::Builder::new()
             .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::AwsLc))
             .build_https();
@@ -132,11 +137,19 @@ impl Aws {
 }
 
 /// Clients by region, shared by every workflow of a process — and with them each region's
-/// request buckets: the pacing is account-wide as far as this process can make it.
-#[derive(Clone, Default)]
+/// request buckets, and the global services' (IAM, Route53) one set for all regions: the pacing
+/// is account-wide as far as this process can make it.
+#[derive(Clone)]
 pub struct AwsPool {
     clients: Arc<Mutex<HashMap<String, Aws>>>,
     pacing: PacingConfig,
+    global: Arc<GlobalBuckets>,
+}
+
+impl Default for AwsPool {
+    fn default() -> Self {
+        AwsPool::with_pacing(PacingConfig::default())
+    }
 }
 
 impl AwsPool {
@@ -146,7 +159,8 @@ impl AwsPool {
     }
 
     pub fn with_pacing(pacing: PacingConfig) -> AwsPool {
-        AwsPool { clients: Arc::default(), pacing }
+        let global = Arc::new(crate::pacing::global_buckets(&pacing));
+        AwsPool { clients: Arc::default(), pacing, global }
     }
 
     pub async fn region(&self, region: &str) -> Aws {
@@ -154,7 +168,7 @@ impl AwsPool {
         if let Some(aws) = map.get(region) {
             return aws.clone();
         }
-        let aws = Aws::connect(region, &self.pacing).await;
+        let aws = Aws::connect_sharing(region, &self.pacing, &self.global).await;
         map.insert(region.to_string(), aws.clone());
         aws
     }

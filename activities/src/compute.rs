@@ -110,6 +110,7 @@ pub async fn ensure_instance(
     token: &str,
 ) -> AwsResult<String> {
     if let Some(m) = find_instances(aws, &id.query()).await?.into_iter().next() {
+        crate::adopt::mark_if_adopted(aws, &m.instance_id, id).await?;
         return Ok(m.instance_id);
     }
     let mut req = aws

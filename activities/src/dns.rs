@@ -8,7 +8,7 @@ use aws_sdk_route53::types::{
 use crate::client::Aws;
 use crate::error::{AwsError, AwsResult, classify};
 use crate::network::missing;
-use crate::tags::{Identity, ownership_key};
+use crate::tags::{ADOPTED_BY_TAG, Identity, OWNED, ownership_key};
 use crate::throttle::within_rate;
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
@@ -108,8 +108,17 @@ pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &
     let (zone, tags) = match found {
         // Made by whoever the comment names: tag it again without claiming it.
         Some(z) => {
-            let made_by_us = parse_marker(&z.comment).and_then(|(_, by)| by) == Some(id.workflow.as_str());
-            (z.id, if made_by_us { id.tags() } else { id.adoption_tags() })
+            let creator = parse_marker(&z.comment).and_then(|(_, by)| by);
+            let made_by_us = creator == Some(id.workflow.as_str());
+            let mut tags = if made_by_us { id.tags() } else { id.adoption_tags() };
+            // Another workflow made it: the mark keeps that workflow's undo off it (a zone's
+            // mark may be rewritten by a later adopter; any adopter's name keeps the creator's
+            // undo off it alike).
+            if let Some(by) = creator.filter(|_| !made_by_us && !id.workflow.is_empty()) {
+                tags.push((ADOPTED_BY_TAG.to_string(), id.workflow.clone()));
+                tracing::info!(zone = %z.id, identity = %key, creator = by, "adopted a zone another workflow made");
+            }
+            (z.id, tags)
         }
         None => match adopt_hypershift_zone(aws, id, name, vpc_id).await? {
             Some(z) => (z, id.adoption_tags()),
@@ -133,16 +142,23 @@ pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &
 }
 
 /// The private zone `name` HyperShift's CLI made for this cluster (it finds its zones by name and
-/// does not mark them; this one must also be associated with the cluster's VPC): its comment
-/// becomes the identity marker, without a creator, so no compensation deletes it. Two such zones
-/// pause the workflow naming both.
+/// does not mark them): associated with the cluster's VPC and no other, and either without a
+/// comment (HyperShift writes none) or tagged as the cluster's. Its comment becomes the identity
+/// marker, without a creator, so no compensation deletes it. A zone a person made (a comment of
+/// theirs, untagged) or shares with other VPCs is never taken: teardown would delete it with
+/// every record. Two such zones pause the workflow naming both.
 async fn adopt_hypershift_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &str) -> AwsResult<Option<String>> {
     let mut theirs = Vec::new();
     for z in zones_named(aws, name).await?.into_iter().filter(|z| z.private && parse_marker(&z.comment).is_none()) {
         let out = aws.r53.get_hosted_zone().id(&z.id).send().await.map_err(|e| classify("GetHostedZone", e))?;
-        if out.vpcs().iter().any(|v| v.vpc_id() == Some(vpc_id)) {
-            theirs.push(z.id);
+        if out.vpcs().is_empty() || !out.vpcs().iter().all(|v| v.vpc_id() == Some(vpc_id)) {
+            continue;
         }
+        if !z.comment.is_empty() && !zone_is_owned(aws, &z.id, &id.infra_id).await? {
+            tracing::info!(zone = %z.id, comment = %z.comment, "left a private zone of the cluster's name that is someone's own");
+            continue;
+        }
+        theirs.push(z.id);
     }
     if theirs.len() > 1 {
         return Err(AwsError {
@@ -168,6 +184,23 @@ async fn adopt_hypershift_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &st
         .map_err(|e| classify("UpdateHostedZoneComment", e))?;
     tracing::info!(zone = %zone, identity = %id.key(), "adopted the private zone HyperShift made");
     Ok(Some(zone))
+}
+
+/// Whether zone `zone` carries the cluster's ownership tag.
+async fn zone_is_owned(aws: &Aws, zone: &str, infra_id: &str) -> AwsResult<bool> {
+    let out = within_rate(|| async {
+        aws.r53
+            .list_tags_for_resource()
+            .resource_type(TagResourceType::Hostedzone)
+            .resource_id(zone)
+            .send()
+            .await
+            .map_err(|e| classify("ListTagsForResource", e))
+    })
+    .await?;
+    let key = ownership_key(infra_id);
+    let tags = out.resource_tag_set().map(|s| s.tags().to_vec()).unwrap_or_default();
+    Ok(tags.iter().any(|t| t.key() == Some(key.as_str()) && t.value() == Some(OWNED)))
 }
 
 async fn create_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &str, mark: String) -> AwsResult<String> {
@@ -215,9 +248,10 @@ pub async fn private_zone_has_identity(aws: &Aws, name: &str, key: &str) -> AwsR
         .any(|z| z.private && parse_marker(&z.comment).is_some_and(|(k, _)| k == key)))
 }
 
-/// Private zones whose creation comment names identity `key` (and, if given, creator `created_by`).
+/// Private zones whose creation comment names identity `key` (and, if given, creator `created_by`
+/// — and then only those no other workflow adopted since: their tags are read).
 pub async fn find_zones_by_identity(aws: &Aws, key: &str, created_by: Option<&str>) -> AwsResult<Vec<String>> {
-    Ok(private_zones(aws)
+    let marked: Vec<String> = private_zones(aws)
         .await?
         .iter()
         .filter(|z| {
@@ -225,7 +259,33 @@ pub async fn find_zones_by_identity(aws: &Aws, key: &str, created_by: Option<&st
             parse_marker(comment).is_some_and(|(k, by)| k == key && created_by.is_none_or(|w| by == Some(w)))
         })
         .map(|z| bare(z.id()))
-        .collect())
+        .collect();
+    let Some(creator) = created_by else { return Ok(marked) };
+    let mut mine = Vec::new();
+    for zone in marked {
+        let out = within_rate(|| async {
+            aws.r53
+                .list_tags_for_resource()
+                .resource_type(TagResourceType::Hostedzone)
+                .resource_id(&zone)
+                .send()
+                .await
+                .map_err(|e| classify("ListTagsForResource", e))
+        })
+        .await;
+        let tags = match out {
+            Ok(o) => o.resource_tag_set().map(|s| s.tags().to_vec()).unwrap_or_default(),
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e),
+        };
+        let adopted = tags.iter().any(|t| t.key() == Some(ADOPTED_BY_TAG) && t.value() != Some(creator));
+        if adopted {
+            tracing::info!(zone = %zone, creator, "left a zone another workflow adopted");
+        } else {
+            mine.push(zone);
+        }
+    }
+    Ok(mine)
 }
 
 /// Private zones of the cluster: marked at creation by infraflow for `infra_id`, or — among

@@ -61,7 +61,10 @@ pub async fn ensure_s3_endpoint(
 ) -> AwsResult<String> {
     let found = match lookup.first() {
         true => match find_vpc_endpoints(aws, &id.query()).await?.into_iter().next() {
-            Some((vpce, _)) => Some(vpce),
+            Some((vpce, _)) => {
+                crate::adopt::mark_if_adopted(aws, &vpce, id).await?;
+                Some(vpce)
+            }
             None => {
                 adopt_hypershift(aws, id, "S3 gateway endpoint", |q| hypershift_s3_endpoints(aws, q, vpc_id), itself)
                     .await?

@@ -12,12 +12,13 @@ use aws_sdk_iam::types::Tag;
 use crate::client::Aws;
 use crate::error::{AwsError, AwsResult, classify};
 use crate::network::{gone_ok, missing};
-use crate::tags::{IDENTITY_TAG, Identity, TagQuery};
+use crate::tags::{CREATED_BY_TAG, IDENTITY_TAG, Identity, OWNERSHIP_PREFIX, REGION_TAG, TagQuery};
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
 /// the AWS suites through the counting proxy).
 pub const IAM_READ: &[&str] = &[
     "iam:GetRole",
+    "iam:GetRolePolicy",
     "iam:ListRoles",
     "iam:GetInstanceProfile",
     "iam:ListInstanceProfiles",
@@ -63,10 +64,25 @@ fn pairs(tags: &[Tag]) -> Vec<(String, String)> {
     tags.iter().map(|t| (t.key().to_string(), t.value().to_string())).collect()
 }
 
-/// Whether what is named `name` is this identity's; an error naming it if it is someone else's.
+/// Whether what is named `name` is this identity's; an error naming it if it is someone else's,
+/// or this cluster's IAM made for another region (IAM is global; one infraID's IAM serves the
+/// cluster of one region: a pause names it).
 fn claim(what: &str, name: &str, tags: &[Tag], id: &Identity) -> AwsResult<()> {
     if id.query().matches_pairs(&pairs(tags)) {
-        return Ok(());
+        let theirs = tags.iter().find(|t| t.key() == REGION_TAG).map(|t| t.value());
+        return match (theirs, id.tag(REGION_TAG)) {
+            (Some(theirs), Some(ours)) if theirs != ours => Err(AwsError {
+                operator: true,
+                ..AwsError::terminal(
+                    "claim",
+                    format!(
+                        "the {what} {name} is cluster {}'s IAM for region {theirs}, not {ours}: it is left untouched (IAM is global, and one infraID's IAM serves one region); use another infraID here, or tear down the {theirs} cluster first",
+                        id.infra_id
+                    ),
+                )
+            }),
+            _ => Ok(()),
+        };
     }
     let held = pairs(tags)
         .into_iter()
@@ -96,9 +112,32 @@ pub async fn ensure_role(
     policy: &str,
 ) -> AwsResult<String> {
     let arn = match get_role(aws, name).await? {
-        Some((arn, tags)) => {
-            claim("IAM role", name, &tags, id)?;
-            arn
+        Some(role) => {
+            claim("IAM role", name, &role.tags, id)?;
+            let creator = pairs(&role.tags).into_iter().find(|(k, _)| k == CREATED_BY_TAG).map(|(_, v)| v);
+            if creator.as_ref().is_some_and(|c| *c != id.workflow) {
+                // Another submission's role: taken as it is, or not at all. Rewriting its
+                // policies would change what a running cluster's operators may do.
+                let current = role_policy(aws, name, policy_name).await?;
+                let same = |a: Option<&str>, b: &str| a.and_then(decoded_json) == decoded_json(b);
+                if !same(current.as_deref(), policy) || !same(Some(&role.trust), trust) {
+                    return Err(AwsError {
+                        operator: true,
+                        ..AwsError::terminal(
+                            "PutRolePolicy",
+                            format!(
+                                "IAM role {name} was made by workflow {} with another trust or inline policy than this workflow's: it is left as it is; run the workflow that made it again (`infraflow retry`), or tear the cluster's IAM down before making it anew",
+                                creator.unwrap_or_default()
+                            ),
+                        )
+                    });
+                }
+                if let Some(mark) = id.adoption_mark(&pairs(&role.tags)) {
+                    tag_role(aws, name, mark).await?;
+                }
+                return Ok(role.arn);
+            }
+            role.arn
         }
         None => create_role(aws, id, name, trust).await?,
     };
@@ -113,15 +152,49 @@ pub async fn ensure_role(
     Ok(arn)
 }
 
-async fn get_role(aws: &Aws, name: &str) -> AwsResult<Option<(String, Vec<Tag>)>> {
+struct Role {
+    arn: String,
+    tags: Vec<Tag>,
+    /// The trust policy as IAM returns it (URL-encoded JSON).
+    trust: String,
+}
+
+async fn get_role(aws: &Aws, name: &str) -> AwsResult<Option<Role>> {
     match aws.iam.get_role().role_name(name).send().await.map_err(|e| classify("GetRole", e)) {
         Ok(out) => {
             let role = out.role().ok_or_else(|| missing("GetRole", "role"))?;
-            Ok(Some((role.arn().to_string(), role.tags().to_vec())))
+            Ok(Some(Role {
+                arn: role.arn().to_string(),
+                tags: role.tags().to_vec(),
+                trust: role.assume_role_policy_document().unwrap_or_default().to_string(),
+            }))
         }
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// The inline policy `policy` of role `role` as IAM returns it; None if it has none.
+async fn role_policy(aws: &Aws, role: &str, policy: &str) -> AwsResult<Option<String>> {
+    let r = aws.iam.get_role_policy().role_name(role).policy_name(policy).send().await;
+    match r.map_err(|e| classify("GetRolePolicy", e)) {
+        Ok(out) => Ok(Some(out.policy_document().to_string())),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A policy document as JSON, whether IAM returned it URL-encoded (as AWS does) or not.
+fn decoded_json(doc: &str) -> Option<serde_json::Value> {
+    serde_json::from_str(doc).ok().or_else(|| {
+        let decoded = percent_encoding::percent_decode_str(doc).decode_utf8().ok()?;
+        serde_json::from_str(&decoded).ok()
+    })
+}
+
+async fn tag_role(aws: &Aws, name: &str, (k, v): (String, String)) -> AwsResult<()> {
+    let tag = Tag::builder().key(k).value(v).build().map_err(|e| AwsError::terminal("tag", e.to_string()))?;
+    aws.iam.tag_role().role_name(name).tags(tag).send().await.map(|_| ()).map_err(|e| classify("TagRole", e))
 }
 
 async fn create_role(aws: &Aws, id: &Identity, name: &str, trust: &str) -> AwsResult<String> {
@@ -139,7 +212,7 @@ async fn create_role(aws: &Aws, id: &Identity, name: &str, trust: &str) -> AwsRe
         Ok(out) => Ok(out.role().ok_or_else(|| missing("CreateRole", "role"))?.arn().to_string()),
         // Made by an attempt whose reply was lost, and not readable yet; or someone else's.
         Err(e) if e.code_is("EntityAlreadyExists") => match get_role(aws, name).await? {
-            Some((arn, tags)) => claim("IAM role", name, &tags, id).map(|()| arn),
+            Some(role) => claim("IAM role", name, &role.tags, id).map(|()| role.arn),
             None => Err(AwsError::not_yet("GetRole", format!("role {name} exists but cannot be read yet"))),
         },
         Err(e) => Err(e),
@@ -152,6 +225,12 @@ pub async fn ensure_instance_profile(aws: &Aws, id: &Identity, name: &str, role:
     let (arn, roles) = match get_instance_profile(aws, name).await? {
         Some(p) => {
             claim("instance profile", name, &p.tags, id)?;
+            if let Some((k, v)) = id.adoption_mark(&pairs(&p.tags)) {
+                let tag =
+                    Tag::builder().key(k).value(v).build().map_err(|e| AwsError::terminal("tag", e.to_string()))?;
+                let r = aws.iam.tag_instance_profile().instance_profile_name(name).tags(tag).send().await;
+                r.map_err(|e| classify("TagInstanceProfile", e))?;
+            }
             (p.arn, p.roles)
         }
         None => create_instance_profile(aws, id, name).await?,
@@ -269,6 +348,28 @@ pub async fn ensure_oidc_provider(
 ) -> AwsResult<OidcProvider> {
     if let Some((arn, tags)) = find_oidc_provider(aws, issuer_url).await? {
         let owned = id.query().matches_pairs(&pairs(&tags));
+        if owned {
+            claim("OIDC provider", &arn, &tags, id)?;
+            if let Some((k, v)) = id.adoption_mark(&pairs(&tags)) {
+                let tag =
+                    Tag::builder().key(k).value(v).build().map_err(|e| AwsError::terminal("tag", e.to_string()))?;
+                let r =
+                    aws.iam.tag_open_id_connect_provider().open_id_connect_provider_arn(&arn).tags(tag).send().await;
+                r.map_err(|e| classify("TagOpenIDConnectProvider", e))?;
+            }
+        } else if let Some((_, other)) = pairs(&tags).into_iter().find(|(k, _)| k == IDENTITY_TAG) {
+            // Another infraflow cluster's: its teardown would delete the provider this
+            // cluster's roles trust. An issuer serves one cluster.
+            return Err(AwsError {
+                operator: true,
+                ..AwsError::terminal(
+                    "claim",
+                    format!(
+                        "the OIDC provider for {issuer_url} ({arn}) is infraflow's {other}, another cluster's: an issuer serves one cluster, and that cluster's teardown would delete the provider this cluster's roles trust; give this cluster its own issuer (issuerURL or oidcBucket), then `infraflow retry`"
+                    ),
+                )
+            });
+        }
         return Ok(OidcProvider { arn, owned });
     }
     let r = aws
@@ -364,8 +465,8 @@ pub async fn find_roles(aws: &Aws, prefix: &str, q: &TagQuery) -> AwsResult<Vec<
     // eventually consistent) is asked again, never passed over: it may be the cluster's.
     let mut found = Vec::new();
     for name in names {
-        let (_, tags) = get_role(aws, &name).await?.ok_or_else(|| unreadable("GetRole", &name))?;
-        if q.matches_pairs(&pairs(&tags)) {
+        let role = get_role(aws, &name).await?.ok_or_else(|| unreadable("GetRole", &name))?;
+        if q.matches_pairs(&pairs(&role.tags)) {
             found.push(name);
         }
     }
@@ -421,8 +522,29 @@ pub async fn delete_role(aws: &Aws, name: &str) -> AwsResult<bool> {
             e => return Err(e),
         },
     };
-    for profile in profiles {
-        remove_role_from_profile(aws, &profile, name).await?;
+    if !profiles.is_empty() {
+        // Only the role's own cluster's profiles give it up: a profile of someone else's that
+        // holds it (they put it there) pauses the delete, naming it.
+        let owners: Vec<(String, String)> = match get_role(aws, name).await? {
+            Some(role) => pairs(&role.tags).into_iter().filter(|(k, _)| k.starts_with(OWNERSHIP_PREFIX)).collect(),
+            None => return Ok(false),
+        };
+        for profile in profiles {
+            let Some(p) = get_instance_profile(aws, &profile).await? else { continue };
+            let tags = pairs(&p.tags);
+            if !owners.iter().any(|o| tags.contains(o)) {
+                return Err(AwsError {
+                    operator: true,
+                    ..AwsError::terminal(
+                        "RemoveRoleFromInstanceProfile",
+                        format!(
+                            "role {name} is held by instance profile {profile}, which is not its cluster's: it is left there; remove the role from that profile, then `infraflow retry`"
+                        ),
+                    )
+                });
+            }
+            remove_role_from_profile(aws, &profile, name).await?;
+        }
     }
     let inline = aws.iam.list_role_policies().role_name(name).send().await.map_err(|e| classify("ListRolePolicies", e));
     for policy in inline.map(|o| o.policy_names().to_vec()).or_else(not_found_empty)? {

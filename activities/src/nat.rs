@@ -2,7 +2,7 @@
 
 use aws_sdk_ec2::types::{DomainType, NatGatewayState, ResourceType};
 
-use crate::adopt::{adopt_hypershift, itself};
+use crate::adopt::{adopt_hypershift, itself, mark_if_adopted};
 use crate::client::Aws;
 use crate::consistency::once_consistent;
 use crate::error::{AwsError, AwsResult, classify};
@@ -68,6 +68,7 @@ async fn hypershift_addresses(aws: &Aws, q: TagQuery, vpc_id: &str) -> AwsResult
 pub async fn ensure_eip(aws: &Aws, id: &Identity, vpc_id: &str, lookup: Lookup) -> AwsResult<String> {
     if lookup.first() {
         if let Some(a) = find_addresses(aws, &id.query()).await?.into_iter().next() {
+            mark_if_adopted(aws, &a, id).await?;
             return Ok(a);
         }
         let find = |q: TagQuery| hypershift_addresses(aws, q, vpc_id);
@@ -137,6 +138,7 @@ pub async fn ensure_nat_gateway(
     if let Some((nat, _)) =
         live.iter().find(|(_, s)| matches!(s, NatGatewayState::Pending | NatGatewayState::Available))
     {
+        mark_if_adopted(aws, nat, id).await?;
         return Ok(nat.clone());
     }
     if lookup.first() {

@@ -81,7 +81,10 @@ pub async fn ensure_endpoint_service(
     principals: &[String],
 ) -> AwsResult<EndpointService> {
     let service = match find_endpoint_services(aws, &id.query()).await?.into_iter().next() {
-        Some(s) => s,
+        Some(s) => {
+            crate::adopt::mark_if_adopted(aws, &s.service_id, id).await?;
+            s
+        }
         None => {
             let o = aws
                 .ec2
@@ -202,6 +205,7 @@ pub async fn ensure_interface_endpoint(
     security_groups: &[String],
 ) -> AwsResult<String> {
     if let Some((vpce, _)) = crate::endpoints::find_vpc_endpoints(aws, &id.query()).await?.into_iter().next() {
+        crate::adopt::mark_if_adopted(aws, &vpce, id).await?;
         return Ok(vpce);
     }
     let o = aws

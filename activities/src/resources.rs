@@ -124,7 +124,29 @@ fn name_prefix(scope: &Scope) -> String {
 /// Ids of the resources of `kind` in `scope` that are to be deleted: in any state but
 /// deleted (a failed endpoint or service still occupies its VPC and must go too).
 pub async fn find(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<Vec<String>> {
-    let q = query(scope);
+    let mut q = query(scope);
+    if let Scope::Owned(_) = scope {
+        // IAM is global: what a cluster of this infraID in another region uses is not this
+        // (regional) teardown's to delete.
+        q.region = Some(aws.region.clone());
+    }
+    find_matching(aws, kind, scope, q).await
+}
+
+/// The IAM of cluster `infra` that records another region than `aws`'s: what a teardown here
+/// leaves (`--dry-run` names it).
+pub async fn find_iam_of_other_regions(aws: &Aws, infra: &str) -> AwsResult<Vec<(Kind, String)>> {
+    let scope = Scope::Owned(infra.to_string());
+    let mut elsewhere = Vec::new();
+    for kind in [Kind::InstanceProfile, Kind::IamRole, Kind::OidcProvider] {
+        let here = find(aws, kind, &scope).await?;
+        let all = find_matching(aws, kind, &scope, query(&scope)).await?;
+        elsewhere.extend(all.into_iter().filter(|id| !here.contains(id)).map(|id| (kind, id)));
+    }
+    Ok(elsewhere)
+}
+
+async fn find_matching(aws: &Aws, kind: Kind, scope: &Scope, q: TagQuery) -> AwsResult<Vec<String>> {
     let f = &q;
     let mut ids = match kind {
         Kind::Instance => compute::find_instances(aws, f).await?.into_iter().map(|m| m.instance_id).collect(),
@@ -303,8 +325,8 @@ pub fn ids_of_kind(kind: Kind, value: &serde_json::Value) -> Vec<String> {
 }
 
 /// Deletes the EC2 resource `id` of `kind` only if its own tags say it has identity `identity`
-/// and was created by `created_by` (read by id: DescribeTags on the resource). False if it is
-/// gone, not tagged so, or not an EC2 kind.
+/// and was created by `created_by`, and no other workflow adopted it since. False if it is gone,
+/// not tagged so, or not an EC2 kind.
 pub async fn delete_by_id_if_created_by(
     aws: &Aws,
     kind: Kind,
@@ -312,27 +334,105 @@ pub async fn delete_by_id_if_created_by(
     identity: &str,
     created_by: &str,
 ) -> AwsResult<bool> {
-    if ec2_id_prefix(kind).is_none() {
-        return Ok(false);
-    }
-    let out = aws
-        .ec2
-        .describe_tags()
-        .filters(crate::tags::filter("resource-id", &[id]))
-        .send()
-        .await
-        .map_err(|e| crate::error::classify("DescribeTags", e))?;
-    let tags: Vec<(String, String)> = out
-        .tags()
-        .iter()
-        .filter(|t| t.resource_id() == Some(id))
-        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
-        .collect();
+    let Some(tags) = tags_by_id(aws, kind, id).await? else { return Ok(false) };
     let q = TagQuery { created_by: Some(created_by.to_string()), ..TagQuery::new(IDENTITY_TAG, identity) };
     if !q.matches_pairs(&tags) {
         return Ok(false);
     }
     delete(aws, kind, id).await
+}
+
+/// The tags of EC2 resource `id`, read from the resource's own description by id — consistent
+/// once the id is known, where DescribeTags reads the tag index, which lags as tag filters do
+/// (SAFETY-7243D60 N10). None if it is gone or `kind` is not an EC2 kind.
+async fn tags_by_id(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Option<Vec<(String, String)>>> {
+    use crate::adopt::pairs;
+    use crate::error::classify;
+    let ec2 = &aws.ec2;
+    let id = id.to_string();
+    let read: AwsResult<Option<Vec<(String, String)>>> = match kind {
+        Kind::Instance => {
+            ec2.describe_instances().instance_ids(&id).send().await.map_err(|e| classify("DescribeInstances", e)).map(
+                |o| {
+                    o.reservations()
+                        .iter()
+                        .flat_map(|r| r.instances())
+                        .find(|i| i.instance_id() == Some(&id))
+                        .map(|i| pairs(i.tags()))
+                },
+            )
+        }
+        Kind::VpcEndpoint => ec2
+            .describe_vpc_endpoints()
+            .vpc_endpoint_ids(&id)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeVpcEndpoints", e))
+            .map(|o| o.vpc_endpoints().iter().find(|x| x.vpc_endpoint_id() == Some(&id)).map(|x| pairs(x.tags()))),
+        Kind::NatGateway => ec2
+            .describe_nat_gateways()
+            .nat_gateway_ids(&id)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeNatGateways", e))
+            .map(|o| o.nat_gateways().iter().find(|x| x.nat_gateway_id() == Some(&id)).map(|x| pairs(x.tags()))),
+        Kind::ElasticIp => ec2
+            .describe_addresses()
+            .allocation_ids(&id)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeAddresses", e))
+            .map(|o| o.addresses().iter().find(|x| x.allocation_id() == Some(&id)).map(|x| pairs(x.tags()))),
+        Kind::RouteTable => ec2
+            .describe_route_tables()
+            .route_table_ids(&id)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeRouteTables", e))
+            .map(|o| o.route_tables().iter().find(|x| x.route_table_id() == Some(&id)).map(|x| pairs(x.tags()))),
+        Kind::SecurityGroup => ec2
+            .describe_security_groups()
+            .group_ids(&id)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeSecurityGroups", e))
+            .map(|o| o.security_groups().iter().find(|x| x.group_id() == Some(&id)).map(|x| pairs(x.tags()))),
+        Kind::Subnet => ec2
+            .describe_subnets()
+            .subnet_ids(&id)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeSubnets", e))
+            .map(|o| o.subnets().iter().find(|x| x.subnet_id() == Some(&id)).map(|x| pairs(x.tags()))),
+        Kind::InternetGateway => ec2
+            .describe_internet_gateways()
+            .internet_gateway_ids(&id)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeInternetGateways", e))
+            .map(|o| {
+                o.internet_gateways().iter().find(|x| x.internet_gateway_id() == Some(&id)).map(|x| pairs(x.tags()))
+            }),
+        Kind::Vpc => ec2
+            .describe_vpcs()
+            .vpc_ids(&id)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeVpcs", e))
+            .map(|o| o.vpcs().iter().find(|x| x.vpc_id() == Some(&id)).map(|x| pairs(x.tags()))),
+        Kind::DhcpOptions => ec2
+            .describe_dhcp_options()
+            .dhcp_options_ids(&id)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeDhcpOptions", e))
+            .map(|o| o.dhcp_options().iter().find(|x| x.dhcp_options_id() == Some(&id)).map(|x| pairs(x.tags()))),
+        _ => return Ok(None),
+    };
+    match read {
+        Err(e) if e.is_not_found() => Ok(None),
+        r => r,
+    }
 }
 
 /// Deletes whatever of `kind` is in `scope`: with `Scope::CreatedBy`, the compensation of a

@@ -67,7 +67,10 @@ pub async fn ensure_route_table(
     let q = id.query();
     let found = match lookup {
         Lookup::First => match describe(aws, q.filter()).await?.into_iter().find(|t| q.matches(t.tags())) {
-            Some(t) => Some(t),
+            Some(t) => {
+                crate::adopt::mark_adopted_given(aws, table_id(&t), id, &crate::adopt::pairs(t.tags())).await?;
+                Some(t)
+            }
             None => {
                 let find = |q: TagQuery| async move {
                     let all = describe(aws, q.filter()).await?;

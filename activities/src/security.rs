@@ -8,7 +8,7 @@ use crate::consistency::once_consistent;
 use crate::error::{AwsError, AwsResult, classify};
 use crate::inventory::Lookup;
 use crate::network::{gone_ok, missing};
-use crate::tags::{Identity, TagQuery, filter};
+use crate::tags::{IDENTITY_TAG, Identity, TagQuery, filter};
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
 /// the AWS suites through the counting proxy).
@@ -60,7 +60,8 @@ pub async fn find_security_groups(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<Stri
         .collect())
 }
 
-async fn group_named_in_vpc(aws: &Aws, name: &str, vpc_id: &str) -> AwsResult<Vec<String>> {
+/// The groups named `name` in the VPC, with their tags.
+async fn group_named_in_vpc(aws: &Aws, name: &str, vpc_id: &str) -> AwsResult<Vec<(String, Vec<(String, String)>)>> {
     let out = aws
         .ec2
         .describe_security_groups()
@@ -73,8 +74,41 @@ async fn group_named_in_vpc(aws: &Aws, name: &str, vpc_id: &str) -> AwsResult<Ve
         .security_groups()
         .iter()
         .filter(|g| g.group_name() == Some(name) && g.vpc_id() == Some(vpc_id))
-        .filter_map(|g| g.group_id().map(str::to_string))
+        .filter_map(|g| Some((g.group_id()?.to_string(), crate::adopt::pairs(g.tags()))))
         .collect())
+}
+
+/// The group that holds this group's name in the VPC after `InvalidGroup.Duplicate`: this
+/// identity's (made by an attempt whose reply was lost, or by another workflow: marked as
+/// adopted then), or one HyperShift's CLI made for the cluster (ownership tag, no identity:
+/// adopted). Anything else — a person's group, another cluster's — is left as it is and named:
+/// its rules are not ours to widen.
+async fn take_duplicate(
+    aws: &Aws,
+    id: &Identity,
+    vpc_id: &str,
+    group: &str,
+    tags: &[(String, String)],
+) -> AwsResult<()> {
+    if id.query().matches_pairs(tags) {
+        return crate::adopt::mark_adopted_given(aws, group, id, tags).await;
+    }
+    let owned = crate::tags::owned(&id.infra_id);
+    if owned.matches_pairs(tags) && !tags.iter().any(|(k, _)| k == IDENTITY_TAG) {
+        return crate::adopt::tag_as(aws, group, id).await;
+    }
+    Err(AwsError {
+        operator: true,
+        ..AwsError::terminal(
+            "CreateSecurityGroup",
+            format!(
+                "security group {group} in VPC {vpc_id} holds the name {:?} and is not cluster {}'s (no {}=owned tag, or another role's identity): it is left untouched; delete or rename it, then `infraflow retry`",
+                id.name,
+                id.infra_id,
+                crate::tags::ownership_key(&id.infra_id)
+            ),
+        )
+    })
 }
 
 /// A security group in the VPC with at least the given ingress rules.
@@ -88,6 +122,9 @@ pub async fn ensure_security_group(
     lookup: Lookup,
 ) -> AwsResult<String> {
     let mut found = if lookup.first() { find_security_groups(aws, &id.query()).await? } else { Vec::new() };
+    if let Some(group) = found.first() {
+        crate::adopt::mark_if_adopted(aws, group, id).await?;
+    }
     // A group this call created has no ingress rules yet: nothing to read before authorizing.
     let mut created = false;
     if found.is_empty() {
@@ -110,14 +147,17 @@ pub async fn ensure_security_group(
             }
             // Same name in our own VPC: made by us before its tags were visible.
             Err(e) if e.code_is("InvalidGroup.Duplicate") => {
-                found = once_consistent(|| async {
+                let named = once_consistent(|| async {
                     let named = group_named_in_vpc(aws, group_name, vpc_id).await?;
                     if named.is_empty() {
-                        return Err(crate::error::AwsError { code: Some("InvalidGroup.NotFound".into()), ..e.clone() });
+                        return Err(AwsError { code: Some("InvalidGroup.NotFound".into()), ..e.clone() });
                     }
                     Ok(named)
                 })
                 .await?;
+                let (group, tags) = &named[0];
+                take_duplicate(aws, id, vpc_id, group, tags).await?;
+                found.push(group.clone());
             }
             Err(e) => return Err(e),
         }

@@ -10,6 +10,14 @@ pub const IDENTITY_TAG: &str = "infraflow.io/identity";
 /// deletes a resource only if this names the compensating workflow (an adopted resource belongs
 /// to whoever made it).
 pub const CREATED_BY_TAG: &str = "infraflow.io/created-by";
+/// The first workflow other than the creator that found the resource and went on using it:
+/// written once, never moved. The journal is memory, AWS tags are the proof: an undo of the
+/// creator (whichever journal, host or tool it runs from) leaves alone what carries another
+/// workflow's name here, since that workflow's cluster may be running on it.
+pub const ADOPTED_BY_TAG: &str = "infraflow.io/adopted-by";
+/// The region of the cluster an IAM resource (global) was made for: a teardown in another
+/// region leaves it, and a create-iam for another region refuses it.
+pub const REGION_TAG: &str = "infraflow.io/region";
 
 /// The ownership tag's key is this prefix and the infraID; its value on what a cluster owns is
 /// `OWNED` (as HyperShift writes it too).
@@ -53,6 +61,11 @@ impl Identity {
         self.extra_tags = extra.to_vec();
         self.workflow = workflow.to_string();
         self
+    }
+
+    /// The value of an additional tag of this identity (the region of IAM, for one).
+    pub fn tag(&self, key: &str) -> Option<&str> {
+        self.extra_tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
     /// The identity tag's value.
@@ -120,6 +133,18 @@ impl Identity {
         TagSpecification::builder().resource_type(kind).set_tags(Some(self.ec2_tags())).build()
     }
 
+    /// The tag to write on a resource this workflow found with its identity (`tags` as read):
+    /// the adoption mark, when another workflow created it and nobody adopted it yet. None when
+    /// this workflow made it, nobody recorded a creator (what HyperShift made: no undo deletes
+    /// it), or a mark is there already (the first adopter's stays; any mark keeps the creator's
+    /// undo off it).
+    pub fn adoption_mark(&self, tags: &[(String, String)]) -> Option<(String, String)> {
+        let creator = tags.iter().find(|(k, _)| k == CREATED_BY_TAG).map(|(_, v)| v.as_str())?;
+        let marked = tags.iter().any(|(k, _)| k == ADOPTED_BY_TAG);
+        (!self.workflow.is_empty() && creator != self.workflow && !marked)
+            .then(|| (ADOPTED_BY_TAG.to_string(), self.workflow.clone()))
+    }
+
     /// The query that finds this very resource, whoever made it (what a create adopts).
     pub fn query(&self) -> TagQuery {
         TagQuery::new(IDENTITY_TAG, self.key())
@@ -142,7 +167,7 @@ impl Identity {
             "dhcp-options" | "s3-endpoint" => None,
             _ => return None,
         };
-        Some(TagQuery { name, unclaimed: true, ..owned(&self.infra_id) })
+        Some(TagQuery { name, unclaimed: Some(self.key()), ..owned(&self.infra_id) })
     }
 }
 
@@ -158,15 +183,20 @@ pub struct TagQuery {
     pub created_by: Option<String>,
     /// When set, only resources with this `Name` tag match (HyperShift's lookups).
     pub name: Option<String>,
-    /// Only resources with no identity tag at all match: what HyperShift's CLI made, never
-    /// something infraflow made for another role.
-    pub unclaimed: bool,
+    /// When set, only resources with no identity tag, or with exactly this one, match: what
+    /// HyperShift's CLI made, never something infraflow made for another role. This identity's
+    /// own tag is accepted so that an adoption whose identity tag the tag index does not list yet
+    /// is found again, not adopted from under itself and made twice.
+    pub unclaimed: Option<String>,
+    /// When set, resources recording another region (`REGION_TAG`: IAM, which is global) do not
+    /// match: a regional teardown leaves the IAM of the same infraID's cluster elsewhere.
+    pub region: Option<String>,
 }
 
 impl TagQuery {
     /// Resources carrying tag `key=value`, whoever made them.
     pub fn new(key: impl Into<String>, value: impl Into<String>) -> TagQuery {
-        TagQuery { key: key.into(), value: value.into(), created_by: None, name: None, unclaimed: false }
+        TagQuery { key: key.into(), value: value.into(), created_by: None, name: None, unclaimed: None, region: None }
     }
 
     /// The server-side filter: the main tag (the creator is checked client-side, on `matches`).
@@ -185,10 +215,12 @@ impl TagQuery {
     /// `matches` for tags read as pairs (ELBv2's DescribeTags).
     pub fn matches_pairs(&self, tags: &[(String, String)]) -> bool {
         let has = |k: &str, v: &str| tags.iter().any(|(tk, tv)| tk == k && tv == v);
+        let adopted_by_another = |w: &str| tags.iter().any(|(k, v)| k == ADOPTED_BY_TAG && v != w);
         has(&self.key, &self.value)
-            && self.created_by.as_deref().is_none_or(|w| has(CREATED_BY_TAG, w))
+            && self.created_by.as_deref().is_none_or(|w| has(CREATED_BY_TAG, w) && !adopted_by_another(w))
             && self.name.as_deref().is_none_or(|n| has("Name", n))
-            && !(self.unclaimed && tags.iter().any(|(k, _)| k == IDENTITY_TAG))
+            && self.unclaimed.as_deref().is_none_or(|mine| tags.iter().all(|(k, v)| k != IDENTITY_TAG || v == mine))
+            && self.region.as_deref().is_none_or(|r| tags.iter().all(|(k, v)| k != REGION_TAG || v == r))
     }
 }
 
@@ -252,6 +284,28 @@ mod tests {
         let any = TagQuery { created_by: None, ..q };
         assert!(any.matches(&theirs));
     }
+
+    #[test]
+    fn an_undo_by_creator_skips_what_another_workflow_adopted() {
+        let tag = |k: &str, v: &str| Tag::builder().key(k).value(v).build();
+        let q = TagQuery { created_by: Some("wf-1".into()), ..TagQuery::new(IDENTITY_TAG, "i/vpc") };
+        let adopted = vec![tag(IDENTITY_TAG, "i/vpc"), tag(CREATED_BY_TAG, "wf-1"), tag(ADOPTED_BY_TAG, "wf-2")];
+        assert!(!q.matches(&adopted), "wf-2 runs on it: wf-1's undo leaves it");
+        let self_marked = vec![tag(IDENTITY_TAG, "i/vpc"), tag(CREATED_BY_TAG, "wf-1"), tag(ADOPTED_BY_TAG, "wf-1")];
+        assert!(q.matches(&self_marked));
+    }
+
+    #[test]
+    fn the_adoption_mark_is_written_once_and_only_over_another_creator() {
+        let p = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let me = Identity::new("i", "vpc", None, "n".into()).with_tags(&[], "wf-2");
+        let theirs = vec![p(IDENTITY_TAG, "i/vpc"), p(CREATED_BY_TAG, "wf-1")];
+        assert_eq!(me.adoption_mark(&theirs), Some((ADOPTED_BY_TAG.to_string(), "wf-2".to_string())));
+        assert_eq!(me.adoption_mark(&[p(IDENTITY_TAG, "i/vpc"), p(CREATED_BY_TAG, "wf-2")]), None, "its own");
+        assert_eq!(me.adoption_mark(&[p(IDENTITY_TAG, "i/vpc")]), None, "HyperShift's: no undo deletes it");
+        let marked = vec![p(CREATED_BY_TAG, "wf-1"), p(ADOPTED_BY_TAG, "wf-3")];
+        assert_eq!(me.adoption_mark(&marked), None, "the first adopter's mark stays");
+    }
 }
 
 #[cfg(test)]
@@ -266,7 +320,10 @@ mod hypershift_tests {
         let theirs = vec![tag("kubernetes.io/cluster/c1", "owned"), tag("Name", "c1-vpc")];
         assert!(q.matches(&theirs));
         let ours = vec![tag("kubernetes.io/cluster/c1", "owned"), tag("Name", "c1-vpc"), tag(IDENTITY_TAG, "c1/vpc")];
-        assert!(!q.matches(&ours), "an identity tag means infraflow's: found by identity, never adopted again");
+        assert!(q.matches(&ours), "its own identity (an adoption the tag index lags on) is found again");
+        let another =
+            vec![tag("kubernetes.io/cluster/c1", "owned"), tag("Name", "c1-vpc"), tag(IDENTITY_TAG, "c1/igw")];
+        assert!(!q.matches(&another), "another role's identity means infraflow's: never adopted again");
         let other_name = vec![tag("kubernetes.io/cluster/c1", "owned"), tag("Name", "c1-igw")];
         assert!(!q.matches(&other_name));
         let other_cluster = vec![tag("kubernetes.io/cluster/c2", "owned"), tag("Name", "c1-vpc")];

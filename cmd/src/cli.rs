@@ -47,6 +47,11 @@ pub enum Command {
         /// (anyone who reaches the port can then use them).
         #[arg(long, requires = "listen")]
         allow_remote_actions: bool,
+        /// A name the status page is reached under besides the --listen address (and, on
+        /// loopback, localhost): a DNS name or a proxy's. Any other Host header is refused (421),
+        /// which keeps a DNS-rebound web site from reading or driving the page. Repeatable.
+        #[arg(long = "page-host", value_name = "NAME", requires = "listen")]
+        page_hosts: Vec<String>,
     },
     /// Validate and journal a workflow for a daemon to run; prints its id.
     Submit(SubmitArgs),

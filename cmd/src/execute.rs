@@ -189,6 +189,7 @@ pub async fn daemon(
     workers: u16,
     listen: Option<std::net::SocketAddr>,
     allow_remote_actions: bool,
+    page_hosts: &[String],
 ) -> CmdResult {
     let shutdown = Arc::new(Signals::default());
     forward_interrupts(shutdown.clone(), "the daemon");
@@ -204,7 +205,9 @@ pub async fn daemon(
         crate::rate_waits::install();
         let actions = addr.ip().is_loopback() || allow_remote_actions;
         tracing::info!(address = %addr, actions, "serving the status page at /, /metrics, /healthz and /readyz");
-        let page = Arc::new(crate::page::Page::new(engine.journal().clone(), actions));
+        let bound = listener.local_addr().unwrap_or(addr);
+        let hosts = crate::page::allowed_hosts(bound, page_hosts);
+        let page = Arc::new(crate::page::Page::new(engine.journal().clone(), actions, hosts));
         tokio::spawn(crate::serve::serve(listener, metrics, engine.journal().clone(), page));
     }
     engine.daemon(usize::from(workers), shutdown).await?;

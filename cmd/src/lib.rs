@@ -77,8 +77,8 @@ pub fn main_infraflow() -> ExitCode {
             Command::Graph { target, format } => graph::graph(&db, &target, format),
             command => runtime()?.block_on(async {
                 match command {
-                    Command::Daemon { workers, listen, allow_remote_actions } => {
-                        execute::daemon(&db, workers, listen, allow_remote_actions).await
+                    Command::Daemon { workers, listen, allow_remote_actions, page_hosts } => {
+                        execute::daemon(&db, workers, listen, allow_remote_actions, &page_hosts).await
                     }
                     Command::Submit(args) => execute::submit(&db, &args).await,
                     Command::Run(args) => execute::run(&db, &args).await,

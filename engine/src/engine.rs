@@ -237,9 +237,10 @@ impl Engine {
             run.record(vec![Event::Paused { step: None, reason }], Durability::Durable).await?;
             return Ok(WorkflowState::Paused);
         };
-        if let Some(recorded) = view.code_version
-            && !(def.oldest_version()..=def.version()).contains(&recorded)
-        {
+        // A journal without a recorded version ran version 1: checked as such (SAFETY-7243D60
+        // N12), never replayed under whatever this binary runs.
+        let recorded = run.code_version;
+        if !(def.oldest_version()..=def.version()).contains(&recorded) {
             let (name, now, oldest) = (&view.workflow, def.version(), def.oldest_version());
             let detail = if recorded > now {
                 format!(

@@ -158,10 +158,15 @@ pub fn lines_of(path: &Path) -> Vec<String> {
 
 /// `GET path` on the daemon's listener: (status code, body).
 pub fn http_get(port: u16, path: &str) -> (u16, String) {
+    http_get_as(port, &format!("127.0.0.1:{port}"), path)
+}
+
+/// `http_get` with the `Host` header a browser sends for `host` (a rebound name, say).
+pub fn http_get_as(port: u16, host: &str, path: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(c, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+    write!(c, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
     let mut out = String::new();
     c.read_to_string(&mut out).unwrap();
     let status = out.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);

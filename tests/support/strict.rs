@@ -18,8 +18,8 @@ pub struct Strict {
     /// For this long after it is created, a new EC2 id is `*.NotFound` to calls that name it
     /// and missing from Describe results.
     pub lag: Option<Duration>,
-    /// With `lag`: only Describe calls filtered by a tag miss a new id (calls naming it by id,
-    /// DescribeTags included, see it at once).
+    /// With `lag`: only what reads the tag index misses a new id (Describe calls filtered by a
+    /// tag, and DescribeTags); calls naming it by id see it at once.
     pub lag_tag_filters_only: bool,
     /// DescribeAvailabilityZones lists an opted-in Local Zone first (unless filtered out).
     pub local_zone: bool,
@@ -148,6 +148,9 @@ fn listing(action: &str) -> Option<(&'static str, &'static str)> {
         "DescribeSecurityGroups" => ("securityGroupInfo", "groupId"),
         "DescribeAddresses" => ("addressesSet", "allocationId"),
         "DescribeNatGateways" => ("natGatewaySet", "natGatewayId"),
+        // Served from the tag index, which lags as tag filters do (SAFETY-7243D60 N10): never
+        // exempt, whatever names the resource.
+        "DescribeTags" => ("tagSet", "resourceId"),
         _ => return None,
     })
 }
@@ -338,7 +341,8 @@ impl StrictState {
             }
             let by_tag =
                 p.iter().any(|(k, v)| k.starts_with("Filter.") && k.ends_with(".Name") && v.starts_with("tag:"));
-            if let Some((set, own)) = listing(action).filter(|_| by_tag || !self.config.lag_tag_filters_only) {
+            let tag_index = by_tag || action == "DescribeTags";
+            if let Some((set, own)) = listing(action).filter(|_| tag_index || !self.config.lag_tag_filters_only) {
                 let hidden: Vec<String> = self.hidden.keys().filter(|id| self.is_hidden(id)).cloned().collect();
                 let before = payload.len();
                 payload = drop_items(&payload, set, own, &hidden);

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use infraflow_activities::iam::{self, OidcProvider, S3_ISSUER_THUMBPRINT, issuer_host_path};
+use infraflow_activities::tags::REGION_TAG;
 use infraflow_activities::{AwsPool, Identity, Kind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -201,7 +202,10 @@ pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Resu
     let region = acting_region(ctx, &p.region);
     let region = region.as_str();
     let infra = p.infra_id.as_str();
-    let extra: Vec<(String, String)> = p.additional_tags.clone().into_iter().collect();
+    // IAM is global, a cluster regional: its IAM records the region it serves, so that a
+    // teardown (or another create-iam) naming another region leaves it.
+    let mut extra: Vec<(String, String)> = p.additional_tags.clone().into_iter().collect();
+    extra.push((REGION_TAG.to_string(), region.to_string()));
     let ident =
         |role: &str, name: &str| Identity::new(infra, role, None, name.to_string()).with_tags(&extra, ctx.creator());
     let issuer = p.issuer();

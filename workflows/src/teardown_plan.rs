@@ -76,6 +76,17 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
         leave: Vec::new(),
         blocked: Vec::new(),
     };
+    for (kind, id) in resources::find_iam_of_other_regions(&aws, &t.infra_id).await.map_err(from_aws)? {
+        plan.leave.push(Planned {
+            kind: kind.as_str().to_string(),
+            id,
+            reason: Some(format!(
+                "IAM (global) made for the cluster's region elsewhere ({}), not {}: a teardown there removes it",
+                infraflow_activities::tags::REGION_TAG,
+                plan.region
+            )),
+        });
+    }
     if let (Some(base), Some(name)) = (&t.base_domain, &t.name) {
         let record = format!("*.apps.{name}.{base}");
         let decision = public_record_decision(&aws, &t.infra_id, name, base).await.map_err(from_aws)?;

@@ -120,14 +120,22 @@ pub fn additional_tags(field: &str, tags: &std::collections::BTreeMap<String, St
         ));
     }
     for (k, v) in tags {
-        if k.is_empty() || k.len() > 128 || k.to_ascii_lowercase().starts_with("aws:") {
+        if k.is_empty() || k.chars().count() > 128 || k.to_ascii_lowercase().starts_with("aws:") {
             return Err(InputError::field(
                 field,
                 format!("key {k:?} must be 1 to 128 characters and not start with aws:"),
             ));
         }
-        if v.len() > 256 {
+        if v.chars().count() > 256 {
             return Err(InputError::field(field, format!("value of {k:?} is longer than 256 characters")));
+        }
+        // AWS's tag rule (EC2, ELB, IAM, Route53 alike): letters, digits, spaces and _ . : / = + - @.
+        let allowed = |c: char| c.is_alphanumeric() || c == ' ' || "_.:/=+-@".contains(c);
+        if let Some(c) = k.chars().chain(v.chars()).find(|c| !allowed(*c)) {
+            return Err(InputError::field(
+                field,
+                format!("{k:?}={v:?} has {c:?}: AWS tags take letters, digits, spaces and _ . : / = + - @ only"),
+            ));
         }
         if let Some(why) = reserved_tag(k) {
             return Err(InputError::field(field, format!("key {k:?} is reserved: {why}")));
@@ -175,5 +183,18 @@ mod tests {
         assert!(dns_label("name", "", 40).unwrap_err().0.contains("empty"));
         assert!(domain("baseDomain", "example.com").is_ok());
         assert!(domain("baseDomain", "exa mple.com").is_err());
+    }
+
+    #[test]
+    fn additional_tags_follow_awss_rules() {
+        let one = |k: &str, v: &str| additional_tags("additionalTags", &[(k.to_string(), v.to_string())].into());
+        assert!(one("team", "sre: platform/ops @eu+1").is_ok());
+        assert!(one("équipe", "ünïcode").is_ok(), "Unicode letters are letters");
+        let err = one("team", "a<b>").unwrap_err().0;
+        assert!(err.contains("additionalTags") && err.contains("'<'"), "{err}");
+        assert!(one("aws:x", "v").unwrap_err().0.contains("aws:"));
+        assert!(one(&"k".repeat(129), "v").is_err());
+        assert!(one("k", &"é".repeat(256)).is_ok(), "256 characters, not bytes");
+        assert!(one("infraflow.io/adopted-by", "me").unwrap_err().0.contains("reserved"));
     }
 }

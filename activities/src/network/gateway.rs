@@ -7,7 +7,7 @@ use super::{gone_ok, missing};
 use crate::adopt::adopt_hypershift;
 use crate::client::Aws;
 use crate::consistency::once_consistent;
-use crate::error::{AwsResult, classify};
+use crate::error::{AwsError, AwsResult, classify};
 use crate::inventory::Lookup;
 use crate::tags::{Identity, TagQuery};
 
@@ -67,10 +67,12 @@ pub async fn ensure_internet_gateway(aws: &Aws, id: &Identity, vpc_id: &str, loo
         _ => None,
     };
     let (igw, attached) = match (mine, adopted) {
-        (Some(g), _) => (
-            g.internet_gateway_id().ok_or_else(|| missing("DescribeInternetGateways", "gateway id"))?.to_string(),
-            g.attachments().iter().any(|a| a.vpc_id() == Some(vpc_id)),
-        ),
+        (Some(g), _) => {
+            let igw =
+                g.internet_gateway_id().ok_or_else(|| missing("DescribeInternetGateways", "gateway id"))?.to_string();
+            crate::adopt::mark_adopted_given(aws, &igw, id, &crate::adopt::pairs(g.tags())).await?;
+            (igw, g.attachments().iter().any(|a| a.vpc_id() == Some(vpc_id)))
+        }
         (None, Some(g)) => g,
         (None, None) => {
             let out = aws
@@ -108,7 +110,9 @@ pub async fn ensure_internet_gateway(aws: &Aws, id: &Identity, vpc_id: &str, loo
     Ok(igw)
 }
 
-/// Detaches the gateway from every VPC, then deletes it.
+/// Detaches the gateway from its cluster's VPC, then deletes it. Attached to a VPC that is not
+/// its cluster's (someone attached the cluster's gateway to theirs), it pauses naming that VPC:
+/// cutting another VPC off the internet is not the cluster's teardown's to do.
 pub async fn delete_internet_gateway(aws: &Aws, igw_id: &str) -> AwsResult<bool> {
     let out = aws.ec2.describe_internet_gateways().internet_gateway_ids(igw_id).send().await;
     let out = match out.map_err(|e| classify("DescribeInternetGateways", e)) {
@@ -117,6 +121,42 @@ pub async fn delete_internet_gateway(aws: &Aws, igw_id: &str) -> AwsResult<bool>
         Err(e) => return Err(e),
     };
     for g in out.internet_gateways() {
+        let vpcs: Vec<&str> = g.attachments().iter().filter_map(|a| a.vpc_id()).collect();
+        if vpcs.is_empty() {
+            continue;
+        }
+        let owners: Vec<(String, String)> = crate::adopt::pairs(g.tags())
+            .into_iter()
+            .filter(|(k, v)| k.starts_with(crate::tags::OWNERSHIP_PREFIX) && v == crate::tags::OWNED)
+            .collect();
+        let described = aws
+            .ec2
+            .describe_vpcs()
+            .set_vpc_ids(Some(vpcs.iter().map(|v| v.to_string()).collect()))
+            .send()
+            .await
+            .map_err(|e| classify("DescribeVpcs", e));
+        let described = match described {
+            Ok(o) => o.vpcs().to_vec(),
+            // A VPC deleted meanwhile: the detach below answers for it.
+            Err(e) if e.is_not_found() => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        for v in &described {
+            let theirs = crate::adopt::pairs(v.tags());
+            if !owners.iter().any(|o| theirs.contains(o)) {
+                return Err(AwsError {
+                    operator: true,
+                    ..AwsError::terminal(
+                        "DetachInternetGateway",
+                        format!(
+                            "internet gateway {igw_id} is attached to VPC {}, which is not its cluster's: it is left attached; detach it from that VPC, then `infraflow retry`",
+                            v.vpc_id().unwrap_or("?")
+                        ),
+                    )
+                });
+            }
+        }
         for a in g.attachments() {
             if let Some(vpc) = a.vpc_id() {
                 let r = aws.ec2.detach_internet_gateway().internet_gateway_id(igw_id).vpc_id(vpc).send().await;

@@ -150,7 +150,10 @@ async fn vpcs_using_dhcp_options(aws: &Aws, dopt_id: &str, owner: Option<&Tag>) 
 pub async fn ensure_vpc(aws: &Aws, id: &Identity, cidr: &str, lookup: Lookup) -> AwsResult<String> {
     let found = match lookup.first() {
         true => match find_vpcs(aws, &id.query()).await?.into_iter().next() {
-            Some(v) => Some(v),
+            Some(v) => {
+                crate::adopt::mark_if_adopted(aws, &v, id).await?;
+                Some(v)
+            }
             None => adopt_hypershift(aws, id, "VPC", |q| async move { find_vpcs(aws, &q).await }, itself).await?,
         },
         false => None,
@@ -250,7 +253,10 @@ pub async fn ensure_dhcp_options(
 ) -> AwsResult<String> {
     let found = match lookup.first() {
         true => match find_dhcp_options(aws, &id.query()).await?.into_iter().next() {
-            Some(d) => Some(d),
+            Some(d) => {
+                crate::adopt::mark_if_adopted(aws, &d, id).await?;
+                Some(d)
+            }
             None => {
                 // Theirs that the VPC uses, else theirs that no VPC uses: after two runs, each
                 // VPC holds its own.

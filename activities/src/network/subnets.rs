@@ -70,6 +70,7 @@ pub async fn ensure_subnet(
 ) -> AwsResult<SubnetInfo> {
     if lookup.first() {
         if let Some(s) = find_subnets(aws, &id.query()).await?.into_iter().next() {
+            crate::adopt::mark_if_adopted(aws, &s.subnet_id, id).await?;
             return Ok(s);
         }
         // Theirs only in the cluster's VPC: after two VPCs, the one the operator kept.

@@ -54,6 +54,12 @@ impl RateClass {
         }
     }
 
+    /// Whether AWS counts the class per account rather than per account and region: IAM and
+    /// Route53 are global services, one bucket whatever region a client names.
+    pub fn is_global(self) -> bool {
+        matches!(self, RateClass::Iam | RateClass::Route53)
+    }
+
     fn parse(s: &str) -> Option<RateClass> {
         RateClass::ALL.into_iter().find(|c| c.as_str() == s)
     }
@@ -99,6 +105,9 @@ pub(crate) fn classes_of(service: Service, operation: &str) -> &'static [RateCla
     }
 }
 
+/// The least rate `--aws-rate` takes, per second.
+pub const MIN_PER_SECOND: f64 = 0.01;
+
 /// What `--aws-rate` configures: a limit per class, or no pacing at all.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PacingConfig {
@@ -134,6 +143,14 @@ impl PacingConfig {
             let (Some(burst), Some(per_second)) = (number(burst), number(rate)) else {
                 return Err(format!("`{entry}`: the burst and the rate must be positive numbers"));
             };
+            // Below this a request waits longer than an attempt may (10 minutes): every call of
+            // the class would time out instead of being paced (and a rate of 1e-300 overflowed
+            // the wait's Duration).
+            if per_second < MIN_PER_SECOND {
+                return Err(format!(
+                    "`{entry}`: {per_second} requests a second is below the least pace, {MIN_PER_SECOND}/s (one request every 100 s); use `off` to stop pacing instead"
+                ));
+            }
             limits.insert(class, Limit { burst: burst.max(1.0), per_second });
         }
         Ok(PacingConfig { limits: Some(limits.clone()) })
@@ -195,15 +212,33 @@ impl Drop for Waiting {
 /// A wait longer than this is worth a log line: the step is held by the account's rate.
 const WORTH_SAYING: Duration = Duration::from_secs(2);
 
-/// The buckets of one region (each region has its own throttles).
+/// The buckets of the global classes (`RateClass::is_global`), shared by every region's pacer.
+pub(crate) type GlobalBuckets = BTreeMap<RateClass, Arc<Bucket>>;
+
+pub(crate) fn global_buckets(config: &PacingConfig) -> GlobalBuckets {
+    RateClass::ALL
+        .into_iter()
+        .filter(|c| c.is_global())
+        .filter_map(|c| config.limit(c).map(|l| (c, Arc::new(Bucket::new(l)))))
+        .collect()
+}
+
+/// The buckets of one region (each region has its own throttles), the global ones shared.
 #[derive(Debug)]
 pub(crate) struct Pacer {
-    buckets: BTreeMap<RateClass, Bucket>,
+    buckets: BTreeMap<RateClass, Arc<Bucket>>,
 }
 
 impl Pacer {
-    pub(crate) fn new(config: &PacingConfig) -> Arc<Pacer> {
-        let buckets = RateClass::ALL.into_iter().filter_map(|c| config.limit(c).map(|l| (c, Bucket::new(l)))).collect();
+    pub(crate) fn new(config: &PacingConfig, global: &GlobalBuckets) -> Arc<Pacer> {
+        let buckets = RateClass::ALL
+            .into_iter()
+            .filter_map(|c| match global.get(&c) {
+                Some(shared) => Some((c, shared.clone())),
+                None if c.is_global() => None,
+                None => config.limit(c).map(|l| (c, Arc::new(Bucket::new(l)))),
+            })
+            .collect();
         Arc::new(Pacer { buckets })
     }
 
@@ -270,6 +305,8 @@ mod tests {
         assert!(PacingConfig::parse("elb=20").unwrap_err().contains("BURST/PER_SECOND"));
         assert!(PacingConfig::parse("elb=20/0").unwrap_err().contains("positive"));
         assert!(PacingConfig::parse("elb").unwrap_err().contains("CLASS=BURST/PER_SECOND"));
+        assert!(PacingConfig::parse("elb=1/1e-300").unwrap_err().contains("below the least pace"), "never a panic");
+        assert!(PacingConfig::parse("elb=1/0.01").is_ok());
     }
 
     #[test]
@@ -278,5 +315,16 @@ mod tests {
         assert_eq!(classes_of(Service::Ec2, "DescribeVpcs"), &[RateClass::Ec2Describe]);
         assert_eq!(classes_of(Service::Ec2, "CreateTags"), &[RateClass::Ec2Mutating]);
         assert!(classes_of(Service::Sts, "GetCallerIdentity").is_empty());
+    }
+
+    #[test]
+    fn iam_and_route53_are_paced_once_for_every_region() {
+        let config = PacingConfig::default();
+        let global = global_buckets(&config);
+        let (east, west) = (Pacer::new(&config, &global), Pacer::new(&config, &global));
+        for class in RateClass::ALL {
+            let shared = Arc::ptr_eq(&east.buckets[&class], &west.buckets[&class]);
+            assert_eq!(shared, class.is_global(), "{}", class.as_str());
+        }
     }
 }

@@ -27,13 +27,62 @@ pub struct Page {
     templates: Environment<'static>,
     /// Whether the cancel and retry buttons exist (loopback, or `--allow-remote-actions`).
     actions: bool,
+    /// The `Host` values the page answers for (`allowed_hosts`): a page reached under any other
+    /// name (a DNS-rebound attacker's) answers 421, reads included.
+    hosts: Vec<String>,
+    /// Drawn once per daemon: every action form carries it, every action must.
+    csrf: String,
+}
+
+/// The `Host` header values a page listening on `addr` answers for: the address itself, the
+/// loopback names when it is a loopback address, and `names` (`--page-host`), each with the port
+/// (and without it on port 80).
+pub fn allowed_hosts(addr: std::net::SocketAddr, names: &[String]) -> Vec<String> {
+    let literal = match addr.ip() {
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
+    };
+    let mut bare = vec![literal];
+    if addr.ip().is_loopback() {
+        bare.extend(["127.0.0.1", "localhost", "[::1]"].map(String::from));
+    }
+    bare.extend(names.iter().map(|n| n.to_ascii_lowercase()));
+    let mut hosts = Vec::new();
+    for name in bare {
+        hosts.push(format!("{name}:{}", addr.port()));
+        if addr.port() == 80 {
+            hosts.push(name);
+        }
+    }
+    hosts.dedup();
+    hosts
+}
+
+/// 128 random bits from the kernel, hex: the page's CSRF token.
+fn random_token() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if read.is_err() {
+        // No /dev/urandom (a sandbox without /dev): std's hasher keys, drawn from the OS.
+        use std::hash::{BuildHasher, Hasher};
+        for half in bytes.chunks_mut(8) {
+            let h = std::collections::hash_map::RandomState::new().build_hasher().finish();
+            half.copy_from_slice(&h.to_le_bytes());
+        }
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 type Reply = Response<Full<Bytes>>;
 
 impl Page {
-    pub fn new(journal: Journal, actions: bool) -> Page {
+    pub fn new(journal: Journal, actions: bool, hosts: Vec<String>) -> Page {
         let mut templates = Environment::new();
+        // minijinja's core has no `truncate`: the page's own, by characters, never mid-character.
+        templates.add_filter("truncate", |s: String, n: usize| -> String {
+            if s.chars().count() <= n { s } else { s.chars().take(n.saturating_sub(1)).chain(['…']).collect() }
+        });
         for (name, source) in [
             ("base.html", include_str!("templates/base.html")),
             ("list.html", include_str!("templates/list.html")),
@@ -42,13 +91,22 @@ impl Page {
         ] {
             templates.add_template(name, source).expect("the page's templates parse");
         }
-        Page { journal, templates, actions }
+        Page { journal, templates, actions, hosts, csrf: random_token() }
     }
 
     /// The page's answer to `req`, or None when the path is not the page's.
     pub async fn respond<B>(&self, req: &Request<B>) -> Option<Reply> {
         let path = req.uri().path();
         let query = req.uri().query().unwrap_or_default();
+        if path != "/" && !path.starts_with("/workflows/") {
+            return None;
+        }
+        if !self.host_allowed(req) {
+            return Some(html(
+                StatusCode::MISDIRECTED_REQUEST,
+                "<p>refused: this page answers only for the names it is served under (the --listen address, loopback names, --page-host)</p>".into(),
+            ));
+        }
         if path == "/" {
             return Some(if req.method() == Method::GET { self.list(query) } else { only_get() });
         }
@@ -65,10 +123,32 @@ impl Page {
         })
     }
 
+    fn host_allowed<B>(&self, req: &Request<B>) -> bool {
+        let host = req.headers().get("host").and_then(|v| v.to_str().ok()).map(str::to_ascii_lowercase);
+        host.is_some_and(|h| self.hosts.contains(&h))
+    }
+
+    /// A POST from this page: its `Origin` is one of the page's own names (never merely the
+    /// request's own `Host`, which a rebound name sets too), or, without an `Origin` (old
+    /// browsers, curl), `Sec-Fetch-Site: same-origin`.
+    fn same_origin<B>(&self, req: &Request<B>) -> bool {
+        let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+        match header("origin") {
+            Some(origin) => {
+                let origin = origin.to_ascii_lowercase();
+                self.hosts.iter().any(|h| origin == format!("http://{h}") || origin == format!("https://{h}"))
+            }
+            None => header("sec-fetch-site") == Some("same-origin"),
+        }
+    }
+
     fn render(&self, name: &str, ctx: minijinja::Value) -> Reply {
         match self.templates.get_template(name).and_then(|t| t.render(ctx)) {
             Ok(body) => html(StatusCode::OK, body),
-            Err(e) => html(StatusCode::INTERNAL_SERVER_ERROR, format!("<p>cannot draw the page: {e}</p>")),
+            Err(e) => html(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("<p>cannot draw the page: {}</p>", escape(&e.to_string())),
+            ),
         }
     }
 
@@ -84,7 +164,12 @@ impl Page {
     fn list(&self, query: &str) -> Reply {
         let rows = match self.journal.list() {
             Ok(rows) => rows,
-            Err(e) => return html(StatusCode::INTERNAL_SERVER_ERROR, format!("<p>cannot read the journal: {e}</p>")),
+            Err(e) => {
+                return html(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("<p>cannot read the journal: {}</p>", escape(&e.to_string())),
+                );
+            }
         };
         let param = |name: &str| {
             query.split('&').find_map(|p| p.strip_prefix(&format!("{name}="))).map(decode).unwrap_or_default()
@@ -165,7 +250,10 @@ impl Page {
                 },
             ),
             Ok(None) => html(StatusCode::NOT_FOUND, format!("<p>no workflow {} in this journal</p>", escape(id))),
-            Err(e) => html(StatusCode::INTERNAL_SERVER_ERROR, format!("<p>cannot read the journal: {e}</p>")),
+            Err(e) => html(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("<p>cannot read the journal: {}</p>", escape(&e.to_string())),
+            ),
         }
     }
 
@@ -175,7 +263,9 @@ impl Page {
         }
         self.render(
             "confirm.html",
-            context! { base => self.base(), title => format!("{action} {id}"), id => id, action => action },
+            context! {
+                base => self.base(), title => format!("{action} {id}"), id => id, action => action, csrf => &self.csrf,
+            },
         )
     }
 
@@ -183,10 +273,11 @@ impl Page {
         if !self.actions {
             return forbidden_remote();
         }
-        if !same_origin(req) {
+        let token = req.uri().query().unwrap_or_default().split('&').find_map(|p| p.strip_prefix("csrf="));
+        if !self.same_origin(req) || token != Some(self.csrf.as_str()) {
             return html(
                 StatusCode::FORBIDDEN,
-                "<p>refused: the request does not come from this page (its Origin is another site's)</p>".into(),
+                "<p>refused: the request does not come from this page (its Origin is another site's, or it lacks the page's token): open the workflow's page and use its button</p>".into(),
             );
         }
         let now = SystemClock.now();
@@ -211,17 +302,6 @@ impl Page {
             r.headers_mut().insert(hyper::header::LOCATION, v);
         }
         r
-    }
-}
-
-/// A POST from this page: the browser's `Origin` names this host. Without an `Origin` (old
-/// browsers, curl), `Sec-Fetch-Site: same-origin` will do; otherwise refused.
-fn same_origin<B>(req: &Request<B>) -> bool {
-    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
-    let Some(host) = header("host") else { return false };
-    match header("origin") {
-        Some(origin) => origin == format!("http://{host}"),
-        None => header("sec-fetch-site") == Some("same-origin"),
     }
 }
 
@@ -305,22 +385,51 @@ mod tests {
         assert_eq!(decode("a+b%2"), "a b%2");
     }
 
+    fn page(hosts: Vec<String>) -> Page {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(&dir.path().join("j.sqlite3")).unwrap();
+        Page::new(journal, true, hosts)
+    }
+
+    fn req(host: &str, origin: Option<&str>, site: Option<&str>) -> Request<()> {
+        let mut b = Request::builder().method("POST").uri("/workflows/x/cancel").header("host", host);
+        if let Some(o) = origin {
+            b = b.header("origin", o);
+        }
+        if let Some(s) = site {
+            b = b.header("sec-fetch-site", s);
+        }
+        b.body(()).unwrap()
+    }
+
     #[test]
     fn a_post_from_another_origin_is_refused() {
-        let req = |origin: Option<&str>, site: Option<&str>| {
-            let mut b = Request::builder().method("POST").uri("/workflows/x/cancel").header("host", "127.0.0.1:9");
-            if let Some(o) = origin {
-                b = b.header("origin", o);
-            }
-            if let Some(s) = site {
-                b = b.header("sec-fetch-site", s);
-            }
-            b.body(()).unwrap()
-        };
-        assert!(same_origin(&req(Some("http://127.0.0.1:9"), None)));
-        assert!(!same_origin(&req(Some("http://evil.example"), Some("same-origin"))));
-        assert!(same_origin(&req(None, Some("same-origin"))));
-        assert!(!same_origin(&req(None, Some("cross-site"))));
-        assert!(!same_origin(&req(None, None)));
+        let p = page(allowed_hosts("127.0.0.1:9".parse().unwrap(), &[]));
+        assert!(p.same_origin(&req("127.0.0.1:9", Some("http://127.0.0.1:9"), None)));
+        assert!(p.same_origin(&req("127.0.0.1:9", Some("http://localhost:9"), None)));
+        assert!(!p.same_origin(&req("127.0.0.1:9", Some("http://evil.example"), Some("same-origin"))));
+        assert!(p.same_origin(&req("127.0.0.1:9", None, Some("same-origin"))));
+        assert!(!p.same_origin(&req("127.0.0.1:9", None, Some("cross-site"))));
+        assert!(!p.same_origin(&req("127.0.0.1:9", None, None)));
+    }
+
+    #[test]
+    fn a_rebound_name_is_neither_a_host_nor_an_origin_of_the_page() {
+        let p = page(allowed_hosts("127.0.0.1:9464".parse().unwrap(), &["Ops.Example".into()]));
+        let rebound = req("evil.example:9464", Some("http://evil.example:9464"), None);
+        assert!(!p.host_allowed(&rebound), "the Host a rebound page sends");
+        assert!(!p.same_origin(&rebound), "its Origin matches its Host, and is refused all the same");
+        assert!(p.host_allowed(&req("localhost:9464", None, None)));
+        assert!(p.host_allowed(&req("ops.example:9464", None, None)), "a --page-host name, any case");
+        assert!(!p.host_allowed(&req("127.0.0.1:9465", None, None)), "another port is another origin");
+        let wide = allowed_hosts("0.0.0.0:80".parse().unwrap(), &[]);
+        assert_eq!(wide, vec!["0.0.0.0:80".to_string(), "0.0.0.0".to_string()], "no loopback names beyond loopback");
+    }
+
+    #[test]
+    fn every_daemon_draws_its_own_token() {
+        let (a, b) = (random_token(), random_token());
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
     }
 }

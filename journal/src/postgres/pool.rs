@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -124,6 +125,9 @@ pub(crate) fn commit_error(e: tokio_postgres::Error) -> JournalError {
     if e.as_db_error().is_none() || down { JournalError::CommitUnknown } else { e.into() }
 }
 
+/// Whether this process has looked at whether a `prefer` connection ended in plaintext.
+static PLAINTEXT_CHECKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 impl Pool {
     pub(crate) fn new(target: PgTarget) -> Pool {
         Pool { target, idle: Mutex::new(Vec::new()), permits: Semaphore::new(SIZE) }
@@ -146,6 +150,19 @@ impl Pool {
                 tracing::debug!(error = %e, "a PostgreSQL connection ended");
             }
         });
+        if self.target.ssl_mode() == super::tls::SslMode::Prefer && !PLAINTEXT_CHECKED.swap(true, Ordering::Relaxed) {
+            // `prefer` (the default) falls back to plaintext when the server answers that it has
+            // no TLS, and an active attacker can answer that: say so once, where it happened.
+            let q = client.query_opt("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[]).await;
+            if let Ok(Some(row)) = q
+                && !row.try_get::<_, bool>(0).unwrap_or(true)
+            {
+                tracing::warn!(
+                    journal = %self.target,
+                    "the journal's connection is not encrypted (sslmode=prefer and the server offers no TLS): use sslmode=verify-full with the server's CA to be sure whom you talk to"
+                );
+            }
+        }
         Ok(client)
     }
 

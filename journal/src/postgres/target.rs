@@ -37,14 +37,25 @@ impl PgTarget {
         // `sslmode` and `sslrootcert` as libpq reads them; tokio-postgres knows neither
         // `verify-*` nor `sslrootcert`, so they are taken out here and enforced by the connector.
         let (url, params) = take_params(url, &["sslmode", "sslrootcert"]);
+        let system = params.get("sslrootcert").is_some_and(|r| r == "system");
         let ssl_mode = match params.get("sslmode") {
+            // libpq: the system's CAs imply verify-full.
+            None if system => SslMode::VerifyFull,
             None => SslMode::Prefer,
             Some(m) => SslMode::parse(m).ok_or_else(|| {
                 bad(format!("sslmode={m} is not one of disable, prefer, require, verify-ca, verify-full"))
             })?,
         };
-        let root_cert = params.get("sslrootcert").map(PathBuf::from);
-        let tls = super::tls::connector(ssl_mode, root_cert.as_deref()).map_err(&bad)?;
+        if system && ssl_mode != SslMode::VerifyFull {
+            // Anyone can buy a publicly trusted certificate for a name of their own: trusting the
+            // system's CAs authenticates a server only together with its name (libpq refuses too).
+            return Err(bad(format!(
+                "sslrootcert=system trusts the public CAs, which authenticates nobody without the host name: use sslmode=verify-full (not {}), or sslrootcert=FILE with your server's CA",
+                ssl_mode.as_str()
+            )));
+        }
+        let root_cert = params.get("sslrootcert").filter(|r| *r != "system").map(PathBuf::from);
+        let tls = super::tls::connector(ssl_mode, root_cert.as_deref(), system).map_err(&bad)?;
         let mut config =
             tokio_postgres::Config::from_str(&url).map_err(|e| bad(format!("not a PostgreSQL URL ({e})")))?;
         config.ssl_mode(ssl_mode.negotiation());
@@ -86,6 +97,10 @@ impl PgTarget {
                 None => super::pool::unreachable(self, &e),
             }
         })
+    }
+
+    pub(crate) fn ssl_mode(&self) -> SslMode {
+        self.ssl_mode
     }
 
     pub fn has_password(&self) -> bool {
@@ -242,6 +257,21 @@ mod tests {
         let file = "# comment\nother:5432:*:app:wrong\ndb.example:6543:*:app:pa\\:ss\n*:*:*:*:fallback\n";
         assert_eq!(t.password_from_pgpass(file).as_deref(), Some("pa:ss"));
         assert_eq!(t.password_from_pgpass("x:1:y:z:w\n"), None);
+    }
+
+    #[test]
+    fn verifying_without_a_ca_of_ones_own_is_refused_as_libpq_does() {
+        // SAFETY-7243D60 N6: verify-ca against the public CAs accepts anyone's certificate.
+        for url in
+            ["postgres://app@db.example/jr?sslmode=verify-ca", "postgres://app@db.example/jr?sslmode=verify-full"]
+        {
+            let err = PgTarget::parse(url).err().unwrap().to_string();
+            assert!(err.contains("needs the CAs to trust") && err.contains("sslrootcert=FILE"), "{url}: {err}");
+        }
+        let weak = PgTarget::parse("postgres://app@db.example/jr?sslmode=verify-ca&sslrootcert=system");
+        assert!(weak.err().unwrap().to_string().contains("use sslmode=verify-full (not verify-ca)"));
+        let weak = PgTarget::parse("postgres://app@db.example/jr?sslmode=require&sslrootcert=system");
+        assert!(weak.is_err(), "require with the system's CAs is as weak");
     }
 
     #[test]

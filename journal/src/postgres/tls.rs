@@ -61,9 +61,19 @@ impl SslMode {
     }
 }
 
-/// The connector for `mode`: trusting the CAs in `root_cert`, or the system's for `verify-*`
-/// without one. An unreadable or empty CA file is an error naming it.
-pub(crate) fn connector(mode: SslMode, root_cert: Option<&Path>) -> Result<MakeRustlsConnect, String> {
+/// The connector for `mode`: trusting the CAs in `root_cert`, or the system's when `system`
+/// (`sslrootcert=system`, verify-full only). `verify-*` with neither is refused, naming the
+/// setting: the system's public CAs would accept anyone's certificate under verify-ca (the
+/// caller passes libpq's default file, `~/.postgresql/root.crt`, when it exists). An unreadable
+/// or empty CA file is an error naming it.
+pub(crate) fn connector(mode: SslMode, root_cert: Option<&Path>, system: bool) -> Result<MakeRustlsConnect, String> {
+    if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) && root_cert.is_none() && !system {
+        return Err(format!(
+            "sslmode={} needs the CAs to trust: give sslrootcert=FILE (or PGSSLROOTCERT, or put them in ~/.postgresql/root.crt){}",
+            mode.as_str(),
+            if mode == SslMode::VerifyFull { ", or sslrootcert=system for the system's public CAs" } else { "" }
+        ));
+    }
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()

@@ -169,13 +169,14 @@ pub fn document(infra_id: &str, actions: &BTreeSet<&'static str>) -> Result<Valu
         );
     }
     // IAM: names are ids, and every name infraflow gives starts with the infraID; an OIDC
-    // provider's is its issuer's URL, so only its tag tells. Tagging happens at creation only.
+    // provider's is its issuer's URL, so only its tag tells. Tagging happens at creation, and on
+    // what the cluster owns already (the adoption mark).
     let iam_resources: Vec<String> =
         ["role", "instance-profile", "oidc-provider"].iter().map(|t| arn_pattern("iam", t, infra_id)).collect();
     push("IamTagOnCreate".into(), of("iam", |g| g == Grant::Tag), json!(iam_resources), Some(request_tag));
     push(
         "IamChangeOwned".into(),
-        of("iam", |g| g == Grant::OnOwned),
+        of("iam", |g| g == Grant::OnOwned || g == Grant::Tag),
         json!(iam_resources),
         Some(json!({"StringEquals": {format!("aws:ResourceTag/{key}"): OWNED}})),
     );

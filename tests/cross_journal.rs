@@ -1,0 +1,192 @@
+//! One account, many journals, regions and clusters (SAFETY-7243D60 N1, N2, N4, N5): what one
+//! workflow adopted is proven by AWS's tags, not by the journal it was recorded in. Two operators'
+//! journals on one moto take turns on one cluster; a teardown names the wrong region; two
+//! clusters are given one issuer. After each, what AWS holds is read back straight from moto.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::aws::{AwsEnv as Env, ok};
+use support::iam_state::IamState;
+use support::inventory::Inventory;
+use support::moto::aws_env;
+use support::*;
+
+const ADOPTED_BY: &str = "infraflow.io/adopted-by";
+
+fn provision_input(infra: &str) -> Value {
+    json!({"name": "prod", "infraID": infra, "region": "us-east-1", "zones": ["us-east-1a"], "baseDomain": "example.com"})
+}
+
+/// `infraflow ARGS` through the env's proxy, on another operator's journal.
+fn cli_in(e: &Env, journal: &Scratch, args: &[&str]) -> std::process::Output {
+    let env = aws_env(&e.proxy.endpoint());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    journal.cli_env(args, &env)
+}
+
+/// Journal A: a provision fails at the S3 endpoint and its rollback pauses on expired
+/// credentials at the NAT gateway, keeping its leftovers (the zones, subnets, VPC among them).
+fn a_rollback_paused_in_journal_a(e: &Env, infra: &str) -> String {
+    let input = e.input("p.json", provision_input(infra));
+    e.proxy.fail_action(Some("CreateVpcEndpoint"));
+    e.proxy.fail_with("DeleteNatGateway", "ExpiredToken", 1000);
+    let out = e.cli(&["run", "provision-infra", "--input", &input, "--id", "w1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let st = e.s.status("w1");
+    assert_eq!(st["state"], "paused", "{st}");
+    e.proxy.fail_action(None);
+    e.proxy.clear_fail_with();
+    input
+}
+
+/// N1: journal B provisions the same cluster, adopting A's leftovers, and completes; B prunes
+/// its record; A's operator logs in again and retries the rollback. Nothing in A's journal shows
+/// B's workflow: the adoption marks on what B took over are what keep the live cluster whole.
+#[test]
+fn a_rollback_retried_in_one_journal_leaves_what_another_journals_provision_adopted() {
+    let e = Env::new();
+    let input = a_rollback_paused_in_journal_a(&e, "xj-abcde");
+    let leftovers = Inventory::read(&e.c, "xj-abcde");
+    assert!(
+        !leftovers.vpcs.is_empty() && !leftovers.subnets.is_empty(),
+        "the rollback paused before its subnets and VPC: {:?} {}",
+        leftovers.counts(),
+        e.s.status("w1")
+    );
+
+    let b = Scratch::new();
+    ok(&cli_in(&e, &b, &["run", "provision-infra", "--input", &input, "--id", "w2"]));
+    let live = Inventory::read(&e.c, "xj-abcde");
+    live.assert_provisioned(&e.c, 1, 1, "prod", "example.com");
+    let vpc = live.vpcs[0].vpc_id().unwrap().to_string();
+    assert!(
+        live.tags_of(&vpc).iter().any(|(k, _)| k == ADOPTED_BY),
+        "the VPC w1 made carries w2's mark: {:?}",
+        live.tags_of(&vpc)
+    );
+    let pruned = cli_in(&e, &b, &["prune", "--before", "0s"]);
+    assert_eq!(pruned.status.code(), Some(0), "{}", stderr(&pruned));
+
+    let retried = e.cli(&["retry", "w1"]);
+    assert_eq!(retried.status.code(), Some(1), "a rollback ends compensated: {}", stderr(&retried));
+    assert_eq!(e.s.status("w1")["state"], "compensated", "{}", e.s.status("w1"));
+    let after = Inventory::read(&e.c, "xj-abcde");
+    assert_eq!(after.ids(), live.ids(), "w1's undo deleted nothing w2's cluster runs on");
+    after.assert_provisioned(&e.c, 1, 1, "prod", "example.com");
+}
+
+/// The other order: while journal A's rollback is paused, journal B tears the cluster down (the
+/// operator's remedy); A's retry then finds nothing of its own and ends compensated, and a new
+/// provision from A makes the cluster whole again, once.
+#[test]
+fn a_teardown_from_another_journal_while_a_rollback_is_paused_leaves_the_retry_nothing_to_do() {
+    let e = Env::new();
+    let input = a_rollback_paused_in_journal_a(&e, "xt-abcde");
+    let b = Scratch::new();
+    let t = e.input("t.json", json!({"infraID": "xt-abcde", "region": "us-east-1"}));
+    ok(&cli_in(&e, &b, &["run", "teardown", "--input", &t, "--id", "down"]));
+    assert_eq!(Inventory::read(&e.c, "xt-abcde").total(), 0);
+
+    let retried = e.cli(&["retry", "w1"]);
+    assert_eq!(retried.status.code(), Some(1), "{}", stderr(&retried));
+    assert_eq!(e.s.status("w1")["state"], "compensated", "{}", e.s.status("w1"));
+    ok(&e.cli(&["run", "provision-infra", "--input", &input, "--id", "w3"]));
+    Inventory::read(&e.c, "xt-abcde").assert_provisioned(&e.c, 1, 1, "prod", "example.com");
+}
+
+fn iam_input(infra: &str, region: &str) -> Value {
+    json!({"infraID": infra, "region": region, "oidcBucket": "oidc-store", "oidcBucketRegion": "us-east-1"})
+}
+
+/// N2 and N5: IAM is global, a teardown regional. A teardown naming another region (a typo, or
+/// a second cluster of the same infraID there) leaves the cluster's IAM; a create-iam for that
+/// region pauses naming the region the IAM serves, rewriting nothing; the right region's
+/// teardown removes it all.
+#[test]
+fn iam_made_for_one_region_is_left_by_a_teardown_and_refused_by_a_create_iam_of_another() {
+    let e = Env::new();
+    let made = ok(&e.cli(&["run", "create-iam", "--input", &e.input("i.json", iam_input("rg-abcde", "us-east-1"))]));
+    let before = IamState::read(&e.c, "rg-abcde");
+    assert_eq!((before.providers.len(), before.roles.len(), before.profiles.len()), (1, 8, 1), "{}", before.summary());
+    assert!(before.roles.values().all(|r| r.tags.get("infraflow.io/region").map(String::as_str) == Some("us-east-1")));
+
+    let wrong = e.input("t.json", json!({"infraID": "rg-abcde", "region": "us-west-2"}));
+    let plan = e.cli(&["run", "teardown", "--input", &wrong, "--dry-run", "--json"]);
+    assert_eq!(plan.status.code(), Some(0), "{}", stderr(&plan));
+    let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let named = |list: &str| plan[list].as_array().unwrap().iter().any(|p| p["id"] == "rg-abcde-openshift-ingress");
+    assert!(!named("delete") && named("leave"), "the plan leaves it, naming it: {plan}");
+    ok(&e.cli(&["run", "teardown", "--input", &wrong]));
+    let kept = IamState::read(&e.c, "rg-abcde");
+    assert_eq!(kept.summary(), before.summary(), "the us-east-1 cluster's IAM is whole");
+
+    let west_input = e.input("w.json", iam_input("rg-abcde", "us-west-2"));
+    let west = e.cli(&["run", "create-iam", "--input", &west_input, "--id", "west"]);
+    assert_eq!(west.status.code(), Some(1), "{}", stderr(&west));
+    let err = stderr(&west);
+    assert!(err.contains("us-east-1") && err.contains("us-west-2") && err.contains("paused"), "{err}");
+    let unchanged = IamState::read(&e.c, "rg-abcde");
+    for (name, role) in &before.roles {
+        assert_eq!(unchanged.roles[name].policies, role.policies, "{name}'s policy is not rewritten");
+        assert_eq!(unchanged.roles[name].trust, role.trust, "{name}'s trust is not rewritten");
+    }
+    // The paused one keeps the cluster's queue: the operator cancels it (it made nothing).
+    let cancelled = e.cli(&["cancel", "west"]);
+    assert_eq!(cancelled.status.code(), Some(0), "{}", stderr(&cancelled));
+    assert_eq!(IamState::read(&e.c, "rg-abcde").summary(), before.summary(), "its rollback deleted nothing");
+
+    let right = e.input("r.json", json!({"infraID": "rg-abcde", "region": "us-east-1"}));
+    ok(&e.cli(&["run", "teardown", "--input", &right]));
+    assert_eq!(IamState::read(&e.c, "rg-abcde").total(), 0, "the right region's teardown removes it");
+    assert_eq!(made["region"], "us-east-1");
+}
+
+/// N5: a second create-iam submission for the same cluster with other zones does not rewrite
+/// the first's role policies (a running cluster's operators would lose or gain rights); it
+/// pauses naming the workflow that made the role.
+#[test]
+fn a_second_create_iam_with_other_zones_pauses_instead_of_rewriting_the_roles() {
+    let e = Env::new();
+    let first = json!({"infraID": "rz-abcde", "region": "us-east-1", "oidcBucket": "oidc-store",
+                       "publicZoneID": "ZPUB1", "privateZoneID": "ZPRIV1"});
+    ok(&e.cli(&["run", "create-iam", "--input", &e.input("a.json", first.clone()), "--id", "iam-1"]));
+    let before = IamState::read(&e.c, "rz-abcde");
+    // The same input again, from another submission: nothing differs, so it completes.
+    ok(&e.cli(&["run", "create-iam", "--input", &e.input("a2.json", first), "--id", "iam-2"]));
+    let other = json!({"infraID": "rz-abcde", "region": "us-east-1", "oidcBucket": "oidc-store",
+                       "publicZoneID": "ZPUB2", "privateZoneID": "ZPRIV2"});
+    let out = e.cli(&["run", "create-iam", "--input", &e.input("b.json", other), "--id", "iam-3"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(e.s.status("iam-3")["state"], "paused");
+    assert!(stderr(&out).contains("iam-1"), "names the workflow that made the role: {}", stderr(&out));
+    let after = IamState::read(&e.c, "rz-abcde");
+    for (name, role) in &before.roles {
+        assert_eq!(after.roles[name].policies, role.policies, "{name}'s policy is not rewritten");
+    }
+    // Its rollback (cancel) deletes nothing of the first's.
+    let cancelled = e.cli(&["cancel", "iam-3"]);
+    assert_eq!(cancelled.status.code(), Some(0), "{}", stderr(&cancelled));
+    assert_eq!(IamState::read(&e.c, "rz-abcde").summary(), before.summary());
+}
+
+/// N4: two clusters given one issuer. The second refuses to share the first's provider (a
+/// pause naming it), so the first's teardown can never delete what the second's roles trust.
+#[test]
+fn a_second_cluster_with_the_same_issuer_pauses_instead_of_sharing_the_provider() {
+    let e = Env::new();
+    let issuer = "https://oidc.example/shared";
+    let a = json!({"infraID": "aa-abcde", "region": "us-east-1", "issuerURL": issuer});
+    let b = json!({"infraID": "bb-abcde", "region": "us-east-1", "issuerURL": issuer});
+    ok(&e.cli(&["run", "create-iam", "--input", &e.input("a.json", a), "--id", "iam-a"]));
+    let out = e.cli(&["run", "create-iam", "--input", &e.input("b.json", b), "--id", "iam-b"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let st = e.s.status("iam-b");
+    assert_eq!(st["state"], "paused", "{st}");
+    let err = st["error"].as_str().unwrap_or_default();
+    assert!(err.contains("aa-abcde/oidc-provider") && err.contains("own issuer"), "{err}");
+    assert_eq!(IamState::read(&e.c, "bb-abcde").total(), 0, "no role of bb trusts aa's provider");
+    let providers = IamState::read(&e.c, "aa-abcde").providers;
+    assert_eq!(providers.len(), 1);
+    assert!(providers.values().next().unwrap().get("kubernetes.io/cluster/bb-abcde").is_none(), "not tagged bb's");
+}
