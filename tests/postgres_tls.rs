@@ -90,3 +90,46 @@ fn an_sslmode_libpq_does_not_know_is_refused_before_connecting() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("sslrootcert=/nonexistent/ca.crt"), "{}", stderr(&out));
 }
+
+/// `infraflow --db URL ARGS` with a home of its own and these libpq variables.
+fn cli_env(pg: &Server, url: &str, home: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut c = Command::new(infraflow());
+    c.arg("--db").arg(url).args(args).env("PGPASSWORD", &pg.password).env("HOME", home);
+    c.env_remove("PGSSLMODE").env_remove("PGSSLROOTCERT");
+    c.envs(env.iter().copied()).output().unwrap()
+}
+
+/// SAFETY-7243D60 N6: settings libpq users rely on are honoured as libpq does, and none trusts
+/// the public CAs where a CA of one's own is meant.
+#[test]
+fn tls_settings_come_from_pgsslmode_pgsslrootcert_and_root_crt_and_verify_ca_never_trusts_public_cas() {
+    let (pg, s) = (tls_server(), Scratch::new());
+    let db = pg.fresh_database();
+    let home = tempfile::tempdir().unwrap();
+    let bare = pg.url_without_password(&db);
+    let ca = pg.ca_cert().display().to_string();
+
+    // verify-ca with no CA file anywhere: refused before connecting, naming what to give.
+    let out = cli_env(pg, &format!("{bare}?sslmode=verify-ca"), home.path(), &[], &["status"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("needs the CAs to trust") && stderr(&out).lines().count() == 1, "{}", stderr(&out));
+    let out = cli_env(pg, &format!("{bare}?sslmode=verify-ca&sslrootcert=system"), home.path(), &[], &["status"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("sslmode=verify-full"), "{}", stderr(&out));
+
+    // PGSSLMODE and PGSSLROOTCERT, as libpq reads them, when the URL says nothing.
+    let env = [("PGSSLMODE", "verify-full"), ("PGSSLROOTCERT", ca.as_str())];
+    let run = cli_env(pg, &bare, home.path(), &env, &["run", "canary", "--input", &canary(&s), "--id", "env"]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let wrong = [("PGSSLMODE", "verify-full"), ("PGSSLROOTCERT", "/nonexistent/ca.crt")];
+    let out = cli_env(pg, &bare, home.path(), &wrong, &["status"]);
+    assert_eq!(out.status.code(), Some(2), "PGSSLROOTCERT is read: {}", stderr(&out));
+    let out = cli_env(pg, &format!("{bare}?sslmode=disable"), home.path(), &wrong, &["status"]);
+    assert_ne!(out.status.code(), Some(0), "the URL's own sslmode wins; pg_hba refuses plain TCP");
+
+    // libpq's default CA file.
+    std::fs::create_dir(home.path().join(".postgresql")).unwrap();
+    std::fs::copy(pg.ca_cert(), home.path().join(".postgresql/root.crt")).unwrap();
+    let out = cli_env(pg, &format!("{bare}?sslmode=verify-full"), home.path(), &[], &["status", "env", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
