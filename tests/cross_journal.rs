@@ -10,6 +10,7 @@ use support::aws::{AwsEnv as Env, ok};
 use support::iam_state::IamState;
 use support::inventory::Inventory;
 use support::moto::aws_env;
+use support::proxy::Proxy;
 use support::*;
 
 const ADOPTED_BY: &str = "infraflow.io/adopted-by";
@@ -20,7 +21,12 @@ fn provision_input(infra: &str) -> Value {
 
 /// `infraflow ARGS` through the env's proxy, on another operator's journal.
 fn cli_in(e: &Env, journal: &Scratch, args: &[&str]) -> std::process::Output {
-    let env = aws_env(&e.proxy.endpoint());
+    in_journal(journal, &e.proxy.endpoint(), args)
+}
+
+/// `infraflow ARGS` against `endpoint`, on `journal`.
+fn in_journal(journal: &Scratch, endpoint: &str, args: &[&str]) -> std::process::Output {
+    let env = aws_env(endpoint);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     journal.cli_env(args, &env)
 }
@@ -189,4 +195,61 @@ fn a_second_cluster_with_the_same_issuer_pauses_instead_of_sharing_the_provider(
     let providers = IamState::read(&e.c, "aa-abcde").providers;
     assert_eq!(providers.len(), 1);
     assert!(providers.values().next().unwrap().get("kubernetes.io/cluster/bb-abcde").is_none(), "not tagged bb's");
+}
+
+/// SIGKILL at every AWS call of journal B's provision over journal A's paused leftovers (the
+/// adoption marks' reads and writes among them): before the call reaches AWS, or after AWS acted
+/// but before the answer arrives. Run again, B completes with one of everything, every leftover of
+/// A's carries B's mark, and A's retried rollback deletes none of it.
+fn adoption_across_journals_sweep(after_aws_acts: bool) {
+    let world = || {
+        let e = Env::new();
+        let proxy = Proxy::start(e.moto.port);
+        (e, proxy)
+    };
+    let tag = if after_aws_acts { "a" } else { "b" };
+    let run = |(e, proxy): &(Env, Proxy), name: &str, kill: Option<u32>| {
+        let infra = format!("{name}-abcde");
+        let a = Scratch::new();
+        let input = e.input(&format!("{name}.json"), provision_input(&infra));
+        proxy.fail_action(Some("CreateVpcEndpoint"));
+        proxy.fail_with("DeleteNatGateway", "ExpiredToken", 1000);
+        let failed = in_journal(&a, &proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "w1"]);
+        assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
+        proxy.fail_action(None);
+        proxy.clear_fail_with();
+        let leftovers = Inventory::read(&e.c, &infra).ids();
+        assert!(!leftovers.is_empty());
+        proxy.reset_counts();
+        let w2 = format!("{name}-w2");
+        let args = ["run", "provision-infra", "--input", input.as_str(), "--id", w2.as_str()];
+        let fired = kill.is_some_and(|call| e.run_killed_at(proxy, &args, call, after_aws_acts));
+        ok(&e.cli_at(&proxy.endpoint(), &args));
+        let counted = proxy.total();
+        let live = Inventory::read(&e.c, &infra);
+        live.assert_provisioned(&e.c, 1, 1, "prod", "example.com");
+        for id in leftovers.iter().filter(|id| id.starts_with("vpc-") || id.starts_with("subnet-")) {
+            assert!(live.tags_of(id).iter().any(|(k, _)| k == ADOPTED_BY), "{id} unmarked, killed at {kill:?}");
+        }
+        let retried = in_journal(&a, &proxy.endpoint(), &["retry", "w1"]);
+        assert_eq!(retried.status.code(), Some(1), "{}", stderr(&retried));
+        assert_eq!(Inventory::read(&e.c, &infra).ids(), live.ids(), "killed at {kill:?}: A's rollback left B's cluster");
+        (fired, counted)
+    };
+    let first = world();
+    let (_, calls) = run(&first, &format!("clean{tag}"), None);
+    assert!(calls > 20, "a provision makes dozens of calls, counted {calls}");
+    let (fired, _) =
+        support::sweep::every_call(calls, first, world, |w, call| run(w, &format!("k{call}{tag}"), Some(call)).0);
+    assert_eq!(fired, calls, "every call was a kill point");
+}
+
+#[test]
+fn every_aws_call_of_an_adoption_across_journals_killed_before_it_reaches_aws_resumes_exact() {
+    adoption_across_journals_sweep(false);
+}
+
+#[test]
+fn every_aws_call_of_an_adoption_across_journals_killed_after_aws_acted_resumes_exact() {
+    adoption_across_journals_sweep(true);
 }
