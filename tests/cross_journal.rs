@@ -233,7 +233,11 @@ fn adoption_across_journals_sweep(after_aws_acts: bool) {
         }
         let retried = in_journal(&a, &proxy.endpoint(), &["retry", "w1"]);
         assert_eq!(retried.status.code(), Some(1), "{}", stderr(&retried));
-        assert_eq!(Inventory::read(&e.c, &infra).ids(), live.ids(), "killed at {kill:?}: A's rollback left B's cluster");
+        assert_eq!(
+            Inventory::read(&e.c, &infra).ids(),
+            live.ids(),
+            "killed at {kill:?}: A's rollback left B's cluster"
+        );
         (fired, counted)
     };
     let first = world();

@@ -98,6 +98,20 @@ async fn filter_by_tag(aws: &Aws, arns: Vec<String>, q: &TagQuery) -> AwsResult<
     Ok(arns.into_iter().filter(|a| tagged.iter().any(|(arn, tags)| arn == a && q.matches_pairs(tags))).collect())
 }
 
+/// The existing `arn` named `name`, if it carries `id`'s identity (marked as adopted when another
+/// workflow made it); else an error naming it.
+async fn claim_named(aws: &Aws, arn: String, id: &Identity, what: &str, name: &str) -> AwsResult<String> {
+    let tagged = tags_of(aws, std::slice::from_ref(&arn)).await?;
+    let Some((_, tags)) = tagged.iter().find(|(a, tags)| *a == arn && id.query().matches_pairs(tags)) else {
+        return Err(not_ours(what, name));
+    };
+    if let Some((k, v)) = id.adoption_mark(tags) {
+        let tag = aws_sdk_elasticloadbalancingv2::types::Tag::builder().key(k).value(v).build();
+        aws.elb.add_tags().resource_arns(&arn).tags(tag).send().await.map_err(|e| classify("AddTags", e))?;
+    }
+    Ok(arn)
+}
+
 fn not_ours(what: &str, name: &str) -> AwsError {
     AwsError::terminal(
         "DescribeTags",
@@ -122,10 +136,7 @@ async fn load_balancer_named(aws: &Aws, name: &str) -> AwsResult<Option<(String,
 /// An internal network load balancer in `subnets`.
 pub async fn ensure_load_balancer(aws: &Aws, id: &Identity, name: &str, subnets: &[String]) -> AwsResult<String> {
     if let Some((arn, _)) = load_balancer_named(aws, name).await? {
-        return match filter_by_tag(aws, vec![arn.clone()], &id.query()).await?.is_empty() {
-            true => Err(not_ours("load balancer", name)),
-            false => Ok(arn),
-        };
+        return claim_named(aws, arn, id, "load balancer", name).await;
     }
     let out = aws
         .elb
@@ -181,10 +192,7 @@ pub async fn ensure_target_group(aws: &Aws, id: &Identity, name: &str, vpc_id: &
         Err(e) => return Err(e),
     };
     if let Some(arn) = existing {
-        return match filter_by_tag(aws, vec![arn.clone()], &id.query()).await?.is_empty() {
-            true => Err(not_ours("target group", name)),
-            false => Ok(arn),
-        };
+        return claim_named(aws, arn, id, "target group", name).await;
     }
     let out = aws
         .elb
