@@ -186,8 +186,8 @@ async fn adopt_hypershift_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &st
     Ok(Some(zone))
 }
 
-/// Whether zone `zone` carries the cluster's ownership tag.
-async fn zone_is_owned(aws: &Aws, zone: &str, infra_id: &str) -> AwsResult<bool> {
+/// The tags of zone `zone`; None if it is gone.
+async fn zone_tags(aws: &Aws, zone: &str) -> AwsResult<Option<Vec<Tag>>> {
     let out = within_rate(|| async {
         aws.r53
             .list_tags_for_resource()
@@ -197,9 +197,18 @@ async fn zone_is_owned(aws: &Aws, zone: &str, infra_id: &str) -> AwsResult<bool>
             .await
             .map_err(|e| classify("ListTagsForResource", e))
     })
-    .await?;
+    .await;
+    match out {
+        Ok(o) => Ok(Some(o.resource_tag_set().map(|s| s.tags().to_vec()).unwrap_or_default())),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether zone `zone` carries the cluster's ownership tag.
+async fn zone_is_owned(aws: &Aws, zone: &str, infra_id: &str) -> AwsResult<bool> {
     let key = ownership_key(infra_id);
-    let tags = out.resource_tag_set().map(|s| s.tags().to_vec()).unwrap_or_default();
+    let tags = zone_tags(aws, zone).await?.unwrap_or_default();
     Ok(tags.iter().any(|t| t.key() == Some(key.as_str()) && t.value() == Some(OWNED)))
 }
 
@@ -263,21 +272,7 @@ pub async fn find_zones_by_identity(aws: &Aws, key: &str, created_by: Option<&st
     let Some(creator) = created_by else { return Ok(marked) };
     let mut mine = Vec::new();
     for zone in marked {
-        let out = within_rate(|| async {
-            aws.r53
-                .list_tags_for_resource()
-                .resource_type(TagResourceType::Hostedzone)
-                .resource_id(&zone)
-                .send()
-                .await
-                .map_err(|e| classify("ListTagsForResource", e))
-        })
-        .await;
-        let tags = match out {
-            Ok(o) => o.resource_tag_set().map(|s| s.tags().to_vec()).unwrap_or_default(),
-            Err(e) if e.is_not_found() => continue,
-            Err(e) => return Err(e),
-        };
+        let Some(tags) = zone_tags(aws, &zone).await? else { continue };
         let adopted = tags.iter().any(|t| t.key() == Some(ADOPTED_BY_TAG) && t.value() != Some(creator));
         if adopted {
             tracing::info!(zone = %zone, creator, "left a zone another workflow adopted");

@@ -208,6 +208,13 @@ pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Resu
     extra.push((REGION_TAG.to_string(), region.to_string()));
     let ident =
         |role: &str, name: &str| Identity::new(infra, role, None, name.to_string()).with_tags(&extra, ctx.creator());
+    // Steps journal their identity as before the region tag: a step's input may change only with
+    // a new flow version, what it does inside may change freely (ARCHITECTURE, "Changing a
+    // flow"), and the region comes from the journaled environment.
+    let journaled = |id: &Identity| Identity {
+        extra_tags: id.extra_tags.iter().filter(|(k, _)| k != REGION_TAG).cloned().collect(),
+        ..id.clone()
+    };
     let issuer = p.issuer();
     let thumbprint = p.thumbprint.as_deref().unwrap_or(S3_ISSUER_THUMBPRINT);
 
@@ -216,7 +223,7 @@ pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Resu
         .step_with(
             "oidc-provider",
             "iam.ensure-oidc-provider",
-            &(&provider_id, &issuer, thumbprint),
+            &(&journaled(&provider_id), &issuer, thumbprint),
             unique_name_opts(region, Kind::OidcProvider, &provider_id),
             || async {
                 let aws = pool.region(region).await;
@@ -236,7 +243,7 @@ pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Resu
             .step_with(
                 &format!("role/{}", role.suffix),
                 "iam.ensure-role",
-                &(&id, &trust, &policy),
+                &(&journaled(&id), &trust, &policy),
                 unique_name_opts(region, Kind::IamRole, &id),
                 || async {
                     let aws = pool.region(region).await;
@@ -254,7 +261,7 @@ pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Resu
         .step_with(
             "worker-role",
             "iam.ensure-role",
-            &(&role_id, &trust, &policy),
+            &(&journaled(&role_id), &trust, &policy),
             unique_name_opts(region, Kind::IamRole, &role_id),
             || async {
                 let aws = pool.region(region).await;
@@ -267,7 +274,7 @@ pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Resu
         .step_with(
             "worker-instance-profile",
             "iam.ensure-instance-profile",
-            &(&profile_id, &role_name),
+            &(&journaled(&profile_id), &role_name),
             unique_name_opts(region, Kind::InstanceProfile, &profile_id),
             || async {
                 let aws = pool.region(region).await;
