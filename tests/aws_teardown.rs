@@ -420,3 +420,38 @@ fn a_retried_teardown_discovers_afresh_what_appeared_while_it_was_paused() {
     assert!(out["deleted"]["subnet"].as_array().unwrap().iter().any(|s| s == late.as_str()), "{out}");
     assert_eq!(Inventory::read(&e.c, "fresh-abcde").total(), 0);
 }
+
+/// SAFETY-7243D60 N14: the cluster's internet gateway, attached by someone to a VPC that is not
+/// the cluster's, is not detached from it: the teardown pauses naming that VPC; once they detach
+/// it, `retry` finishes.
+#[test]
+fn teardown_never_detaches_the_clusters_gateway_from_a_vpc_that_is_not_the_clusters() {
+    let e = Env::new();
+    let input = e.input("p.json", provision_input("gw", "gw-abcde", &["us-east-1a"]));
+    ok(&e.cli(&["run", "provision-infra", "--input", &input]));
+    let inv = Inventory::read(&e.c, "gw-abcde");
+    let (igw, vpc) =
+        (inv.igws[0].internet_gateway_id().unwrap().to_string(), inv.vpcs[0].vpc_id().unwrap().to_string());
+    let foreign = e.c.create_vpc("10.8.0.0/16");
+    e.c.block_on(e.c.ec2.detach_internet_gateway().internet_gateway_id(&igw).vpc_id(&vpc).send()).unwrap();
+    e.c.block_on(e.c.ec2.attach_internet_gateway().internet_gateway_id(&igw).vpc_id(&foreign).send()).unwrap();
+    let attached_to = || {
+        let out = e.c.block_on(e.c.ec2.describe_internet_gateways().internet_gateway_ids(&igw).send()).unwrap();
+        out.internet_gateways()[0]
+            .attachments()
+            .iter()
+            .filter_map(|a| a.vpc_id().map(str::to_string))
+            .collect::<Vec<_>>()
+    };
+    let t = e.input("t.json", json!({"infraID": "gw-abcde", "region": "us-east-1"}));
+    let res = e.cli(&["run", "teardown", "--input", &t, "--id", "gw"]);
+    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
+    let st = e.s.status("gw");
+    assert_eq!(st["state"], "paused", "{st}");
+    assert!(st["error"].as_str().unwrap().contains(&foreign), "names the VPC: {st}");
+    assert_eq!(attached_to(), vec![foreign.clone()], "still attached where they put it");
+    e.c.block_on(e.c.ec2.detach_internet_gateway().internet_gateway_id(&igw).vpc_id(&foreign).send()).unwrap();
+    let res = e.cli(&["retry", "gw"]);
+    assert_eq!(res.status.code(), Some(0), "{}", stderr(&res));
+    assert_eq!(Inventory::read(&e.c, "gw-abcde").total(), 0);
+}

@@ -258,3 +258,33 @@ fn every_aws_call_of_an_adoption_across_journals_killed_before_it_reaches_aws_re
 fn every_aws_call_of_an_adoption_across_journals_killed_after_aws_acted_resumes_exact() {
     adoption_across_journals_sweep(true);
 }
+
+/// SAFETY-7243D60 N14: a team put the cluster's worker role in an instance profile of theirs.
+/// The cluster's teardown does not take it out of their profile: it pauses naming the profile,
+/// and finishes once they have.
+#[test]
+fn teardown_never_takes_the_clusters_role_out_of_someone_elses_instance_profile() {
+    let e = Env::new();
+    ok(&e.cli(&["run", "create-iam", "--input", &e.input("i.json", iam_input("rp-abcde", "us-east-1"))]));
+    let iam = &e.c.iam;
+    e.c.block_on(iam.create_instance_profile().instance_profile_name("team-x-profile").send()).unwrap();
+    let add =
+        iam.add_role_to_instance_profile().instance_profile_name("team-x-profile").role_name("rp-abcde-worker-role");
+    e.c.block_on(add.send()).unwrap();
+    let held = || {
+        let p = e.c.block_on(iam.get_instance_profile().instance_profile_name("team-x-profile").send()).unwrap();
+        p.instance_profile().unwrap().roles().iter().map(|r| r.role_name().to_string()).collect::<Vec<_>>()
+    };
+    let t = e.input("t.json", json!({"infraID": "rp-abcde", "region": "us-east-1"}));
+    let res = e.cli(&["run", "teardown", "--input", &t, "--id", "rp"]);
+    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
+    let st = e.s.status("rp");
+    assert_eq!(st["state"], "paused", "{st}");
+    assert!(st["error"].as_str().unwrap().contains("team-x-profile"), "{st}");
+    assert_eq!(held(), vec!["rp-abcde-worker-role".to_string()], "their profile keeps it");
+    let remove = iam.remove_role_from_instance_profile().instance_profile_name("team-x-profile");
+    e.c.block_on(remove.role_name("rp-abcde-worker-role").send()).unwrap();
+    let res = e.cli(&["retry", "rp"]);
+    assert_eq!(res.status.code(), Some(0), "{}", stderr(&res));
+    assert_eq!(IamState::read(&e.c, "rp-abcde").total(), 0);
+}

@@ -249,3 +249,68 @@ fn after_the_operator_picks_one_of_two_hypershift_vpcs_only_that_vpcs_resources_
         assert!(inv.tags_of(&kept[role]).iter().any(|(k, _)| k == "infraflow.io/identity"), "{role} adopted");
     }
 }
+
+/// SAFETY-7243D60 N9: over HyperShift's VPC, a group someone made under the name infraflow gives
+/// the worker group (untagged: not the cluster's) is neither taken nor widened: the provision
+/// pauses naming it, and its rules are what they were.
+#[test]
+fn a_persons_group_named_like_the_worker_group_is_left_as_it_is_and_named() {
+    let e = Env::new();
+    let infra = "hg-abcde";
+    let made = make(&e.c, infra, &["us-east-1a"], Cut::BeforeZones);
+    let theirs = e.c.block_on(
+        e.c.ec2
+            .create_security_group()
+            .group_name(format!("{infra}-worker-sg"))
+            .description("a person's")
+            .vpc_id(&made["vpc"])
+            .send(),
+    );
+    let theirs = theirs.unwrap().group_id().unwrap().to_string();
+    let rules = |g: &str| {
+        let out = e.c.block_on(e.c.ec2.describe_security_groups().group_ids(g).send()).unwrap();
+        format!("{:?} {:?}", out.security_groups()[0].ip_permissions(), out.security_groups()[0].tags())
+    };
+    let before = rules(&theirs);
+    let input = e.input("hg.json", provision_input("hg", infra, &["us-east-1a"]));
+    let run = e.cli(&["run", "provision-infra", "--input", &input, "--id", "hg"]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    let st = e.s.status("hg");
+    assert_eq!(st["state"], "paused", "{st}");
+    assert!(st["error"].as_str().unwrap_or_default().contains(&theirs), "names the group: {st}");
+    assert_eq!(rules(&theirs), before, "no rule added, no tag written");
+}
+
+/// SAFETY-7243D60 N8: a private zone of the cluster's name on HyperShift's VPC that a person
+/// made (their comment, shared with another VPC) is not adopted, so the cluster's teardown
+/// leaves it with its records.
+#[test]
+fn a_persons_private_zone_of_the_clusters_name_is_never_adopted_nor_torn_down() {
+    use aws_sdk_route53::types::{HostedZoneConfig, Vpc, VpcRegion};
+    let e = Env::new();
+    let infra = "hz-abcde";
+    let made = make(&e.c, infra, &["us-east-1a"], Cut::BeforeZones);
+    let other = e.c.create_vpc("10.9.0.0/16");
+    let vpc = |id: &str| Vpc::builder().vpc_id(id).vpc_region(VpcRegion::UsEast1).build();
+    let zone = e.c.block_on(
+        e.c.r53
+            .create_hosted_zone()
+            .name("hz.example.com")
+            .caller_reference("corp-zone")
+            .vpc(vpc(&made["vpc"]))
+            .hosted_zone_config(HostedZoneConfig::builder().comment("corp").private_zone(true).build())
+            .send(),
+    );
+    let zone = zone.unwrap().hosted_zone().unwrap().id().trim_start_matches("/hostedzone/").to_string();
+    e.c.block_on(e.c.r53.associate_vpc_with_hosted_zone().hosted_zone_id(&zone).vpc(vpc(&other)).send()).unwrap();
+    let input = e.input("hz.json", provision_input("hz", infra, &["us-east-1a"]));
+    // Whether AWS lets a second zone of the name onto the VPC (moto does; AWS answers
+    // ConflictingDomainExists, and the provision fails naming it), theirs is never taken.
+    let run = e.cli(&["run", "provision-infra", "--input", &input, "--id", "hz"]);
+    assert!(matches!(run.status.code(), Some(0 | 1)), "{}", stderr(&run));
+    let td = e.input("td.json", json!({"infraID": infra, "region": "us-east-1"}));
+    ok(&e.cli(&["run", "teardown", "--input", &td]));
+    let kept = e.c.block_on(e.c.r53.get_hosted_zone().id(&zone).send()).expect("the person's zone is still there");
+    let comment = kept.hosted_zone().and_then(|z| z.config()).and_then(|c| c.comment()).unwrap_or_default();
+    assert_eq!(comment, "corp", "and still theirs");
+}
