@@ -82,7 +82,9 @@ pub(crate) async fn tag_as(aws: &Aws, resource: &str, id: &Identity) -> AwsResul
 /// Marks the EC2 resource `resource`, found with `id`'s identity, as adopted by `id`'s workflow
 /// when another workflow created it (`Identity::adoption_mark`): from then on no undo of its
 /// creator deletes it, whichever journal or host that undo runs from. Only a found resource is
-/// read (one DescribeTags): a resource this attempt creates is tagged by its create.
+/// read (one DescribeTags: the tag index that just listed it by its identity tag knows it; a
+/// delete reads by id instead, `resources::tags_by_id`): a resource this attempt creates is
+/// tagged by its create.
 pub async fn mark_if_adopted(aws: &Aws, resource: &str, id: &Identity) -> AwsResult<()> {
     if id.workflow.is_empty() {
         return Ok(());
