@@ -460,6 +460,7 @@ impl WfCtx {
                             undos: options.undo.iter().cloned().collect(),
                             position: position.clone(),
                             started_at: None,
+                            ended_at: None,
                             order: 0,
                             completions: 1,
                             terminal: false,

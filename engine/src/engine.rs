@@ -425,8 +425,11 @@ impl Engine {
             if done(undo_key) {
                 continue;
             }
-            if let Some(started) = view.step(step_key).and_then(|s| s.started_at) {
-                run.sleep_until(started + self.config.undo_settle.as_millis() as i64).await;
+            // The settle counts from the attempt's end, not its start: a create sent late in a
+            // long attempt (in-place retries of a minute) is then as settled as one sent at once
+            // before its undo looks for it by tag (SAFETY-7243D60 N10).
+            if let Some(at) = view.step(step_key).and_then(|s| s.started_at.max(s.ended_at)) {
+                run.sleep_until(at + self.config.undo_settle.as_millis() as i64).await;
             }
             let result = match self.registry.undo(&undo.activity) {
                 Some(handler) => {

@@ -234,6 +234,9 @@ pub struct StepView {
     /// When its last recorded attempt started.
     #[serde(skip)]
     pub started_at: Option<i64>,
+    /// When its last recorded attempt ended (completed or failed).
+    #[serde(skip)]
+    pub ended_at: Option<i64>,
     /// Sequence number of the completion (or, while unfinished, of the first start).
     #[serde(skip)]
     pub order: i64,
@@ -308,6 +311,7 @@ impl WorkflowView {
                     undos: Vec::new(),
                     position: None,
                     started_at: None,
+                    ended_at: None,
                     order: seq,
                     completions: 0,
                     terminal: false,
@@ -369,6 +373,7 @@ impl WorkflowView {
                     s.order = rec.seq;
                     s.completions += 1;
                     s.next_attempt_at = None;
+                    s.ended_at = Some(rec.at);
                 }
                 Event::StepFailed { step, attempt, activity, error, retryable, next_attempt_at } => {
                     let s = entry(&mut view, &mut index, step, rec.seq);
@@ -377,6 +382,7 @@ impl WorkflowView {
                         s.activity = activity.clone();
                     }
                     s.round_failures += 1;
+                    s.ended_at = Some(rec.at);
                     s.error = Some(error.clone());
                     s.next_attempt_at = *next_attempt_at;
                     s.state =
