@@ -88,6 +88,7 @@ impl Page {
             ("list.html", include_str!("templates/list.html")),
             ("workflow.html", include_str!("templates/workflow.html")),
             ("confirm.html", include_str!("templates/confirm.html")),
+            ("row.html", include_str!("templates/row.html")),
         ] {
             templates.add_template(name, source).expect("the page's templates parse");
         }
@@ -121,6 +122,17 @@ impl Page {
             (&Method::POST, Some(action)) => self.act(req, &id, action).await,
             _ => only_get(),
         })
+    }
+
+    fn draw_row(&self, w: &Value) -> minijinja::Value {
+        let drawn = self.templates.get_template("row.html").and_then(|t| t.render(context! { w => w }));
+        minijinja::Value::from_safe_string(drawn.unwrap_or_else(|e| {
+            let id = escape(w["id"].as_str().unwrap_or_default());
+            format!(
+                "<tr class=\"workflow\" data-id=\"{id}\"><td>{id}</td><td colspan=\"5\" class=\"error\">cannot draw this row: {}</td></tr>",
+                escape(&e.to_string())
+            )
+        }))
     }
 
     fn host_allowed<B>(&self, req: &Request<B>) -> bool {
@@ -200,13 +212,22 @@ impl Page {
                 item["age"] = json!(render::age(now - row.created_at));
             }
         }
+        // Each row drawn alone: one that cannot be drawn shows why in its place, and the page
+        // still answers (it is opened when something needs attention).
+        let rows: Vec<minijinja::Value> = items
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|w| self.draw_row(w))
+            .collect();
         self.render(
             "list.html",
             context! {
                 base => self.base(),
                 title => "workflows",
                 refresh => unfinished.then_some(REFRESH_SECONDS),
-                rows => items,
+                rows => rows,
                 total => total,
                 states => WorkflowState::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
                 workflows => workflows,
@@ -424,6 +445,21 @@ mod tests {
         assert!(!p.host_allowed(&req("127.0.0.1:9465", None, None)), "another port is another origin");
         let wide = allowed_hosts("0.0.0.0:80".parse().unwrap(), &[]);
         assert_eq!(wide, vec!["0.0.0.0:80".to_string(), "0.0.0.0".to_string()], "no loopback names beyond loopback");
+    }
+
+    #[test]
+    fn a_row_draws_in_every_state_and_one_that_cannot_shows_why_in_its_place() {
+        let mut p = page(vec![]);
+        for state in WorkflowState::ALL {
+            let w = json!({"id": "w-ü<1>", "workflow": "provision-infra", "state": state.as_str(), "cluster": "c",
+                           "age": "1s", "error": "AccessDenied: <b>ünïcode</b> ".repeat(20), "currentStep": "vpc"});
+            let row = p.draw_row(&w).to_string();
+            assert!(row.contains(&format!(r#"data-state="{}""#, state.as_str())), "{state:?}: {row}");
+            assert!(!row.contains("<b>") && !row.contains("cannot draw"), "{state:?}: {row}");
+        }
+        p.templates.add_template("row.html", "{{ w.id|no_such_filter }}").unwrap();
+        let row = p.draw_row(&json!({"id": "bad<row>"})).to_string();
+        assert!(row.contains("cannot draw this row") && row.contains("bad&lt;row&gt;"), "{row}");
     }
 
     #[test]
