@@ -214,13 +214,8 @@ impl Page {
         }
         // Each row drawn alone: one that cannot be drawn shows why in its place, and the page
         // still answers (it is opened when something needs attention).
-        let rows: Vec<minijinja::Value> = items
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-            .iter()
-            .map(|w| self.draw_row(w))
-            .collect();
+        let rows: Vec<minijinja::Value> =
+            items.as_array().map(Vec::as_slice).unwrap_or_default().iter().map(|w| self.draw_row(w)).collect();
         self.render(
             "list.html",
             context! {
