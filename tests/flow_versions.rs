@@ -171,3 +171,26 @@ fn record_a_paused_provision_fixture() {
     assert_eq!(st["state"], "paused", "{st}");
     std::fs::copy(e.s.db(), &path).unwrap();
 }
+
+/// Not a test: how `tests/flows/create-iam.v1.paused.sqlite3` was made, by the binary of version
+/// 1 (a create-iam through a proxy that refuses the OIDC provider's creation): a run of the
+/// seed's policies, paused before it made anything. Run by hand, like the one above.
+#[test]
+#[ignore = "records a fixture; run by hand"]
+fn record_a_paused_create_iam_fixture() {
+    let path = flows_dir().join("create-iam.v1.paused.sqlite3");
+    assert!(!path.exists(), "{} is recorded already: fixtures are never re-recorded", path.display());
+    let e = Env::new();
+    let proxy = support::proxy::Proxy::start(e.moto.port);
+    proxy.fail_with("CreateOpenIDConnectProvider", "AccessDenied", 1000);
+    let input = e.input(
+        "i.json",
+        json!({"infraID": "reci-abcde", "region": "us-east-1", "oidcBucket": "oidc",
+               "publicZoneID": "ZPUBLIC1", "privateZoneID": "ZPRIVATE1", "localZoneID": "ZLOCAL1"}),
+    );
+    let run = e.cli_at(&proxy.endpoint(), &["run", "create-iam", "--input", &input, "--id", "recorded-iam"]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    let st: Value = e.s.status("recorded-iam");
+    assert_eq!(st["state"], "paused", "{st}");
+    std::fs::copy(e.s.db(), &path).unwrap();
+}
