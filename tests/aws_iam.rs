@@ -1,5 +1,5 @@
 //! `create-iam` and the IAM half of `teardown` on moto: the OIDC provider, the seven operator
-//! roles with seed 002's policies, the worker role and its instance profile — exactly one of
+//! roles with HyperShift's current grants (and the KMS provider's, given a key), the worker role and its instance profile — exactly one of
 //! each, again after a kill at any IAM call; a name held by something else refused and left as it
 //! is; a rollback that removes exactly what the run made; a teardown that removes the cluster's
 //! IAM and nothing of another cluster named alike.
@@ -14,15 +14,7 @@ use support::iam_state::IamState;
 use support::proxy::Proxy;
 use support::*;
 
-const ROLES: [(&str, &str, &str); 7] = [
-    ("ingressARN", "openshift-ingress", "ingress"),
-    ("imageRegistryARN", "openshift-image-registry", "image-registry"),
-    ("storageARN", "aws-ebs-csi-driver-controller", "storage"),
-    ("kubeCloudControllerARN", "cloud-controller", "kube-cloud-controller"),
-    ("nodePoolManagementARN", "node-pool", "node-pool-management"),
-    ("controlPlaneOperatorARN", "control-plane-operator", "control-plane-operator"),
-    ("networkARN", "cloud-network-config-controller", "network"),
-];
+use support::iam_state::ROLES;
 
 fn iam_input(infra: &str) -> Value {
     json!({
@@ -32,46 +24,48 @@ fn iam_input(infra: &str) -> Value {
         "publicZoneID": "ZPUBLIC1",
         "privateZoneID": "ZPRIVATE1",
         "localZoneID": "ZLOCAL1",
+        "kmsKeyARN": KMS_KEY,
         "additionalTags": {"team": "sre"}
     })
 }
 
-/// Seed 002's policy for a role (the repository's copy), scoped as create-iam scopes it: the
-/// record-writing statement of the ingress role to the public and private zones, of the
-/// control-plane operator to the local zone.
+/// The key etcd is encrypted with: create-iam makes HyperShift's KMS provider role for it (a
+/// role more, and the sweeps below kill at its calls too).
+const KMS_KEY: &str = "arn:aws:kms:us-east-1:123456789012:key/0b1c2d3e-etcd";
+
 fn expected_policy(file: &str) -> Value {
-    let path = format!("{}/../workflows/policies/{file}.json", env!("CARGO_MANIFEST_DIR"));
-    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let zones = match file {
-        "ingress" => Some(json!(["arn:aws:route53:::hostedzone/ZPUBLIC1", "arn:aws:route53:::hostedzone/ZPRIVATE1"])),
-        "control-plane-operator" => Some(json!("arn:aws:route53:::hostedzone/ZLOCAL1")),
-        _ => None,
-    };
-    if let Some(zones) = zones {
-        for st in doc["Statement"].as_array_mut().unwrap() {
-            if st["Action"].as_array().unwrap().iter().any(|a| a == "route53:ChangeResourceRecordSets") {
-                st["Resource"] = zones.clone();
-            }
-        }
-    }
-    doc
+    support::iam_state::expected_policy(file, support::iam_state::Grants::Current)
 }
 
-/// One provider, the eight roles with their policies and trust, one profile holding the worker
-/// role, every one tagged as the cluster's; the output names them all.
+/// One provider, the eight roles with their policies and trust (nine with the KMS provider's,
+/// given a key), one profile holding the worker role, every one tagged as the cluster's; the
+/// output names them all.
 fn assert_cluster_iam(c: &support::moto::Clients, infra: &str, out: &Value) {
     let s = IamState::read(c, infra);
     let issuer_path = format!("oidc-store.s3.us-east-1.amazonaws.com/{infra}");
     assert_eq!(s.providers.len(), 1, "{}", s.summary());
     let (provider_arn, _) = s.providers.iter().next().unwrap();
     assert!(provider_arn.ends_with(&format!(":oidc-provider/{issuer_path}")), "{provider_arn}");
-    assert_eq!(s.roles.len(), 8, "{}", s.summary());
+    let kms = out["kmsKeyARN"].as_str().unwrap();
+    assert_eq!(s.roles.len(), if kms.is_empty() { 8 } else { 9 }, "{}", s.summary());
+    if kms.is_empty() {
+        assert_eq!(out["kmsProviderRoleARN"], "", "{out}");
+    } else {
+        let role = &s.roles[&format!("{infra}-kms-provider")];
+        assert_eq!(out["kmsProviderRoleARN"], role.arn);
+        let policy = &role.policies[&format!("{infra}-kms-provider")];
+        assert_eq!(policy["Statement"][0]["Resource"], kms, "the policy names the one key");
+        assert!(policy["Statement"][0]["Action"].to_string().contains("kms:Decrypt"), "{policy}");
+        let subject = &role.trust["Statement"][0]["Condition"]["StringEquals"][format!("{issuer_path}:sub")];
+        assert_eq!(subject, "system:serviceaccount:kube-system:kms-provider");
+        assert_eq!(role.trust["Statement"][0]["Principal"]["Federated"], *provider_arn);
+    }
     for (field, suffix, file) in ROLES {
         let name = format!("{infra}-{suffix}");
         let role = s.roles.get(&name).unwrap_or_else(|| panic!("no role {name}: {}", s.summary()));
         assert_eq!(out["roles"][field], role.arn, "{field}");
         assert_eq!(role.policies.len(), 1, "{name}: one inline policy, named as the role");
-        assert_eq!(role.policies[&name], expected_policy(file), "{name}'s policy is seed 002's");
+        assert_eq!(role.policies[&name], expected_policy(file), "{name}'s policy is HyperShift's");
         let st = &role.trust["Statement"][0];
         assert_eq!(st["Action"], "sts:AssumeRoleWithWebIdentity", "{name}");
         assert_eq!(st["Principal"]["Federated"], *provider_arn, "{name}");
@@ -96,14 +90,14 @@ fn creates(proxy: &Proxy) -> BTreeMap<String, u32> {
 }
 
 #[test]
-fn create_iam_makes_one_provider_eight_roles_with_the_seeds_policies_and_one_profile_and_a_rerun_makes_none() {
+fn create_iam_makes_one_provider_nine_roles_with_hypershifts_policies_and_one_profile_and_a_rerun_makes_none() {
     let e = Env::new();
     let proxy = Proxy::start(e.moto.port);
     let input = e.input("ci.json", iam_input("ci-abcde"));
     let out = ok(&e.cli_at(&proxy.endpoint(), &["run", "create-iam", "--input", &input, "--id", "ci"]));
     assert_cluster_iam(&e.c, "ci-abcde", &out);
     let made = creates(&proxy);
-    assert_eq!(made.get("CreateRole"), Some(&8), "{made:?}");
+    assert_eq!(made.get("CreateRole"), Some(&9), "{made:?}");
 
     // The same cluster again, by another workflow: everything found, nothing made. (Under strict
     // AWS, once IAM shows what was just made: before that a create answers EntityAlreadyExists,
@@ -152,7 +146,7 @@ fn teardown_removes_the_clusters_iam_and_nothing_of_a_cluster_whose_infra_id_ext
     let td = e.input("teardown.json", json!({"infraID": "td-abcde", "region": "us-east-1"}));
     let plan = ok(&e.cli(&["run", "teardown", "--input", &td, "--dry-run", "--json"]));
     let planned: Vec<&str> = plan["delete"].as_array().unwrap().iter().filter_map(|p| p["id"].as_str()).collect();
-    assert_eq!(planned.len(), 10, "provider, eight roles, profile: {planned:?}");
+    assert_eq!(planned.len(), 11, "provider, nine roles, profile: {planned:?}");
     assert!(planned.iter().all(|id| !id.contains("td-abcde-x")), "{planned:?}");
     ok(&e.cli(&["run", "teardown", "--input", &td]));
     let left = IamState::read(&e.c, "td-abcde");
@@ -333,6 +327,9 @@ fn bad_create_iam_inputs_exit_2_with_one_line_naming_the_field_and_change_nothin
     let mut v = good.clone();
     v["oidcBucket"] = json!("Not_A_Bucket");
     cases.push((v, "oidcBucket"));
+    let mut v = good.clone();
+    v["kmsKeyARN"] = json!("arn:aws:kms:us-east-1:123456789012:alias/etcd");
+    cases.push((v, "kmsKeyARN"));
     let mut v = json!({"infra": {"name": "c", "region": "us-east-1", "baseDomain": "example.com"},
                        "nodePool": {"replicas": 1, "instanceType": "m6i.xlarge", "imageID": "ami-12c6146b"},
                        "iam": {}});
@@ -369,7 +366,7 @@ fn a_worker_profile_holding_another_role_pauses_and_retry_finishes_once_it_is_ou
     assert_eq!(st["state"], "paused", "{st}");
     assert!(st.to_string().contains("holds role someone-else"), "{st}");
     assert!(!st.to_string().contains("credentials"), "not blamed on credentials: {st}");
-    assert_eq!(IamState::read(&e.c, "wp-abcde").roles.len(), 8, "nothing of the cluster deleted");
+    assert_eq!(IamState::read(&e.c, "wp-abcde").roles.len(), 9, "nothing of the cluster deleted");
     e.c.block_on(profile().role_name("someone-else").send()).unwrap();
     ok(&e.cli(&["retry", "wp-again"]));
     let s = IamState::read(&e.c, "wp-abcde");

@@ -149,7 +149,47 @@ fn a_provision_paused_under_a_released_binary_completes_under_this_one() {
     Inventory::read(&e.c, "rec-abcde").assert_provisioned(&e.c, 1, 1, "rec", "example.com");
 }
 
-/// Not a test: how the fixture above was made, by the binary of the version it records (a
+/// A create-iam of version 1 (`tests/flows/create-iam.v1.paused.sqlite3`, recorded by the
+/// released binary, paused before its first write) finishes under this binary with the grants
+/// it began with — seed 002's — and a create-iam of this version over that cluster brings each
+/// role's policy up to HyperShift's current grants, creating nothing and marking what it took.
+#[test]
+fn a_create_iam_of_version_1_finishes_with_the_seeds_grants_and_a_new_one_brings_them_up_to_date() {
+    use support::iam_state::{Grants, IamState, ROLES, expected_policy};
+    let e = Env::new();
+    std::fs::copy(flows_dir().join("create-iam.v1.paused.sqlite3"), e.s.db()).unwrap();
+    assert_eq!(e.s.status("recorded-iam")["state"], "paused");
+    ok(&e.cli(&["retry", "recorded-iam"]));
+    assert_eq!(e.s.status("recorded-iam")["state"], "completed");
+    let policies = |grants| {
+        let s = IamState::read(&e.c, "reci-abcde");
+        assert_eq!(s.roles.len(), 8, "{}", s.summary());
+        for (_, suffix, file) in ROLES {
+            let name = format!("reci-abcde-{suffix}");
+            assert_eq!(s.roles[&name].policies[&name], expected_policy(file, grants), "{name} ({grants:?})");
+        }
+        s
+    };
+    policies(Grants::Seed002);
+
+    let input = e.input(
+        "i.json",
+        json!({"infraID": "reci-abcde", "region": "us-east-1", "oidcBucket": "oidc",
+               "publicZoneID": "ZPUBLIC1", "privateZoneID": "ZPRIVATE1", "localZoneID": "ZLOCAL1"}),
+    );
+    let proxy = support::proxy::Proxy::start(e.moto.port);
+    ok(&e.cli_at(&proxy.endpoint(), &["run", "create-iam", "--input", &input, "--id", "upgrade"]));
+    assert_eq!(proxy.counts().get("CreateRole"), None, "nothing made: {:?}", proxy.counts());
+    let s = policies(Grants::Current);
+    let upgraded =
+        s.roles.values().filter(|r| r.tags.get("infraflow.io/adopted-by").is_some_and(|a| a.starts_with("upgrade@")));
+    assert_eq!(upgraded.count(), 8, "each role taken is marked: {}", s.summary());
+    let history = e.s.history("upgrade");
+    let submitted = history.iter().find(|ev| ev["type"] == "submitted").unwrap();
+    assert_eq!(submitted["code_version"], 2, "{submitted}");
+}
+
+/// Not a test: how `tests/flows/provision-infra.v2.paused.sqlite3` was made, by the binary of the version it records (a
 /// provision through a proxy that refuses CreateVpc's credentials). Run it by name with
 /// `-- --ignored record_a_paused_provision_fixture` for the next version's fixture (change the
 /// file name first); it never overwrites one.

@@ -99,28 +99,39 @@ fn claim(what: &str, name: &str, tags: &[Tag], id: &Identity) -> AwsResult<()> {
     ))
 }
 
-/// A role `name` with trust policy `trust` and inline policy `policy_name` = `policy`: found by
-/// name (and this identity's tag) or created tagged. Returns the role's ARN. The inline policy
-/// is written every time: it is the role's whole permission, and a resumed run must leave it
-/// exactly as this version defines it.
+/// A role's inline policy: its name, the document this version writes, and the document an
+/// earlier version of infraflow wrote for the same role and inputs, which it may replace on a
+/// role another submission made (an upgrade of that cluster's grants, nothing else).
+#[derive(Clone, Copy, Debug)]
+pub struct InlinePolicy<'a> {
+    pub name: &'a str,
+    pub document: &'a str,
+    pub replaces: Option<&'a str>,
+}
+
+/// A role `name` with trust policy `trust` and inline policy `policy`: found by name (and this
+/// identity's tag) or created tagged. Returns the role's ARN. The inline policy is written every
+/// time on a role this workflow made: it is the role's whole permission, and a resumed run must
+/// leave it exactly as this version defines it.
 pub async fn ensure_role(
     aws: &Aws,
     id: &Identity,
     name: &str,
     trust: &str,
-    policy_name: &str,
-    policy: &str,
+    policy: InlinePolicy<'_>,
 ) -> AwsResult<String> {
     let arn = match get_role(aws, name).await? {
         Some(role) => {
             claim("IAM role", name, &role.tags, id)?;
             let creator = pairs(&role.tags).into_iter().find(|(k, _)| k == CREATED_BY_TAG).map(|(_, v)| v);
             if creator.as_ref().is_some_and(|c| *c != id.workflow) {
-                // Another submission's role: taken as it is, or not at all. Rewriting its
-                // policies would change what a running cluster's operators may do.
-                let current = role_policy(aws, name, policy_name).await?;
+                // Another submission's role: taken as it is, or brought from exactly what an
+                // earlier version wrote to what this one writes, or not at all. Rewriting any
+                // other policy would change what a running cluster's operators may do.
+                let current = role_policy(aws, name, policy.name).await?;
                 let same = |a: Option<&str>, b: &str| a.and_then(decoded_json) == decoded_json(b);
-                if !same(current.as_deref(), policy) || !same(Some(&role.trust), trust) {
+                let upgrade = policy.replaces.is_some_and(|old| same(current.as_deref(), old));
+                if !same(Some(&role.trust), trust) || !(upgrade || same(current.as_deref(), policy.document)) {
                     return Err(AwsError {
                         operator: true,
                         ..AwsError::terminal(
@@ -135,7 +146,9 @@ pub async fn ensure_role(
                 if let Some(mark) = id.adoption_mark(&pairs(&role.tags)) {
                     tag_role(aws, name, mark).await?;
                 }
-                return Ok(role.arn);
+                if !upgrade {
+                    return Ok(role.arn);
+                }
             }
             role.arn
         }
@@ -144,8 +157,8 @@ pub async fn ensure_role(
     aws.iam
         .put_role_policy()
         .role_name(name)
-        .policy_name(policy_name)
-        .policy_document(policy)
+        .policy_name(policy.name)
+        .policy_document(policy.document)
         .send()
         .await
         .map_err(|e| classify("PutRolePolicy", e))?;

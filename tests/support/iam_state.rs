@@ -27,6 +27,53 @@ pub struct Role {
     pub policies: BTreeMap<String, Value>,
 }
 
+/// Which of the repository's policy files a role's policy should be.
+#[derive(Clone, Copy, Debug)]
+pub enum Grants {
+    /// `workflows/policies/seed-002/` where it has the role, else `workflows/policies/`.
+    Seed002,
+    Current,
+}
+
+/// A role's policy as the repository's copy has it (`file` names it), scoped as create-iam scopes
+/// it for `ZPUBLIC1`/`ZPRIVATE1`/`ZLOCAL1`: the record-writing statement of the ingress role to
+/// the public and private zones, of the control-plane operator to the local zone.
+pub fn expected_policy(file: &str, grants: Grants) -> Value {
+    let dir = format!("{}/../workflows/policies", env!("CARGO_MANIFEST_DIR"));
+    let seed = format!("{dir}/seed-002/{file}.json");
+    let path = match grants {
+        Grants::Seed002 if std::path::Path::new(&seed).exists() => seed,
+        _ => format!("{dir}/{file}.json"),
+    };
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let zones = match file {
+        "ingress" => {
+            Some(serde_json::json!(["arn:aws:route53:::hostedzone/ZPUBLIC1", "arn:aws:route53:::hostedzone/ZPRIVATE1"]))
+        }
+        "control-plane-operator" => Some(serde_json::json!("arn:aws:route53:::hostedzone/ZLOCAL1")),
+        _ => None,
+    };
+    if let Some(zones) = zones {
+        for st in doc["Statement"].as_array_mut().unwrap() {
+            if st["Action"].as_array().unwrap().iter().any(|a| a == "route53:ChangeResourceRecordSets") {
+                st["Resource"] = zones.clone();
+            }
+        }
+    }
+    doc
+}
+
+/// The operator roles: HyperShift's output field, the role's suffix, its policy file.
+pub const ROLES: [(&str, &str, &str); 7] = [
+    ("ingressARN", "openshift-ingress", "ingress"),
+    ("imageRegistryARN", "openshift-image-registry", "image-registry"),
+    ("storageARN", "aws-ebs-csi-driver-controller", "storage"),
+    ("kubeCloudControllerARN", "cloud-controller", "kube-cloud-controller"),
+    ("nodePoolManagementARN", "node-pool", "node-pool-management"),
+    ("controlPlaneOperatorARN", "control-plane-operator", "control-plane-operator"),
+    ("networkARN", "cloud-network-config-controller", "network"),
+];
+
 /// IAM returns policy documents URL-encoded; moto sometimes does not.
 pub fn policy_json(doc: &str) -> Value {
     serde_json::from_str(doc)

@@ -1,7 +1,8 @@
-//! The IAM roles a hosted cluster's operators assume and the worker's role (seed 002; HyperShift's
+//! The IAM roles a hosted cluster's operators assume and the worker's role (HyperShift's
 //! `create iam aws`): each role's name, the service accounts its trust policy admits, and its
-//! inline policy — `workflows/policies/`, verbatim from the seed but for the hosted zones the
-//! record-writing statements are scoped to.
+//! inline policy — `workflows/policies/`, HyperShift's grants as `hypershift-actions.tsv` lists
+//! them with their sources (the seed's, dated, in `policies/seed-002/` for runs of create-iam
+//! version 1), scoped to the cluster's hosted zones where they write records.
 
 use serde_json::{Value, json};
 
@@ -12,6 +13,16 @@ pub struct OperatorRole {
     pub suffix: &'static str,
     pub service_accounts: &'static [&'static str],
     policy: &'static str,
+    /// Seed 002's policy, where HyperShift grants more today.
+    seed_policy: Option<&'static str>,
+}
+
+/// Which grants the operators' inline policies carry: seed 002's (runs submitted before
+/// HyperShift's current grants were carried over, replayed as they began) or HyperShift's now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grants {
+    Seed002,
+    Current,
 }
 
 /// In HyperShift's order of creation (its log in seed 002).
@@ -21,6 +32,7 @@ pub const OPERATOR_ROLES: [OperatorRole; 7] = [
         suffix: "openshift-ingress",
         service_accounts: &["system:serviceaccount:openshift-ingress-operator:ingress-operator"],
         policy: include_str!("../policies/ingress.json"),
+        seed_policy: None,
     },
     OperatorRole {
         field: "imageRegistryARN",
@@ -30,30 +42,35 @@ pub const OPERATOR_ROLES: [OperatorRole; 7] = [
             "system:serviceaccount:openshift-image-registry:registry",
         ],
         policy: include_str!("../policies/image-registry.json"),
+        seed_policy: None,
     },
     OperatorRole {
         field: "storageARN",
         suffix: "aws-ebs-csi-driver-controller",
         service_accounts: &["system:serviceaccount:openshift-cluster-csi-drivers:aws-ebs-csi-driver-controller-sa"],
         policy: include_str!("../policies/storage.json"),
+        seed_policy: Some(include_str!("../policies/seed-002/storage.json")),
     },
     OperatorRole {
         field: "kubeCloudControllerARN",
         suffix: "cloud-controller",
         service_accounts: &["system:serviceaccount:kube-system:kube-controller-manager"],
         policy: include_str!("../policies/kube-cloud-controller.json"),
+        seed_policy: Some(include_str!("../policies/seed-002/kube-cloud-controller.json")),
     },
     OperatorRole {
         field: "nodePoolManagementARN",
         suffix: "node-pool",
         service_accounts: &["system:serviceaccount:kube-system:capa-controller-manager"],
         policy: include_str!("../policies/node-pool-management.json"),
+        seed_policy: Some(include_str!("../policies/seed-002/node-pool-management.json")),
     },
     OperatorRole {
         field: "controlPlaneOperatorARN",
         suffix: "control-plane-operator",
         service_accounts: &["system:serviceaccount:kube-system:control-plane-operator"],
         policy: include_str!("../policies/control-plane-operator.json"),
+        seed_policy: Some(include_str!("../policies/seed-002/control-plane-operator.json")),
     },
     OperatorRole {
         field: "networkARN",
@@ -62,6 +79,7 @@ pub const OPERATOR_ROLES: [OperatorRole; 7] = [
             "system:serviceaccount:openshift-cloud-network-config-controller:cloud-network-config-controller",
         ],
         policy: include_str!("../policies/network.json"),
+        seed_policy: None,
     },
 ];
 
@@ -88,10 +106,14 @@ impl OperatorRole {
         format!("{infra_id}-{}", self.suffix)
     }
 
-    /// The inline policy: the seed's, with its record-writing statement scoped to this cluster's
+    /// The inline policy of `grants`, with its record-writing statement scoped to this cluster's
     /// zones (ingress: public and private; control-plane operator: the local zone).
-    pub fn policy(&self, zones: &Zones) -> Value {
-        let mut doc: Value = serde_json::from_str(self.policy).expect("the policies in workflows/policies/ are JSON");
+    pub fn policy(&self, zones: &Zones, grants: Grants) -> Value {
+        let text = match grants {
+            Grants::Seed002 => self.seed_policy.unwrap_or(self.policy),
+            Grants::Current => self.policy,
+        };
+        let mut doc: Value = serde_json::from_str(text).expect("the policies in workflows/policies/ are JSON");
         let resource = match self.suffix {
             "openshift-ingress" => match (&zones.public, &zones.private) {
                 (Some(public), Some(private)) => json!([zone_arn(public), zone_arn(private)]),
@@ -110,6 +132,22 @@ impl OperatorRole {
         }
         doc
     }
+}
+
+/// HyperShift's KMS provider role (`kmsProviderPolicy`), made when a KMS key encrypts etcd: the
+/// kms-provider service account may use that one key.
+pub const KMS_PROVIDER_SUFFIX: &str = "kms-provider";
+pub const KMS_PROVIDER_ACCOUNTS: &[&str] = &["system:serviceaccount:kube-system:kms-provider"];
+
+pub fn kms_provider_policy(key_arn: &str) -> Value {
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Allow",
+            "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"],
+            "Resource": key_arn
+        }]
+    })
 }
 
 /// Who may assume an operator role: the service accounts, by web identity through the
@@ -156,15 +194,68 @@ mod tests {
     #[test]
     fn every_policy_file_parses_and_only_two_roles_are_scoped_to_zones() {
         let zones = Zones { public: Some("ZPUB".into()), private: Some("ZPRIV".into()), local: Some("ZLOC".into()) };
-        for role in &OPERATOR_ROLES {
-            let scoped = role.policy(&zones).to_string();
-            let open = role.policy(&Zones::default()).to_string();
-            assert_eq!(scoped != open, ["openshift-ingress", "control-plane-operator"].contains(&role.suffix));
+        for grants in [Grants::Seed002, Grants::Current] {
+            for role in &OPERATOR_ROLES {
+                let scoped = role.policy(&zones, grants).to_string();
+                let open = role.policy(&Zones::default(), grants).to_string();
+                assert_eq!(scoped != open, ["openshift-ingress", "control-plane-operator"].contains(&role.suffix));
+            }
+            let ingress = OPERATOR_ROLES[0].policy(&zones, grants).to_string();
+            assert!(ingress.contains("hostedzone/ZPUB") && ingress.contains("hostedzone/ZPRIV"), "{ingress}");
+            assert!(OPERATOR_ROLES[5].policy(&zones, grants).to_string().contains("hostedzone/ZLOC"));
+            assert!(OPERATOR_ROLES[5].policy(&Zones::default(), grants).to_string().contains("hostedzone/*"));
         }
-        let ingress = OPERATOR_ROLES[0].policy(&zones).to_string();
-        assert!(ingress.contains("hostedzone/ZPUB") && ingress.contains("hostedzone/ZPRIV"), "{ingress}");
-        assert!(OPERATOR_ROLES[5].policy(&zones).to_string().contains("hostedzone/ZLOC"));
-        assert!(OPERATOR_ROLES[5].policy(&Zones::default()).to_string().contains("hostedzone/*"));
+    }
+
+    fn actions(doc: &Value) -> std::collections::BTreeSet<String> {
+        let mut all = std::collections::BTreeSet::new();
+        for st in doc["Statement"].as_array().unwrap() {
+            match &st["Action"] {
+                Value::String(a) => drop(all.insert(a.clone())),
+                Value::Array(a) => all.extend(a.iter().map(|x| x.as_str().unwrap().to_string())),
+                other => panic!("an Action that is neither a string nor a list: {other}"),
+            }
+        }
+        all
+    }
+
+    /// `policies/hypershift-actions.tsv` is the record of what HyperShift grants each role and
+    /// where it says so; every role's current policy grants exactly its rows.
+    #[test]
+    fn every_role_grants_exactly_the_actions_the_hypershift_table_lists() {
+        let table = include_str!("../policies/hypershift-actions.tsv");
+        let mut listed: std::collections::BTreeMap<&str, std::collections::BTreeSet<String>> = Default::default();
+        for line in table.lines().filter(|l| !l.starts_with('#')) {
+            let cols: Vec<&str> = line.split('\t').collect();
+            assert!(cols.len() == 3 && cols[2].contains("hypershift"), "a row without its HyperShift source: {line:?}");
+            listed.entry(cols[0]).or_default().insert(cols[1].to_string());
+        }
+        let mut held = std::collections::BTreeMap::new();
+        for role in &OPERATOR_ROLES {
+            held.insert(role.suffix, actions(&role.policy(&Zones::default(), Grants::Current)));
+        }
+        held.insert("worker-role", actions(&worker_policy()));
+        held.insert(KMS_PROVIDER_SUFFIX, actions(&kms_provider_policy("arn:aws:kms:us-east-1:1:key/k")));
+        for (role, granted) in &held {
+            let rows = listed.remove(role).unwrap_or_else(|| panic!("no rows for role {role} in the table"));
+            assert_eq!(&rows, granted, "role {role}: the table's rows (left) and the policy (right) differ");
+        }
+        assert!(listed.is_empty(), "rows for roles create-iam does not make: {:?}", listed.keys());
+    }
+
+    /// The operators' grants as HyperShift's current CLI has them that the seed lacked: the
+    /// control-plane operator makes the workers' default security group with its role.
+    #[test]
+    fn the_current_grants_carry_what_hypershift_added_since_the_seed() {
+        let cpo = actions(&OPERATOR_ROLES[5].policy(&Zones::default(), Grants::Current));
+        let seed = actions(&OPERATOR_ROLES[5].policy(&Zones::default(), Grants::Seed002));
+        for a in ["ec2:CreateSecurityGroup", "ec2:AuthorizeSecurityGroupEgress", "ec2:DescribeSubnets"] {
+            assert!(cpo.contains(a) && !seed.contains(a), "{a}");
+        }
+        let pool = actions(&OPERATOR_ROLES[4].policy(&Zones::default(), Grants::Current));
+        assert!(pool.contains("ec2:DescribeInstanceTypes") && !pool.contains("ec2:AllocateAddress"));
+        let csi = OPERATOR_ROLES[2].policy(&Zones::default(), Grants::Current);
+        assert_eq!(csi["Statement"][2]["Condition"]["Bool"]["kms:GrantIsForAWSResource"], true);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::aws_steps::probe_environment;
+use crate::cluster_roles::Grants;
 use crate::create_iam::{self, CreateIamInput, CreateIamOutput};
 use crate::create_privatelink::{self, GuestSide, ManagementSide, PrivateLinkInput, PrivateLinkOutput};
 use crate::provision_infra::{self, EndpointAccess, ProvisionInput, ProvisionOutput};
@@ -54,6 +55,8 @@ pub struct IamSpec {
     pub oidc_bucket_region: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thumbprint: Option<String>,
+    #[serde(rename = "kmsKeyARN", default, skip_serializing_if = "Option::is_none")]
+    pub kms_key_arn: Option<String>,
 }
 
 impl IamSpec {
@@ -70,6 +73,7 @@ impl IamSpec {
             public_zone_id,
             private_zone_id,
             local_zone_id,
+            kms_key_arn: self.kms_key_arn.clone(),
             additional_tags: infra.additional_tags.clone(),
         }
     }
@@ -141,7 +145,13 @@ impl WorkflowDef for CreateCluster {
     }
 
     /// 2: provision-infra's steps start as soon as their inputs exist, which moved their positions.
+    /// 3: the IAM part's operator policies grant what HyperShift grants today.
     fn version(&self) -> u32 {
+        3
+    }
+
+    /// Runs of 2 replay with seed 002's grants.
+    fn oldest_version(&self) -> u32 {
         2
     }
 
@@ -188,7 +198,8 @@ impl WorkflowDef for CreateCluster {
                     let zones = [&infra.public_zone_id, &infra.private_zone_id, &infra.local_zone_id]
                         .map(|z| Some(z.clone()).filter(|z| !z.is_empty()));
                     let input = spec.input(&c.infra, zones);
-                    Some(create_iam::create_iam(&ctx.scoped("iam"), &pool, &input).await?)
+                    let grants = if ctx.code_version() < 3 { Grants::Seed002 } else { Grants::Current };
+                    Some(create_iam::create_iam(&ctx.scoped("iam"), &pool, &input, grants).await?)
                 }
                 None => None,
             };

@@ -13,7 +13,8 @@ use serde_json::Value;
 
 use crate::aws_steps::{acting_region, aws_retry, from_aws, probe_environment, undo};
 use crate::cluster_roles::worker_trust_policy;
-use crate::cluster_roles::{LONGEST_SUFFIX, OPERATOR_ROLES, Zones, trust_policy, worker_names, worker_policy};
+use crate::cluster_roles::{Grants, LONGEST_SUFFIX, OPERATOR_ROLES, Zones, trust_policy, worker_names, worker_policy};
+use crate::cluster_roles::{KMS_PROVIDER_ACCOUNTS, KMS_PROVIDER_SUFFIX, kms_provider_policy};
 use crate::validate;
 use infraflow_engine::{ActivityError, InputError, StepError};
 use infraflow_engine::{BoxFuture, StepOptions, Validated, WfCtx, WorkflowDef};
@@ -46,6 +47,9 @@ pub struct CreateIamInput {
     /// The zone the control-plane operator writes records in (else every zone).
     #[serde(rename = "localZoneID", default, skip_serializing_if = "Option::is_none")]
     pub local_zone_id: Option<String>,
+    /// The KMS key that encrypts etcd: HyperShift's KMS provider role is made for it.
+    #[serde(rename = "kmsKeyARN", default, skip_serializing_if = "Option::is_none")]
+    pub kms_key_arn: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub additional_tags: BTreeMap<String, String>,
 }
@@ -107,6 +111,9 @@ impl CreateIamInput {
                 "publicZoneID and privateZoneID go together: the ingress role is scoped to both or to none",
             ));
         }
+        if let Some(key) = &self.kms_key_arn {
+            validate::kms_key_arn("kmsKeyARN", key)?;
+        }
         validate::additional_tags("additionalTags", &self.additional_tags)
     }
 
@@ -132,7 +139,8 @@ impl CreateIamInput {
     }
 }
 
-/// HyperShift's `CreateIAMOutput`, field for field, plus the provider's ARN.
+/// HyperShift's `CreateIAMOutput`, field for field (`workflows/hypershift/create-iam-output.keys`),
+/// plus the provider's ARN.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateIamOutput {
@@ -144,6 +152,11 @@ pub struct CreateIamOutput {
     pub issuer_url: String,
     /// Role ARNs by HyperShift's field names (`ingressARN`, `storageARN`, ...).
     pub roles: BTreeMap<String, String>,
+    /// The input's key, empty without one (as HyperShift writes it).
+    #[serde(rename = "kmsKeyARN", default)]
+    pub kms_key_arn: String,
+    #[serde(rename = "kmsProviderRoleARN", default)]
+    pub kms_provider_role_arn: String,
     #[serde(rename = "oidcProviderARN")]
     pub oidc_provider_arn: String,
 }
@@ -161,6 +174,15 @@ impl WorkflowDef for CreateIam {
         "the cluster's OIDC provider, operator roles and worker instance profile"
     }
 
+    /// 2: the operators' policies grant what HyperShift grants today (the seed's for runs of 1).
+    fn version(&self) -> u32 {
+        2
+    }
+
+    fn oldest_version(&self) -> u32 {
+        1
+    }
+
     fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
         let p: CreateIamInput = validate::decode(input)?;
         p.check()?;
@@ -172,7 +194,8 @@ impl WorkflowDef for CreateIam {
         Box::pin(async move {
             let p: CreateIamInput = serde_json::from_value(input)
                 .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
-            let out = create_iam(&ctx, &pool, &p).await?;
+            let grants = if ctx.code_version() < 2 { Grants::Seed002 } else { Grants::Current };
+            let out = create_iam(&ctx, &pool, &p, grants).await?;
             serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
         })
     }
@@ -198,7 +221,15 @@ fn unique_name_opts(region: &str, kind: Kind, id: &Identity) -> StepOptions {
 
 /// The create-iam body, callable from create-cluster. One role after another, as HyperShift
 /// makes them: IAM's write rate is low, and a failure then leaves a short, exact list to undo.
-pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Result<CreateIamOutput, StepError> {
+/// `grants` is what the operators' policies carry (the caller's version decides); with the
+/// current ones, a role of an earlier submission that still has the seed's policy is brought up
+/// to date (nothing else of another submission's is rewritten).
+pub async fn create_iam(
+    ctx: &WfCtx,
+    pool: &AwsPool,
+    p: &CreateIamInput,
+    grants: Grants,
+) -> Result<CreateIamOutput, StepError> {
     let region = acting_region(ctx, &p.region);
     let region = region.as_str();
     let infra = p.infra_id.as_str();
@@ -238,7 +269,9 @@ pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Resu
         let name = role.name(infra);
         let id = ident(&format!("role/{}", role.suffix), &name);
         let trust = trust_policy(&provider.arn, issuer_host_path(&issuer), role.service_accounts).to_string();
-        let policy = role.policy(&zones).to_string();
+        let policy = role.policy(&zones, grants).to_string();
+        let seed = role.policy(&zones, Grants::Seed002).to_string();
+        let replaces = (grants == Grants::Current && seed != policy).then_some(seed);
         let arn: String = ctx
             .step_with(
                 &format!("role/{}", role.suffix),
@@ -247,11 +280,34 @@ pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Resu
                 unique_name_opts(region, Kind::IamRole, &id),
                 || async {
                     let aws = pool.region(region).await;
-                    iam::ensure_role(&aws, &id, &name, &trust, &name, &policy).await.map_err(from_aws)
+                    let policy = iam::InlinePolicy { name: &name, document: &policy, replaces: replaces.as_deref() };
+                    iam::ensure_role(&aws, &id, &name, &trust, policy).await.map_err(from_aws)
                 },
             )
             .await?;
         roles.insert(role.field.to_string(), arn);
+    }
+
+    // HyperShift's KMS provider role, when a key encrypts etcd: after the seven, as it makes it.
+    let mut kms_provider_role_arn = String::new();
+    if let Some(key) = &p.kms_key_arn {
+        let name = format!("{infra}-{KMS_PROVIDER_SUFFIX}");
+        let id = ident(&format!("role/{KMS_PROVIDER_SUFFIX}"), &name);
+        let trust = trust_policy(&provider.arn, issuer_host_path(&issuer), KMS_PROVIDER_ACCOUNTS).to_string();
+        let policy = kms_provider_policy(key).to_string();
+        kms_provider_role_arn = ctx
+            .step_with(
+                &format!("role/{KMS_PROVIDER_SUFFIX}"),
+                "iam.ensure-role",
+                &(&journaled(&id), &trust, &policy),
+                unique_name_opts(region, Kind::IamRole, &id),
+                || async {
+                    let aws = pool.region(region).await;
+                    let policy = iam::InlinePolicy { name: &name, document: &policy, replaces: None };
+                    iam::ensure_role(&aws, &id, &name, &trust, policy).await.map_err(from_aws)
+                },
+            )
+            .await?;
     }
 
     let (role_name, policy_name, profile_name) = worker_names(infra);
@@ -265,7 +321,8 @@ pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Resu
             unique_name_opts(region, Kind::IamRole, &role_id),
             || async {
                 let aws = pool.region(region).await;
-                iam::ensure_role(&aws, &role_id, &role_name, &trust, &policy_name, &policy).await.map_err(from_aws)
+                let policy = iam::InlinePolicy { name: &policy_name, document: &policy, replaces: None };
+                iam::ensure_role(&aws, &role_id, &role_name, &trust, policy).await.map_err(from_aws)
             },
         )
         .await?;
@@ -289,6 +346,8 @@ pub async fn create_iam(ctx: &WfCtx, pool: &AwsPool, p: &CreateIamInput) -> Resu
         infra_id: p.infra_id.clone(),
         issuer_url: issuer,
         roles,
+        kms_key_arn: p.kms_key_arn.clone().unwrap_or_default(),
+        kms_provider_role_arn,
         oidc_provider_arn: provider.arn,
     })
 }

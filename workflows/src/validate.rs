@@ -71,6 +71,31 @@ pub fn region(field: &str, v: &str) -> Result<(), InputError> {
     Ok(())
 }
 
+/// A KMS key's ARN, `arn:<partition>:kms:<region>:<account>:key/<id>`: the policy names that
+/// one key (an alias ARN would grant nothing: KMS authorizes by the key).
+pub fn kms_key_arn(field: &str, v: &str) -> Result<(), InputError> {
+    let parts: Vec<&str> = v.splitn(6, ':').collect();
+    let ok = parts.len() == 6
+        && parts[0] == "arn"
+        && parts[1].starts_with("aws")
+        && parts[2] == "kms"
+        && region("", parts[3]).is_ok()
+        && parts[4].len() == 12
+        && parts[4].chars().all(|c| c.is_ascii_digit())
+        && parts[5].strip_prefix("key/").is_some_and(|id| {
+            !id.is_empty() && id.len() <= 128 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
+    if !ok {
+        return Err(InputError::field(
+            field,
+            format!(
+                "{v:?} is not a KMS key ARN like arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Any IPv4 CIDR block (`10.0.0.0/16`).
 pub fn cidr(field: &str, v: &str) -> Result<(), InputError> {
     let bad = || InputError::field(field, format!("{v:?} is not a CIDR block like 10.0.0.0/16"));
@@ -163,6 +188,20 @@ fn reserved_tag(key: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kms_key_arn_is_a_key_of_one_account_and_region() {
+        assert!(kms_key_arn("kmsKeyARN", "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab").is_ok());
+        for bad in [
+            "arn:aws:kms:us-east-1:111122223333:alias/etcd",
+            "arn:aws:kms:us-east-1:1111:key/abc",
+            "arn:aws:s3:::bucket",
+            "1234abcd-12ab",
+        ] {
+            let e = kms_key_arn("kmsKeyARN", bad).unwrap_err().to_string();
+            assert!(e.contains("kmsKeyARN") && e.contains("is not a KMS key ARN"), "{e}");
+        }
+    }
 
     #[test]
     fn cidr_checks_name_the_problem() {
