@@ -83,6 +83,12 @@ fn assert_cluster_iam(c: &support::moto::Clients, infra: &str, out: &Value) {
     assert_eq!(out["issuerURL"], format!("https://{issuer_path}"));
     assert_eq!((out["infraID"].as_str(), out["region"].as_str()), (Some(infra), Some("us-east-1")));
     assert_eq!(out["roles"].as_object().unwrap().len(), 7, "{out}");
+    support::hypershift::assert_output_keys(out, "create-iam-output.keys", &["oidcProviderARN"]);
+    for (name, role) in &s.roles {
+        let tag = |k: &str| role.tags.get(k).map(String::as_str);
+        assert_eq!(tag("hypershift.openshift.io/infra-id"), Some(infra), "{name}: {:?}", role.tags);
+        assert_eq!(tag("hypershift.openshift.io/source"), None, "{name}: infraflow is not HyperShift's CLI");
+    }
 }
 
 fn creates(proxy: &Proxy) -> BTreeMap<String, u32> {

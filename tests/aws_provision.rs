@@ -37,30 +37,17 @@ fn provision_one_zone_creates_the_exact_inventory_and_hypershift_output() {
     let written: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(written, out, "--output-file holds what stdout printed");
 
-    // HyperShift's CreateInfraOutput, names and casing as `--infra-json` reads them, then ours.
-    for field in [
-        "region",
-        "zone",
-        "infraID",
-        "machineCIDR",
-        "vpcID",
-        "zones",
-        "Name",
-        "baseDomain",
-        "baseDomainPrefix",
-        "publicZoneID",
-        "privateZoneID",
-        "localZoneID",
-        "publicOnly",
-        "securityGroupID",
-        "publicSubnetIDs",
-    ] {
-        assert!(out.get(field).is_some(), "output lacks {field}: {out}");
-    }
+    // HyperShift's CreateInfraOutput, every key of it with its casing, then ours.
+    support::hypershift::assert_output_keys(&out, "create-infra-output.keys", &["securityGroupID", "publicSubnetIDs"]);
     assert!(out.get("name").is_none(), "HyperShift writes Name, capital N: {out}");
     assert_eq!(out["Name"], "one");
     assert_eq!(out["zone"], "", "HyperShift never fills it");
-    assert_eq!(out["baseDomainPrefix"], "one", "the private zone is one.example.com");
+    assert_eq!(out["baseDomainPrefix"], "", "empty unless given, as HyperShift writes it");
+    for key in
+        ["proxyAddr", "secureProxyAddr", "proxyPrivateSSHKey", "proxyCA", "vpcCreatorAccountID", "clusterAccountID"]
+    {
+        assert_eq!(out[key], "", "{key}: no proxy, no shared VPC");
+    }
     assert_eq!(out["publicOnly"], false);
     assert_eq!(out["infraID"], "one-abcde");
     assert_eq!(out["machineCIDR"], "10.0.0.0/16");
@@ -310,7 +297,11 @@ fn eight_additional_tags_fit_and_default_zones_are_never_local_zones() {
                 .send(),
         )
         .unwrap();
-    assert_eq!(tags.resource_tag_set().unwrap().tags().len(), 12, "4 of infraflow's and 8 of the user's");
+    assert_eq!(
+        tags.resource_tag_set().unwrap().tags().len(),
+        14,
+        "6 of infraflow's (ownership, Name, identity, created-by, HyperShift's infra-id and cluster-name) and 8 of the user's"
+    );
 
     let mut many = json!({"name": "many", "region": "us-east-1", "baseDomain": "example.com"});
     many["additionalTags"] = Value::Object((0..41).map(|i| (format!("k{i}"), json!("v"))).collect());

@@ -19,6 +19,13 @@ pub const ADOPTED_BY_TAG: &str = "infraflow.io/adopted-by";
 /// region leaves it, and a create-iam for another region refuses it.
 pub const REGION_TAG: &str = "infraflow.io/region";
 
+/// HyperShift's tags on what its CLI makes (`hypershift.openshift.io/infra-id`, `…/cluster-name`),
+/// written by infraflow on what it makes, and HyperShift's automatic node provisioning's
+/// (Karpenter) subnet tag. Never HyperShift's `…/source`: infraflow is not its CLI.
+pub const HYPERSHIFT_INFRA_ID_TAG: &str = "hypershift.openshift.io/infra-id";
+pub const HYPERSHIFT_CLUSTER_NAME_TAG: &str = "hypershift.openshift.io/cluster-name";
+pub const KARPENTER_DISCOVERY_TAG: &str = "karpenter.sh/discovery";
+
 /// The ownership tag's key is this prefix and the infraID; its value on what a cluster owns is
 /// `OWNED` (as HyperShift writes it too).
 pub const OWNERSHIP_PREFIX: &str = "kubernetes.io/cluster/";
@@ -43,6 +50,11 @@ pub struct Identity {
     /// The workflow creating it: written as the created-by tag when the resource is made.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub workflow: String,
+    /// Tags this version writes beside the identity that steps do not journal (HyperShift's):
+    /// a step's input may change only with a new flow version, what it writes inside may change
+    /// freely — and no lookup or undo reads them.
+    #[serde(skip)]
+    pub unjournaled_tags: Vec<(String, String)>,
 }
 
 impl Identity {
@@ -54,7 +66,17 @@ impl Identity {
             name,
             extra_tags: Vec::new(),
             workflow: String::new(),
+            unjournaled_tags: Vec::new(),
         }
+    }
+
+    /// HyperShift's tags on what its CLI makes: the infraID, and the cluster's name when known.
+    pub fn with_hypershift_tags(mut self, cluster_name: Option<&str>) -> Identity {
+        self.unjournaled_tags.push((HYPERSHIFT_INFRA_ID_TAG.to_string(), self.infra_id.clone()));
+        if let Some(name) = cluster_name {
+            self.unjournaled_tags.push((HYPERSHIFT_CLUSTER_NAME_TAG.to_string(), name.to_string()));
+        }
+        self
     }
 
     pub fn with_tags(mut self, extra: &[(String, String)], workflow: &str) -> Identity {
@@ -117,7 +139,7 @@ impl Identity {
             ("Name".to_string(), self.name.clone()),
             (IDENTITY_TAG.to_string(), self.key()),
         ];
-        for (k, v) in &self.extra_tags {
+        for (k, v) in self.extra_tags.iter().chain(&self.unjournaled_tags) {
             if !t.iter().any(|(tk, _)| tk == k) && k != CREATED_BY_TAG {
                 t.push((k.clone(), v.clone()));
             }

@@ -328,3 +328,19 @@ pub fn make_zones(c: &Clients, name: &str, base: &str, made: &mut Made) {
         made.insert(role.to_string(), id);
     }
 }
+
+/// HyperShift's keys of an output (`tests/fixtures/hypershift/<fixture>`, one key a line, in
+/// its struct's field order, after a comment naming the source): each is in `out`, and `out`
+/// has nothing else but `ours`.
+pub fn assert_output_keys(out: &serde_json::Value, fixture: &str, ours: &[&str]) {
+    let path = format!("{}/../tests/fixtures/hypershift/{fixture}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with("# HyperShift's") && text.contains("openshift/hypershift"), "{path}: its source first");
+    let theirs: Vec<&str> = text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).collect();
+    let keys: Vec<&str> = out.as_object().unwrap().keys().map(String::as_str).collect();
+    for key in &theirs {
+        assert!(keys.contains(key), "the output lacks HyperShift's {key}: {out}");
+    }
+    let extra: Vec<&&str> = keys.iter().filter(|k| !theirs.contains(k) && !ours.contains(k)).collect();
+    assert!(extra.is_empty(), "keys neither HyperShift's nor infraflow's listed ones: {extra:?}");
+}

@@ -301,5 +301,54 @@ impl Inventory {
         let want_names = BTreeSet::from([format!("{name}.{base}."), format!("{name}.hypershift.local.")]);
         assert_eq!(names, want_names.iter().map(String::as_str).collect());
         assert!(self.zones.iter().all(|z| z.2 == [vpc_id.to_string()]), "private zones associated with the VPC");
+        for (zone, zone_name, _) in &self.zones {
+            assert_eq!(soa_minimum(c, zone), 60, "zone {zone_name}: HyperShift's negative-caching TTL");
+        }
+        self.assert_hypershift_tags(name);
     }
+
+    /// What infraflow made (a created-by tag) carries HyperShift's infra-id and cluster-name tags,
+    /// never its `source=cli`, and the private subnets Karpenter's discovery tag.
+    pub fn assert_hypershift_tags(&self, name: &str) {
+        let vpc_tags = self.vpcs[0].tags();
+        let infra = vpc_tags
+            .iter()
+            .find_map(|t| t.key()?.strip_prefix("kubernetes.io/cluster/"))
+            .expect("the VPC's ownership tag");
+        let tagged: Vec<(&str, &[aws_sdk_ec2::types::Tag])> = self
+            .vpcs
+            .iter()
+            .map(|v| (v.vpc_id().unwrap_or_default(), v.tags()))
+            .chain(self.subnets.iter().map(|s| (s.subnet_id().unwrap_or_default(), s.tags())))
+            .chain(self.igws.iter().map(|g| (g.internet_gateway_id().unwrap_or_default(), g.tags())))
+            .chain(self.nats.iter().map(|n| (n.nat_gateway_id().unwrap_or_default(), n.tags())))
+            .chain(self.route_tables.iter().map(|t| (t.route_table_id().unwrap_or_default(), t.tags())))
+            .chain(self.security_groups.iter().map(|g| (g.group_id().unwrap_or_default(), g.tags())))
+            .chain(self.endpoints.iter().map(|e| (e.vpc_endpoint_id().unwrap_or_default(), e.tags())))
+            .collect();
+        let tag = |tags: &[aws_sdk_ec2::types::Tag], k: &str| {
+            tags.iter().find(|t| t.key() == Some(k)).and_then(|t| t.value()).map(str::to_string)
+        };
+        for (id, tags) in tagged {
+            assert_eq!(tag(tags, "hypershift.openshift.io/source"), None, "{id}: infraflow is not HyperShift's CLI");
+            if tag(tags, "infraflow.io/created-by").is_none() {
+                continue;
+            }
+            assert_eq!(tag(tags, "hypershift.openshift.io/infra-id").as_deref(), Some(infra), "{id}: {tags:?}");
+            assert_eq!(tag(tags, "hypershift.openshift.io/cluster-name").as_deref(), Some(name), "{id}: {tags:?}");
+            let private = tag(tags, "kubernetes.io/role/internal-elb").is_some();
+            assert_eq!(tag(tags, "karpenter.sh/discovery").as_deref(), private.then_some(infra), "{id}: {tags:?}");
+        }
+    }
+}
+
+/// The negative-caching TTL (the SOA's last field) of a hosted zone, unwrapping moto's text of
+/// the value (MOTO-NOTES.md).
+pub fn soa_minimum(c: &Clients, zone: &str) -> u64 {
+    let out = c.block_on(c.r53.list_resource_record_sets().hosted_zone_id(zone).send()).unwrap();
+    let soa = out.resource_record_sets().iter().find(|r| r.r#type().as_str() == "SOA").expect("an SOA record");
+    let value = soa.resource_records()[0].value();
+    let fields: Vec<&str> = value.trim_start_matches("{'Value': '").trim_end_matches("'}").split_whitespace().collect();
+    assert_eq!(fields.len(), 7, "an SOA value: {value:?}");
+    fields[6].parse().unwrap()
 }

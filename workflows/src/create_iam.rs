@@ -139,7 +139,7 @@ impl CreateIamInput {
     }
 }
 
-/// HyperShift's `CreateIAMOutput`, field for field (`workflows/hypershift/create-iam-output.keys`),
+/// HyperShift's `CreateIAMOutput`, field for field (`tests/fixtures/hypershift/create-iam-output.keys`),
 /// plus the provider's ARN.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -237,8 +237,11 @@ pub async fn create_iam(
     // teardown (or another create-iam) naming another region leaves it.
     let mut extra: Vec<(String, String)> = p.additional_tags.clone().into_iter().collect();
     extra.push((REGION_TAG.to_string(), region.to_string()));
-    let ident =
-        |role: &str, name: &str| Identity::new(infra, role, None, name.to_string()).with_tags(&extra, ctx.creator());
+    let ident = |role: &str, name: &str| {
+        Identity::new(infra, role, None, name.to_string())
+            .with_tags(&extra, ctx.creator())
+            .with_hypershift_tags(p.name.as_deref())
+    };
     // Steps journal their identity as before the region tag: a step's input may change only with
     // a new flow version, what it does inside may change freely (ARCHITECTURE, "Changing a
     // flow"), and the region comes from the journaled environment.

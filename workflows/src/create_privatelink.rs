@@ -189,7 +189,11 @@ async fn service_side(
     let region = &p.region;
     let sctx = ctx.scoped(role);
     let name = short_name(&format!("{}-{role}", p.infra_id));
-    let ident = |r: &str| Identity::new(&p.infra_id, r, None, name.clone()).with_tags(&[], ctx.creator());
+    let ident = |r: &str| {
+        Identity::new(&p.infra_id, r, None, name.clone())
+            .with_tags(&[], ctx.creator())
+            .with_hypershift_tags(Some(&p.name))
+    };
     let tg_id = ident(&format!("{role}-tg"));
     // One after the other although neither needs the other: the listener links them, and only
     // deleting the load balancer removes it, so compensation (newest first) must meet the load
@@ -280,7 +284,8 @@ pub async fn create_privatelink(
         rules.push(Rule::new("tcp", 6443, 6443, &p.guest.machine_cidr));
     }
     let sg_ident = Identity::new(&p.infra_id, "vpce-sg", None, format!("{}-vpce-private-router", p.infra_id))
-        .with_tags(&[], ctx.creator());
+        .with_tags(&[], ctx.creator())
+        .with_hypershift_tags(Some(&p.name));
     let sg_name = format!("{}-vpce-private-router", p.infra_id);
     let sg = ctx.step_with(
         "security-group",
@@ -347,7 +352,8 @@ pub async fn create_privatelink(
     let subnets: Vec<String> = pre.endpoint_subnets.iter().map(|s| s.subnet_id.clone()).collect();
     let endpoint = |role: &'static str, service: EndpointService| {
         let id = Identity::new(&p.infra_id, &format!("{role}-vpce"), None, format!("{}-{role}", p.infra_id))
-            .with_tags(&[], ctx.creator());
+            .with_tags(&[], ctx.creator())
+            .with_hypershift_tags(Some(&p.name));
         let (subnets, sg) = (subnets.clone(), sg.clone());
         async move {
             let ectx = ctx.scoped(role);

@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 use infraflow_activities::inventory::take_inventory;
 use infraflow_activities::network::{SubnetInfo, ZoneInfo};
 use infraflow_activities::routing::Target;
+use infraflow_activities::tags::KARPENTER_DISCOVERY_TAG;
 use infraflow_activities::throttle::read_retrying;
 use infraflow_activities::{AwsPool, Identity, Inventory, Kind, dns, endpoints, nat, network, routing, security};
 use serde::{Deserialize, Serialize};
@@ -58,7 +59,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
     let region = p.region.clone();
     let extra: Vec<(String, String)> = p.additional_tags.clone().into_iter().collect();
     let ident = |role: &str, zone: Option<&str>, name: String| {
-        Identity::new(infra, role, zone, name).with_tags(&extra, ctx.creator())
+        Identity::new(infra, role, zone, name).with_tags(&extra, ctx.creator()).with_hypershift_tags(Some(&p.name))
     };
     let with_undo = |kind: Kind, id: &Identity| create_opts(&region, kind, id);
 
@@ -161,7 +162,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
             .map_err(from_aws)
         },
     );
-    let private_name = format!("{}.{}", p.name, p.base_domain);
+    let private_name = p.private_zone_name();
     let local_name = format!("{}.hypershift.local", p.name);
     let pz_ident = ident("private-zone", None, private_name.clone());
     let lz_ident = ident("local-zone", None, local_name.clone());
@@ -224,6 +225,12 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
             async move {
                 let mut pub_ident = ident("public-subnet", Some(&zone), format!("{infra}-public-{zone}"));
                 pub_ident.extra_tags.push(("kubernetes.io/role/elb".into(), "1".into()));
+                // HyperShift's automatic node provisioning finds the nodes' subnets by this tag:
+                // the private ones, or the public ones of a public-only cluster.
+                let karpenter = (KARPENTER_DISCOVERY_TAG.to_string(), infra.to_string());
+                if p.public_only {
+                    pub_ident.unjournaled_tags.push(karpenter.clone());
+                }
                 let pub_look = first(&pub_ident);
                 let public = zctx.step_with(
                     "public-subnet",
@@ -239,6 +246,7 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
                 );
                 let mut priv_ident = ident("private-subnet", Some(&zone), format!("{infra}-private-{zone}"));
                 priv_ident.extra_tags.push(("kubernetes.io/role/internal-elb".into(), "1".into()));
+                priv_ident.unjournaled_tags.push(karpenter);
                 let priv_look = first(&priv_ident);
                 let private = async {
                     if p.public_only {
@@ -417,13 +425,14 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
             })
             .collect(),
         base_domain: p.base_domain.clone(),
-        base_domain_prefix: p.name.clone(),
+        base_domain_prefix: p.base_domain_prefix.clone().unwrap_or_default(),
         public_only: p.public_only,
         public_zone_id: pre.public_zone_id,
         private_zone_id,
         local_zone_id,
         security_group_id,
         public_subnet_ids: zones.iter().map(|z| z.public.subnet_id.clone()).collect(),
+        ..ProvisionOutput::default()
     })
 }
 

@@ -42,6 +42,10 @@ pub struct ProvisionInput {
     #[serde(rename = "vpcCIDR", default = "default_cidr")]
     pub vpc_cidr: String,
     pub base_domain: String,
+    /// The private zone is `<baseDomainPrefix>.<baseDomain>`: the name when left out, the base
+    /// domain itself with `none` (HyperShift's `--base-domain-prefix`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_domain_prefix: Option<String>,
     #[serde(default)]
     pub endpoint_access: EndpointAccess,
     #[serde(rename = "singleNATGateway", default)]
@@ -56,9 +60,10 @@ fn default_cidr() -> String {
     "10.0.0.0/16".into()
 }
 
-/// What `hypershift create cluster aws --infra-json` reads, plus the worker security group and
-/// the public subnets.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// What `hypershift create cluster aws --infra-json` reads — HyperShift's `CreateInfraOutput`,
+/// every key of it (`tests/fixtures/hypershift/create-infra-output.keys`) — plus the worker security
+/// group and the public subnets.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProvisionOutput {
     pub region: String,
@@ -76,8 +81,8 @@ pub struct ProvisionOutput {
     pub vpc_id: String,
     pub zones: Vec<OutputZone>,
     pub base_domain: String,
-    /// The private zone is `<baseDomainPrefix>.<baseDomain>`; infraflow's prefix is the name
-    /// (HyperShift's default).
+    /// The input's, empty when left out (as HyperShift writes it: the zone is then named after
+    /// the cluster).
     #[serde(default)]
     pub base_domain_prefix: String,
     #[serde(default)]
@@ -92,6 +97,20 @@ pub struct ProvisionOutput {
     pub security_group_id: String,
     #[serde(rename = "publicSubnetIDs")]
     pub public_subnet_ids: Vec<String>,
+    /// HyperShift's proxy and shared-VPC keys: infraflow makes neither, so they stay empty (its
+    /// readers expect the keys).
+    #[serde(default)]
+    pub proxy_addr: String,
+    #[serde(default)]
+    pub secure_proxy_addr: String,
+    #[serde(rename = "proxyPrivateSSHKey", default)]
+    pub proxy_private_ssh_key: String,
+    #[serde(rename = "proxyCA", default)]
+    pub proxy_ca: String,
+    #[serde(rename = "vpcCreatorAccountID", default)]
+    pub vpc_creator_account_id: String,
+    #[serde(rename = "clusterAccountID", default)]
+    pub cluster_account_id: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -113,6 +132,9 @@ impl ProvisionInput {
         validate::region("region", &self.region)?;
         validate::cidr16("vpcCIDR", &self.vpc_cidr)?;
         validate::domain("baseDomain", &self.base_domain)?;
+        if let Some(prefix) = &self.base_domain_prefix {
+            validate::dns_label("baseDomainPrefix", prefix, 63)?;
+        }
         if let Some(zones) = &self.zones {
             if zones.is_empty() {
                 return Err(InputError::field(
@@ -150,6 +172,15 @@ impl ProvisionInput {
 
     pub fn infra_id(&self) -> &str {
         self.infra_id.as_deref().unwrap_or_default()
+    }
+
+    /// HyperShift's `ZoneName`: `<prefix or name>.<baseDomain>`, or the base domain with `none`.
+    pub fn private_zone_name(&self) -> String {
+        match self.base_domain_prefix.as_deref() {
+            Some("none") => self.base_domain.clone(),
+            Some(prefix) => format!("{prefix}.{}", self.base_domain),
+            None => format!("{}.{}", self.name, self.base_domain),
+        }
     }
 }
 

@@ -112,7 +112,8 @@ impl ScaleInput {
             Some(&index.to_string()),
             format!("{}-{}-{index}", self.infra_id, self.node_pool),
         )
-        .with_tags(&[], workflow);
+        .with_tags(&[], workflow)
+        .with_hypershift_tags(None);
         id.extra_tags.push((NODEPOOL_TAG.into(), format!("{}/{}", self.infra_id, self.node_pool)));
         id.extra_tags.push((MEMBER_TAG.into(), index.to_string()));
         id
