@@ -176,12 +176,14 @@ fn mutating(action: &str) -> bool {
 }
 
 /// A cluster HyperShift made whole is taken over by its identity marks alone: one CreateTags per
-/// EC2 resource, the comment and tags of each private zone, and nothing else HyperShift made is
+/// EC2 resource, the comment and tags of each private zone (and its SOA minimum where it is not
+/// 60 yet), and nothing else HyperShift made is
 /// written to (no attribute, association, attachment or route set again). The one thing made is
 /// the worker security group, which `hypershift create infra aws` never makes (its control-plane
 /// operator does, later). The output names HyperShift's ids.
 #[test]
-fn provision_over_a_whole_hypershift_cluster_writes_only_identity_marks_and_makes_only_the_worker_group() {
+fn provision_over_a_whole_hypershift_cluster_writes_only_identity_marks_and_soa_minimums_and_makes_only_the_worker_group()
+ {
     let e = Env::new();
     let proxy = Proxy::start(e.moto.port);
     let zones = ["us-east-1a", "us-east-1b"];
@@ -197,6 +199,9 @@ fn provision_over_a_whole_hypershift_cluster_writes_only_identity_marks_and_make
         ("CreateTags", ec2_made),
         ("route53 POST /hostedzone/{id}", 2),
         ("route53 POST /tags/hostedzone/{id}", 2),
+        // The zones' SOA minimum, 86400 as these zones were made (by a HyperShift from before
+        // its setSOAMinimum) and 60 after.
+        ("route53 POST /hostedzone/{id}/rrset", 2),
         ("CreateSecurityGroup", 1),
         ("AuthorizeSecurityGroupIngress", 1),
     ]

@@ -307,7 +307,8 @@ pub fn make(c: &Clients, infra: &str, zones: &[&str], cut: Cut) -> Made {
 }
 
 /// HyperShift's last step: the private zones `<name>.<baseDomain>` and `<name>.hypershift.local`
-/// on the cluster's VPC (its CreateHostedZone: no comment, a caller reference of its own).
+/// on the cluster's VPC (its CreateHostedZone: no comment, a caller reference of its own), as a
+/// HyperShift from before `setSOAMinimum` left them: Route53's default negative-caching day.
 pub fn make_zones(c: &Clients, name: &str, base: &str, made: &mut Made) {
     use aws_sdk_route53::types::{HostedZoneConfig, Vpc, VpcRegion};
     let vpc = made["vpc"].clone();
