@@ -99,9 +99,8 @@ fn claim(what: &str, name: &str, tags: &[Tag], id: &Identity) -> AwsResult<()> {
     ))
 }
 
-/// A role's inline policy: its name, the document this version writes, and the document an
-/// earlier version of infraflow wrote for the same role and inputs, which it may replace on a
-/// role another submission made (an upgrade of that cluster's grants, nothing else).
+/// A role's inline policy: its name, this version's document, and what an earlier infraflow wrote
+/// for the same inputs, which may be replaced on another submission's role (an upgrade).
 #[derive(Clone, Copy, Debug)]
 pub struct InlinePolicy<'a> {
     pub name: &'a str,
@@ -110,9 +109,8 @@ pub struct InlinePolicy<'a> {
 }
 
 /// A role `name` with trust policy `trust` and inline policy `policy`: found by name (and this
-/// identity's tag) or created tagged. Returns the role's ARN. The inline policy is written every
-/// time on a role this workflow made: it is the role's whole permission, and a resumed run must
-/// leave it exactly as this version defines it.
+/// identity's tag) or created tagged; returns its ARN. The policy is written every time on a role
+/// this workflow made: a resumed run must leave it exactly as this version defines it.
 pub async fn ensure_role(
     aws: &Aws,
     id: &Identity,
