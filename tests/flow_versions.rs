@@ -189,6 +189,62 @@ fn a_create_iam_of_version_1_finishes_with_the_seeds_grants_and_a_new_one_brings
     assert_eq!(submitted["code_version"], 2, "{submitted}");
 }
 
+/// A cluster made by create-iam version 1 (the fixture, resumed to completion), in a world of
+/// its own, and the proxy to kill through.
+fn version_1_cluster() -> (Env, support::proxy::Proxy) {
+    let e = Env::new();
+    std::fs::copy(flows_dir().join("create-iam.v1.paused.sqlite3"), e.s.db()).unwrap();
+    ok(&e.cli(&["retry", "recorded-iam"]));
+    let proxy = support::proxy::Proxy::start(e.moto.port);
+    (e, proxy)
+}
+
+/// SIGKILL at every AWS call of a create-iam that upgrades a version-1 cluster's policies —
+/// before the call reaches AWS, or after AWS acted — then the same command again: every role
+/// carries the current grants, nothing was made, nothing else changed.
+fn upgrade_sweep(after_aws_acts: bool) {
+    use support::iam_state::{Grants, IamState, ROLES, expected_policy};
+    let run = |(e, proxy): &(Env, support::proxy::Proxy), kill: Option<u32>| {
+        let input = e.input(
+            "up.json",
+            json!({"infraID": "reci-abcde", "region": "us-east-1", "oidcBucket": "oidc",
+                   "publicZoneID": "ZPUBLIC1", "privateZoneID": "ZPRIVATE1", "localZoneID": "ZLOCAL1"}),
+        );
+        let args = ["run", "create-iam", "--input", input.as_str(), "--id", "upgrade"];
+        let fired = kill.is_some_and(|call| e.run_killed_at(proxy, &args, call, after_aws_acts));
+        ok(&e.cli_at(&proxy.endpoint(), &args));
+        let s = IamState::read(&e.c, "reci-abcde");
+        assert_eq!((s.providers.len(), s.roles.len(), s.profiles.len()), (1, 8, 1), "{}", s.summary());
+        for (_, suffix, file) in ROLES {
+            let name = format!("reci-abcde-{suffix}");
+            assert_eq!(
+                s.roles[&name].policies[&name],
+                expected_policy(file, Grants::Current),
+                "{name} (kill {kill:?})"
+            );
+        }
+        fired
+    };
+    let first = version_1_cluster();
+    first.1.reset_counts();
+    run(&first, None);
+    let calls = first.1.total();
+    assert!(calls > 15, "the upgrade reads and writes every role, counted {calls}");
+    let (fired, _) = support::sweep::every_call(calls, (), || (), |_, call| run(&version_1_cluster(), Some(call)));
+    assert!(fired + 2 >= calls, "{fired} of {calls} kills fired");
+    eprintln!("create-iam upgrade: killed at each of {calls} calls: every run converged to the current grants");
+}
+
+#[test]
+fn a_policy_upgrade_killed_at_every_aws_call_before_it_reaches_aws_converges() {
+    upgrade_sweep(false);
+}
+
+#[test]
+fn a_policy_upgrade_killed_at_every_aws_call_after_aws_acted_converges() {
+    upgrade_sweep(true);
+}
+
 /// Not a test: how `tests/flows/provision-infra.v2.paused.sqlite3` was made, by the binary of the version it records (a
 /// provision through a proxy that refuses CreateVpc's credentials). Run it by name with
 /// `-- --ignored record_a_paused_provision_fixture` for the next version's fixture (change the

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
-use support::aws::AwsEnv;
+use support::aws::{AwsEnv, ok};
 use support::*;
 
 fn chromium() -> PathBuf {
@@ -223,5 +223,174 @@ fn the_list_draws_a_compensated_workflow_with_its_error() {
     assert!(list.contains(&format!(r#"<span class="error">{escaped}"#)), "{list}");
     let (status, page) = http_get(port, "/workflows/fails");
     assert_eq!(status, 200, "{page}");
+    assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
+}
+
+/// The list and each workflow's page in every state a journal holds when someone opens the page
+/// because something needs them — completed, compensated, failed, paused, a paused compensation,
+/// compensation failed, running, queued behind its cluster — drawn by headless Chromium: each
+/// row in its state with its error, each page answering 200 with its timeline, input and
+/// journal; a pruned workflow's page says it is not in the journal (404, never 500). The search
+/// by error text and by part of a cluster narrows the list. Screenshots of the list and of a
+/// paused page are left in `target/test-output/status_page/`.
+#[test]
+fn every_state_draws_in_the_list_and_on_its_own_page_in_a_browser() {
+    let e = AwsEnv::new();
+    let canary = |name: &str, v: serde_json::Value| e.input(name, v);
+    let c1 = canary("c1.json", json!({"steps": 2}));
+    let fails = canary("f.json", json!({"steps": 3, "failAt": 2}));
+    assert!(e.cli(&["run", "canary", "--input", &c1, "--id", "pruned-1"]).status.success());
+    assert!(e.cli(&["prune", "--before", "0s"]).status.success());
+    assert!(e.cli(&["run", "canary", "--input", &c1, "--id", "done-1"]).status.success());
+    assert_eq!(e.cli(&["run", "canary", "--input", &fails, "--id", "undone-1"]).status.code(), Some(1));
+    let kept = e.cli(&["run", "canary", "--input", &fails, "--id", "failed-1", "--no-rollback"]);
+    assert_eq!(kept.status.code(), Some(1), "{}", stderr(&kept));
+    // AWS refusing the credentials pauses a provision; a failure whose undo AWS then refuses
+    // pauses the compensation; an undo AWS rejects for good fails it.
+    let provision = |id: &str, refuse: &[(&str, &str)]| {
+        let proxy = support::proxy::Proxy::start(e.moto.port);
+        for (action, code) in refuse {
+            proxy.fail_with(action, code, 1000);
+        }
+        let input = e.input(
+            &format!("{id}.json"),
+            json!({"name": id, "infraID": format!("{id}-abcde"), "region": "us-east-1", "zones": ["us-east-1a"],
+                   "baseDomain": "example.com"}),
+        );
+        let out = e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", id]);
+        assert_eq!(out.status.code(), Some(1), "{id}: {}", stderr(&out));
+    };
+    provision("paused-1", &[("CreateVpc", "UnauthorizedOperation")]);
+    provision(
+        "undo-paused-1",
+        &[("CreateInternetGateway", "InvalidParameterValue"), ("DeleteVpc", "UnauthorizedOperation")],
+    );
+    provision(
+        "undo-failed-1",
+        &[("CreateInternetGateway", "InvalidParameterValue"), ("DeleteVpc", "InvalidParameterValue")],
+    );
+    let slow = canary("s.json", json!({"steps": 5, "stepMillis": 20_000, "cluster": "busy-cluster"}));
+    assert!(e.cli(&["submit", "canary", "--input", &slow, "--id", "running-1"]).status.success());
+    assert!(e.cli(&["submit", "canary", "--input", &slow, "--id", "queued-1"]).status.success());
+
+    let port = free_port();
+    let mut d = e.daemon_with(&e.proxy.endpoint(), &["--listen", &format!("127.0.0.1:{port}")]);
+    assert!(wait_until(Duration::from_secs(30), || e.s.status("running-1")["state"] == "running"), "never ran");
+    let expected = [
+        ("done-1", "completed"),
+        ("undone-1", "compensated"),
+        ("failed-1", "failed"),
+        ("paused-1", "paused"),
+        ("undo-paused-1", "paused"),
+        ("undo-failed-1", "compensation_failed"),
+        ("running-1", "running"),
+        ("queued-1", "pending"),
+    ];
+    for (id, state) in expected {
+        assert_eq!(e.s.status(id)["state"], state, "{id}: {}", e.s.status(id));
+    }
+    let profile = tempfile::tempdir().unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let list = dom(profile.path(), &format!("{base}/"));
+    for (id, state) in expected {
+        assert!(list.contains(&format!(r#"data-id="{id}" data-state="{state}""#)), "{id} {state}: {list}");
+    }
+    assert!(!list.contains("cannot draw") && !list.contains("pruned-1"), "{list}");
+    assert_eq!(list.matches(r#"<span class="error">"#).count(), 5, "an error in each row that has one: {list}");
+    for (id, state) in expected {
+        let (status, page) = http_get(port, &format!("/workflows/{id}"));
+        assert_eq!(status, 200, "{id}: {page}");
+        assert!(page.contains(&format!(r#"id="state">{state}<"#)), "{id}: {page}");
+        let timeline =
+            if id == "queued-1" { r#"<p class="empty">no step has started yet"# } else { r#"class="timeline""# };
+        assert!(page.contains(timeline) && page.contains(r#"<pre class="input">"#), "{id}: {page}");
+        assert!(page.contains(r#"class="event" data-kind="submitted""#), "{id}'s journal: {page}");
+    }
+    let (status, page) = http_get(port, "/workflows/undo-paused-1");
+    assert!(status == 200 && page.contains("compensation_started"), "the paused compensation's journal: {page}");
+    let (status, gone) = http_get(port, "/workflows/pruned-1");
+    assert_eq!(status, 404, "{gone}");
+    assert!(gone.contains("no workflow pruned-1"), "{gone}");
+
+    let refused = dom(profile.path(), &format!("{base}/?error=unauthorized"));
+    let shown: Vec<&str> =
+        expected.iter().map(|(id, _)| *id).filter(|id| refused.contains(&format!(r#"data-id="{id}""#))).collect();
+    assert_eq!(shown, ["paused-1", "undo-paused-1"], "the search by error text, any case");
+    let busy = dom(profile.path(), &format!("{base}/?cluster=busy"));
+    assert!(
+        busy.contains(r#"data-id="running-1""#)
+            && busy.contains(r#"data-id="queued-1""#)
+            && !busy.contains(r#"data-id="done-1""#)
+    );
+
+    let dir = output_dir("status_page");
+    for (name, url) in
+        [("list-every-state.png", format!("{base}/")), ("paused.png", format!("{base}/workflows/paused-1"))]
+    {
+        let shot = dir.join(name);
+        let out = browser(profile.path())
+            .arg(format!("--screenshot={}", shot.display()))
+            .arg("--window-size=1280,900")
+            .arg(url)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(std::fs::read(&shot).unwrap().starts_with(b"\x89PNG"), "{}", shot.display());
+    }
+    e.cli(&["cancel", "running-1"]);
+    e.cli(&["cancel", "queued-1"]);
+    assert_eq!(terminate(&mut d, Duration::from_secs(60)).code(), Some(0), "{}", e.s.daemon_log());
+}
+
+/// A 3-zone provision at 150 ms a call: its page's timeline draws the zones' subnets, addresses
+/// and NAT gateways side by side (their bars overlap in time), each step's first start and last
+/// end in the step table. The screenshot is `docs/timeline.png`'s source.
+#[test]
+fn a_three_zone_provisions_timeline_shows_its_zones_overlapping() {
+    let e = AwsEnv::new();
+    e.proxy.set_latency(Duration::from_millis(150));
+    let zones = ["us-east-1a", "us-east-1b", "us-east-1c"];
+    let input = e.input(
+        "p.json",
+        json!({"name": "tl", "infraID": "tl-abcde", "region": "us-east-1", "zones": zones, "baseDomain": "example.com"}),
+    );
+    ok(&e.cli(&["run", "provision-infra", "--input", &input, "--id", "tl"]));
+    let port = free_port();
+    let mut d = e.daemon_with(&e.proxy.endpoint(), &["--listen", &format!("127.0.0.1:{port}")]);
+    assert!(wait_until(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()));
+    let (status, page) = http_get(port, "/workflows/tl");
+    assert_eq!(status, 200, "{page}");
+    // A lane's `data-first-start` and `data-last-end` (ms from the run's first start).
+    let span = |key: &str| -> (i64, i64) {
+        let at =
+            page.find(&format!(r#"class="lane" data-key="{key}""#)).unwrap_or_else(|| panic!("no lane {key}: {page}"));
+        let attr = |name: &str| -> i64 {
+            let from = page[at..].find(&format!(r#"{name}=""#)).unwrap() + at + name.len() + 2;
+            page[from..].split('"').next().unwrap().parse().unwrap()
+        };
+        (attr("data-first-start"), attr("data-last-end"))
+    };
+    for role in ["public-subnet", "eip", "nat-gateway"] {
+        let spans: Vec<(i64, i64)> = zones.iter().map(|z| span(&format!("zone/{z}/{role}"))).collect();
+        let (latest_start, earliest_end) =
+            (spans.iter().map(|s| s.0).max().unwrap(), spans.iter().map(|s| s.1).min().unwrap());
+        assert!(latest_start < earliest_end, "{role}: the three zones' bars overlap: {spans:?}");
+    }
+    // Each step's first start and last end in the table (ISO times end in Z), as many as steps.
+    let rows: Vec<&str> = page.split(r#"<tr class="step""#).skip(1).map(|r| r.split("</tr>").next().unwrap()).collect();
+    assert!(rows.len() > 20, "{page}");
+    for row in rows {
+        assert_eq!(row.matches("Z</td>").count(), 2, "each step's first start and last end: {row}");
+    }
+    let shot = output_dir("status_page").join("timeline.png");
+    let profile = tempfile::tempdir().unwrap();
+    let out = browser(profile.path())
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg("--window-size=1280,1000")
+        .arg(format!("http://127.0.0.1:{port}/workflows/tl"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(std::fs::read(&shot).unwrap().len() > 10_000);
     assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
 }

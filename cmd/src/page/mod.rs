@@ -1,9 +1,12 @@
 //! The status page `daemon --listen` serves at `/`: the workflows (filtered by state, workflow,
-//! cluster, searched by id), one workflow's steps, output and run drawn as SVG, and cancel / retry
-//! behind a confirmation. Server-rendered from minijinja templates (`templates/`), the data the
+//! cluster, searched by id and error, newest change first, a page at a time), one workflow's
+//! timeline, run graph, steps, output, input and journal events, and cancel / retry behind a
+//! confirmation. Server-rendered from minijinja templates (`templates/`), the data the
 //! CLI's `status --json` prints; no JavaScript, nothing fetched from elsewhere: it works offline.
 
+mod history;
 mod svg;
+mod timeline;
 
 use std::collections::BTreeSet;
 
@@ -17,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::render;
 
-/// Shown rows at most; the filters narrow the rest.
+/// Rows a page of the list shows; `offset` pages past them.
 const MAX_ROWS: usize = 500;
 /// Seconds between refreshes while something shown is unfinished.
 const REFRESH_SECONDS: u32 = 3;
@@ -111,13 +114,14 @@ impl Page {
         if path == "/" {
             return Some(if req.method() == Method::GET { self.list(query) } else { only_get() });
         }
+        let events_page = param(query, "events").parse().unwrap_or(0);
         let rest = path.strip_prefix("/workflows/")?;
         let (id, action) = match rest.rsplit_once('/') {
             Some((id, a @ ("cancel" | "retry"))) => (decode(id), Some(a)),
             _ => (decode(rest), None),
         };
         Some(match (req.method(), action) {
-            (&Method::GET, None) => self.workflow(&id),
+            (&Method::GET, None) => self.workflow(&id, events_page),
             (&Method::GET, Some(action)) => self.confirm(&id, action),
             (&Method::POST, Some(action)) => self.act(req, &id, action).await,
             _ => only_get(),
@@ -183,10 +187,10 @@ impl Page {
                 );
             }
         };
-        let param = |name: &str| {
-            query.split('&').find_map(|p| p.strip_prefix(&format!("{name}="))).map(decode).unwrap_or_default()
-        };
-        let (state, workflow, cluster, q) = (param("state"), param("workflow"), param("cluster"), param("q"));
+        let param = |name: &str| param(query, name);
+        let (state, workflow, cluster, q, error) =
+            (param("state"), param("workflow"), param("cluster"), param("q"), param("error"));
+        let offset: usize = param("offset").parse().unwrap_or(0);
         let workflows: BTreeSet<String> = rows.iter().map(|r| r.workflow.clone()).collect();
         let states: Vec<WorkflowState> = WorkflowState::parse(&state).into_iter().collect();
         let mut shown: Vec<_> = rows
@@ -197,13 +201,17 @@ impl Page {
                 }
                 // An unknown state matches nothing rather than everything.
                 (state.is_empty() || !states.is_empty())
-                    && render::row_matches(r, &states, given(&workflow), given(&cluster))
+                    && render::row_matches(r, &states, given(&workflow), None)
+                    && r.cluster.contains(cluster.as_str())
                     && r.id.contains(q.as_str())
+                    && (error.is_empty() || r.error.as_deref().is_some_and(|e| contains_folded(e, &error)))
             })
             .collect();
-        shown.sort_by_key(|r| std::cmp::Reverse(r.created_at));
+        // The last change first: what just broke is on top, whenever it was submitted.
+        shown.sort_by_key(|r| (std::cmp::Reverse(r.updated_at), std::cmp::Reverse(r.created_at)));
         let total = shown.len();
-        shown.truncate(MAX_ROWS);
+        let offset = offset.min(total.saturating_sub(1) / MAX_ROWS * MAX_ROWS);
+        let shown: Vec<_> = shown.into_iter().skip(offset).take(MAX_ROWS).collect();
         let unfinished = shown.iter().any(|r| !r.state.is_finished() && r.state != WorkflowState::Paused);
         let now = SystemClock.now();
         let mut items = render::list_json(&shown);
@@ -224,20 +232,36 @@ impl Page {
                 refresh => unfinished.then_some(REFRESH_SECONDS),
                 rows => rows,
                 total => total,
+                offset => offset,
+                next => (offset + MAX_ROWS < total).then_some(offset + MAX_ROWS),
+                previous => (offset > 0).then(|| offset.saturating_sub(MAX_ROWS)),
+                paging => list_query(&[("state", &state), ("workflow", &workflow), ("cluster", &cluster), ("q", &q), ("error", &error)]),
                 states => WorkflowState::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
                 workflows => workflows,
-                filter => json!({"state": state, "workflow": workflow, "cluster": cluster, "q": q}),
+                filter => json!({"state": state, "workflow": workflow, "cluster": cluster, "q": q, "error": error}),
             },
         )
     }
 
-    fn workflow(&self, id: &str) -> Reply {
+    fn workflow(&self, id: &str, events_page: usize) -> Reply {
         let now = SystemClock.now();
         let found = (|| -> infraflow_journal::Result<Option<(Value, Value)>> {
             let (Some(row), Some(view)) = (self.journal.row(id)?, self.journal.load(id)?) else { return Ok(None) };
             let waiting = self.journal.waiting_for(id, now)?;
-            let (nodes, edges) = crate::graph::shape(&view.steps, &crate::graph::durations(&self.journal.events(id)?));
+            let events = self.journal.events(id)?;
+            let (nodes, edges) = crate::graph::shape(&view.steps, &crate::graph::durations(&events));
+            let lanes = timeline::lanes(&events, now, row.state.is_finished() || row.state == WorkflowState::Paused);
             let mut status = render::view_json(&row, &view, &waiting);
+            // Each step's first start and last end, as the timeline draws them.
+            if let Some(steps) = status["steps"].as_array_mut() {
+                for step in steps {
+                    let lane = lanes.iter().find(|l| step["key"] == l.key.as_str());
+                    let (first, last) = lane.map(timeline::Lane::span).unwrap_or_default();
+                    step["firstStart"] = json!(first.map(render::iso_time));
+                    step["lastEnd"] = json!(last.map(render::iso_time));
+                }
+            }
+            let (history, pages) = history::page(&events, events_page);
             status["age"] = json!(render::age(now - row.created_at));
             status["waitsFor"] = json!(render::waiting_text(&waiting));
             let rate_waits: Vec<Value> = crate::rate_waits::of_workflow(id)
@@ -247,6 +271,12 @@ impl Page {
             status["rateWaits"] = json!(rate_waits);
             let facts = json!({
                 "svg": svg::draw(&nodes, &edges),
+                "timeline": timeline::draw(&lanes),
+                "input": serde_json::to_string_pretty(&view.input).unwrap_or_default(),
+                "history": history,
+                "events": events.len(),
+                "events_page": events_page.min(pages - 1),
+                "events_pages": pages,
                 "can_cancel": !row.state.is_finished(),
                 "can_retry": matches!(row.state, WorkflowState::Paused | WorkflowState::Failed | WorkflowState::CompensationFailed),
                 "unfinished": !row.state.is_finished() && row.state != WorkflowState::Paused,
@@ -348,6 +378,21 @@ fn forbidden_remote() -> Reply {
         StatusCode::FORBIDDEN,
         "<p>actions are off: the daemon listens beyond loopback; start it with --allow-remote-actions to allow them</p>".into(),
     )
+}
+
+/// A query parameter's value, decoded; empty when absent.
+fn param(query: &str, name: &str) -> String {
+    query.split('&').find_map(|p| p.strip_prefix(&format!("{name}="))).map(decode).unwrap_or_default()
+}
+
+/// The list's query string for these filters (the ones given), to page with.
+fn list_query(filters: &[(&str, &str)]) -> String {
+    filters.iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| format!("{k}={}&", encode(v))).collect()
+}
+
+/// Whether `text` contains `needle`, ignoring case (an error searched for as remembered).
+fn contains_folded(text: &str, needle: &str) -> bool {
+    text.to_lowercase().contains(&needle.to_lowercase())
 }
 
 fn escape(s: &str) -> String {
@@ -455,6 +500,32 @@ mod tests {
         p.templates.add_template("row.html", "{{ w.id|no_such_filter }}").unwrap();
         let row = p.draw_row(&json!({"id": "bad<row>"})).to_string();
         assert!(row.contains("cannot draw this row") && row.contains("bad&lt;row&gt;"), "{row}");
+    }
+
+    /// minijinja finds an unknown filter only when a template reaches it: every filter any
+    /// template names is looked up here, so one in a rarely taken branch fails the test, not the
+    /// page an operator opens when something broke.
+    #[test]
+    fn every_filter_the_templates_use_exists() {
+        let p = page(vec![]);
+        let mut used = BTreeSet::new();
+        for name in ["base.html", "list.html", "workflow.html", "confirm.html", "row.html"] {
+            let source = p.templates.get_template(name).unwrap().source().to_string();
+            for block in source.split("{{").skip(1).chain(source.split("{%").skip(1)) {
+                let block = block.split(['}', '%']).next().unwrap_or_default();
+                for after in block.split('|').skip(1) {
+                    let filter: String =
+                        after.trim_start().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                    used.insert(filter);
+                }
+            }
+        }
+        assert!(used.contains("truncate") && used.contains("urlencode") && used.contains("safe"), "{used:?}");
+        for filter in &used {
+            let r = p.templates.render_str(&format!("{{{{ 'x'|{filter} }}}}"), context! {});
+            let unknown = r.as_ref().is_err_and(|e| e.kind() == minijinja::ErrorKind::UnknownFilter);
+            assert!(!unknown, "filter {filter} is used by a template and unknown: {r:?}");
+        }
     }
 
     #[test]
