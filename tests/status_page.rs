@@ -394,3 +394,36 @@ fn a_three_zone_provisions_timeline_shows_its_zones_overlapping() {
     assert!(std::fs::read(&shot).unwrap().len() > 10_000);
     assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
 }
+
+/// Past 500 workflows the list pages: the first page shows the 500 last changed and links to the
+/// older ones, which the second page shows, keeping the filter.
+#[test]
+fn the_list_pages_past_five_hundred_rows_keeping_its_filters() {
+    let s = Scratch::new();
+    // The first holds its cluster for a minute: the others wait behind it, so the list does not
+    // change between two pages.
+    let first = s.write_json("f.json", &json!({"steps": 1, "stepMillis": 60_000, "cluster": "one-at-a-time"}));
+    assert!(s.cli(&["submit", "canary", "--input", first.to_str().unwrap(), "--id", "p-first"]).status.success());
+    let input = s.write_json("c.json", &json!({"steps": 1, "cluster": "one-at-a-time"}));
+    for i in 0..504 {
+        let out = s.cli(&["submit", "canary", "--input", input.to_str().unwrap(), "--id", &format!("p-{i:03}")]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let port = free_port();
+    let mut d = s.spawn_daemon(&["--listen", &format!("127.0.0.1:{port}")], &[]);
+    assert!(wait_until(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()));
+    let (status, first) = http_get(port, "/?cluster=one-at");
+    assert_eq!(status, 200);
+    assert_eq!(first.matches(r#"<tr class="workflow""#).count(), 500, "{first}");
+    assert!(first.contains("505 workflows") && first.contains("1–500 shown"), "{first}");
+    assert!(first.contains(r#"href="/?cluster=one-at&amp;offset=500">older<"#), "{first}");
+    let (_, second) = http_get(port, "/?cluster=one-at&offset=500");
+    let ids: Vec<&str> =
+        second.split(r#"<tr class="workflow" data-id=""#).skip(1).filter_map(|r| r.split('"').next()).collect();
+    assert_eq!(ids.len(), 5, "{second}");
+    assert!(ids.iter().all(|id| !first.contains(&format!(r#"data-id="{id}""#))), "no row on both pages: {ids:?}");
+    assert!(second.contains(r#"href="/?cluster=one-at&amp;offset=0">newer<"#), "{second}");
+    // The minute-long step is not waited for: the journal is the test's own.
+    d.kill().unwrap();
+    d.wait().unwrap();
+}
