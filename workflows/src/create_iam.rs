@@ -219,6 +219,39 @@ fn unique_name_opts(region: &str, kind: Kind, id: &Identity) -> StepOptions {
     StepOptions { retry: Some(aws_retry()), undo: Some(undo(region, kind, id)), settle: None }
 }
 
+/// Steps journal their identity as before the region tag: a step's input may change only with a
+/// new flow version, what it does inside may change freely (ARCHITECTURE, "Changing a flow"),
+/// and the region comes from the journaled environment.
+fn journaled(id: &Identity) -> Identity {
+    Identity { extra_tags: id.extra_tags.iter().filter(|(k, _)| k != REGION_TAG).cloned().collect(), ..id.clone() }
+}
+
+/// The step of one role, `iam::ensure_role` under `key`: its input is the role's journaled
+/// identity, trust and policy document.
+#[allow(clippy::too_many_arguments)]
+async fn role_step(
+    ctx: &WfCtx,
+    pool: &AwsPool,
+    region: &str,
+    key: &str,
+    id: &Identity,
+    name: &str,
+    trust: &str,
+    policy: iam::InlinePolicy<'_>,
+) -> Result<String, StepError> {
+    ctx.step_with(
+        key,
+        "iam.ensure-role",
+        &(&journaled(id), trust, policy.document),
+        unique_name_opts(region, Kind::IamRole, id),
+        || async {
+            let aws = pool.region(region).await;
+            iam::ensure_role(&aws, id, name, trust, policy).await.map_err(from_aws)
+        },
+    )
+    .await
+}
+
 /// The create-iam body, callable from create-cluster. One role after another, as HyperShift
 /// makes them: IAM's write rate is low, and a failure then leaves a short, exact list to undo.
 /// `grants` is what the operators' policies carry (the caller's version decides); with the
@@ -241,13 +274,6 @@ pub async fn create_iam(
         Identity::new(infra, role, None, name.to_string())
             .with_tags(&extra, ctx.creator())
             .with_hypershift_tags(p.name.as_deref())
-    };
-    // Steps journal their identity as before the region tag: a step's input may change only with
-    // a new flow version, what it does inside may change freely (ARCHITECTURE, "Changing a
-    // flow"), and the region comes from the journaled environment.
-    let journaled = |id: &Identity| Identity {
-        extra_tags: id.extra_tags.iter().filter(|(k, _)| k != REGION_TAG).cloned().collect(),
-        ..id.clone()
     };
     let issuer = p.issuer();
     let thumbprint = p.thumbprint.as_deref().unwrap_or(S3_ISSUER_THUMBPRINT);
@@ -275,19 +301,8 @@ pub async fn create_iam(
         let policy = role.policy(&zones, grants).to_string();
         let seed = role.policy(&zones, Grants::Seed002).to_string();
         let replaces = (grants == Grants::Current && seed != policy).then_some(seed);
-        let arn: String = ctx
-            .step_with(
-                &format!("role/{}", role.suffix),
-                "iam.ensure-role",
-                &(&journaled(&id), &trust, &policy),
-                unique_name_opts(region, Kind::IamRole, &id),
-                || async {
-                    let aws = pool.region(region).await;
-                    let policy = iam::InlinePolicy { name: &name, document: &policy, replaces: replaces.as_deref() };
-                    iam::ensure_role(&aws, &id, &name, &trust, policy).await.map_err(from_aws)
-                },
-            )
-            .await?;
+        let policy = iam::InlinePolicy { name: &name, document: &policy, replaces: replaces.as_deref() };
+        let arn = role_step(ctx, pool, region, &format!("role/{}", role.suffix), &id, &name, &trust, policy).await?;
         roles.insert(role.field.to_string(), arn);
     }
 
@@ -298,37 +313,16 @@ pub async fn create_iam(
         let id = ident(&format!("role/{KMS_PROVIDER_SUFFIX}"), &name);
         let trust = trust_policy(&provider.arn, issuer_host_path(&issuer), KMS_PROVIDER_ACCOUNTS).to_string();
         let policy = kms_provider_policy(key).to_string();
-        kms_provider_role_arn = ctx
-            .step_with(
-                &format!("role/{KMS_PROVIDER_SUFFIX}"),
-                "iam.ensure-role",
-                &(&journaled(&id), &trust, &policy),
-                unique_name_opts(region, Kind::IamRole, &id),
-                || async {
-                    let aws = pool.region(region).await;
-                    let policy = iam::InlinePolicy { name: &name, document: &policy, replaces: None };
-                    iam::ensure_role(&aws, &id, &name, &trust, policy).await.map_err(from_aws)
-                },
-            )
-            .await?;
+        let policy = iam::InlinePolicy { name: &name, document: &policy, replaces: None };
+        let key = format!("role/{KMS_PROVIDER_SUFFIX}");
+        kms_provider_role_arn = role_step(ctx, pool, region, &key, &id, &name, &trust, policy).await?;
     }
 
     let (role_name, policy_name, profile_name) = worker_names(infra);
     let role_id = ident("worker-role", &role_name);
     let (trust, policy) = (worker_trust_policy().to_string(), worker_policy().to_string());
-    let _: String = ctx
-        .step_with(
-            "worker-role",
-            "iam.ensure-role",
-            &(&journaled(&role_id), &trust, &policy),
-            unique_name_opts(region, Kind::IamRole, &role_id),
-            || async {
-                let aws = pool.region(region).await;
-                let policy = iam::InlinePolicy { name: &policy_name, document: &policy, replaces: None };
-                iam::ensure_role(&aws, &role_id, &role_name, &trust, policy).await.map_err(from_aws)
-            },
-        )
-        .await?;
+    let policy = iam::InlinePolicy { name: &policy_name, document: &policy, replaces: None };
+    role_step(ctx, pool, region, "worker-role", &role_id, &role_name, &trust, policy).await?;
     let profile_id = ident("worker-instance-profile", &profile_name);
     let _: String = ctx
         .step_with(
