@@ -51,6 +51,20 @@ fn output_dir(test: &str) -> PathBuf {
     dir
 }
 
+/// Chromium's screenshot of `url` at `size` (`W,H`), as `target/test-output/status_page/<name>`.
+fn screenshot(profile: &Path, name: &str, size: &str, url: &str) {
+    let shot = output_dir("status_page").join(name);
+    let out = browser(profile)
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("--window-size={size}"))
+        .arg(url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a real screenshot at {}", shot.display());
+}
+
 fn post(port: u16, path: &str, origin: &str) -> (u16, String) {
     post_as(port, &format!("127.0.0.1:{port}"), path, origin)
 }
@@ -111,16 +125,7 @@ fn a_browser_shows_the_workflows_of_a_live_daemon_their_run_graph_and_their_stat
     let filtered = dom(profile.path(), &format!("{base}/?workflow=canary"));
     assert!(filtered.contains(r#"data-id="canary-1""#) && !filtered.contains(r#"data-id="prov-1""#), "{filtered}");
 
-    let shot = output_dir("status_page").join("workflow.png");
-    let out = browser(profile.path())
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg("--window-size=1280,1100")
-        .arg(format!("{base}/workflows/prov-1"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let png = std::fs::read(&shot).unwrap();
-    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a real screenshot at {}", shot.display());
+    screenshot(profile.path(), "workflow.png", "1280,1100", &format!("{base}/workflows/prov-1"));
     assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0), "{}", e.s.daemon_log());
 }
 
@@ -323,20 +328,8 @@ fn every_state_draws_in_the_list_and_on_its_own_page_in_a_browser() {
             && !busy.contains(r#"data-id="done-1""#)
     );
 
-    let dir = output_dir("status_page");
-    for (name, url) in
-        [("list-every-state.png", format!("{base}/")), ("paused.png", format!("{base}/workflows/paused-1"))]
-    {
-        let shot = dir.join(name);
-        let out = browser(profile.path())
-            .arg(format!("--screenshot={}", shot.display()))
-            .arg("--window-size=1280,900")
-            .arg(url)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", stderr(&out));
-        assert!(std::fs::read(&shot).unwrap().starts_with(b"\x89PNG"), "{}", shot.display());
-    }
+    screenshot(profile.path(), "list-every-state.png", "1280,900", &format!("{base}/"));
+    screenshot(profile.path(), "paused.png", "1280,900", &format!("{base}/workflows/paused-1"));
     e.cli(&["cancel", "running-1"]);
     e.cli(&["cancel", "queued-1"]);
     assert_eq!(terminate(&mut d, Duration::from_secs(60)).code(), Some(0), "{}", e.s.daemon_log());
@@ -382,16 +375,8 @@ fn a_three_zone_provisions_timeline_shows_its_zones_overlapping() {
     for row in rows {
         assert_eq!(row.matches("Z</td>").count(), 2, "each step's first start and last end: {row}");
     }
-    let shot = output_dir("status_page").join("timeline.png");
     let profile = tempfile::tempdir().unwrap();
-    let out = browser(profile.path())
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg("--window-size=1280,1000")
-        .arg(format!("http://127.0.0.1:{port}/workflows/tl"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(std::fs::read(&shot).unwrap().len() > 10_000);
+    screenshot(profile.path(), "timeline.png", "1280,1000", &format!("http://127.0.0.1:{port}/workflows/tl"));
     assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
 }
 
