@@ -80,13 +80,11 @@ pub struct ZoneSummary {
 
 async fn zones_named(aws: &Aws, name: &str) -> AwsResult<Vec<ZoneSummary>> {
     let want = fqdn(name);
-    let out = aws
-        .r53
-        .list_hosted_zones_by_name()
-        .dns_name(&want)
-        .send()
-        .await
-        .map_err(|e| classify("ListHostedZonesByName", e))?;
+    let out = within_rate(|| async {
+        let r = aws.r53.list_hosted_zones_by_name().dns_name(&want).send().await;
+        r.map_err(|e| classify("ListHostedZonesByName", e))
+    })
+    .await?;
     Ok(out
         .hosted_zones()
         .iter()
@@ -136,15 +134,15 @@ pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &
     // Tagged every time: a zone adopted after a lost reply (or a crash) may lack its tags.
     // Route53 takes at most 10 tags per call (and 50 per zone).
     let tags: Vec<Tag> = tags.into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
+    // Route53 allows five requests a second per account, and a zone step makes several: a
+    // throttled one is asked again in place (adding tags twice changes nothing), not by failing
+    // the step, whose retry would ask for every call again.
     for chunk in tags.chunks(ROUTE53_TAGS_PER_CALL) {
-        aws.r53
-            .change_tags_for_resource()
-            .resource_type(TagResourceType::Hostedzone)
-            .resource_id(&zone)
-            .set_add_tags(Some(chunk.to_vec()))
-            .send()
-            .await
-            .map_err(|e| classify("ChangeTagsForResource", e))?;
+        within_rate(|| async {
+            let r = aws.r53.change_tags_for_resource().resource_type(TagResourceType::Hostedzone).resource_id(&zone);
+            r.set_add_tags(Some(chunk.to_vec())).send().await.map_err(|e| classify("ChangeTagsForResource", e))
+        })
+        .await?;
     }
     ensure_negative_cache_ttl(aws, &zone, name).await?;
     Ok(zone)

@@ -7,6 +7,7 @@ use aws_sdk_route53::types::{Change, ChangeAction, ResourceRecord, ResourceRecor
 use super::{change_records, fqdn};
 use crate::client::Aws;
 use crate::error::{AwsError, AwsResult, classify};
+use crate::throttle::within_rate;
 
 /// The negative-caching TTL HyperShift gives its private zones, in seconds.
 pub const NEGATIVE_CACHE_TTL: u32 = 60;
@@ -16,16 +17,13 @@ pub const NEGATIVE_CACHE_TTL: u32 = 60;
 /// or after the write) reads 60 and writes nothing, and the UPSERT itself is idempotent.
 pub async fn ensure_negative_cache_ttl(aws: &Aws, zone_id: &str, name: &str) -> AwsResult<()> {
     let apex = fqdn(name);
-    let out = aws
-        .r53
-        .list_resource_record_sets()
-        .hosted_zone_id(zone_id)
-        .start_record_name(&apex)
-        .start_record_type(RrType::Soa)
-        .max_items(1)
-        .send()
-        .await
-        .map_err(|e| classify("ListResourceRecordSets", e))?;
+    // Both calls are asked again in place while Route53 throttles them (five requests a second
+    // per account): the read changes nothing, the UPSERT is the same every time.
+    let out = within_rate(|| async {
+        let r = aws.r53.list_resource_record_sets().hosted_zone_id(zone_id).start_record_name(&apex);
+        r.start_record_type(RrType::Soa).max_items(1).send().await.map_err(|e| classify("ListResourceRecordSets", e))
+    })
+    .await?;
     let soa = out
         .resource_record_sets()
         .iter()
@@ -63,7 +61,7 @@ pub async fn ensure_negative_cache_ttl(aws: &Aws, zone_id: &str, name: &str) -> 
         .resource_record_set(set)
         .build()
         .map_err(|e| AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
-    change_records(aws, zone_id, vec![change]).await
+    within_rate(|| change_records(aws, zone_id, vec![change.clone()])).await
 }
 
 /// The seven fields of an SOA value (`mname rname serial refresh retry expire minimum`), from
