@@ -208,7 +208,7 @@ impl Page {
             })
             .collect();
         // The last change first: what just broke is on top, whenever it was submitted.
-        shown.sort_by_key(|r| (std::cmp::Reverse(r.updated_at), std::cmp::Reverse(r.created_at)));
+        shown.sort_by(|a, b| (b.updated_at, b.created_at, &a.id).cmp(&(a.updated_at, a.created_at, &b.id)));
         let total = shown.len();
         let offset = offset.min(total.saturating_sub(1) / MAX_ROWS * MAX_ROWS);
         let shown: Vec<_> = shown.into_iter().skip(offset).take(MAX_ROWS).collect();
