@@ -49,8 +49,7 @@ pub const IAM_DELETE: &[&str] = &[
     "iam:DeleteInstanceProfile",
 ];
 
-/// The thumbprint HyperShift gives an S3-hosted issuer (the root CA of S3's certificates): AWS
-/// ignores it for S3 but requires one. Nothing is fetched over the network to compute another.
+/// HyperShift's thumbprint of an S3-hosted issuer (S3's root CA): AWS ignores it, but needs one.
 pub const S3_ISSUER_THUMBPRINT: &str = "A9D53002E97E00E043244F3D170D6F4C414104FD";
 
 fn iam_tags(pairs: Vec<(String, String)>) -> AwsResult<Vec<Tag>> {
