@@ -151,14 +151,15 @@ fn tick_step(span_ms: i64) -> i64 {
 
 /// `850 ms`, `1.5 s`, `2 min`, `1 min 30 s`.
 pub(crate) fn duration_text(ms: i64) -> String {
-    match ms {
-        ..1_000 => format!("{ms} ms"),
-        ..60_000 => {
-            let s = format!("{:.1}", ms as f64 / 1000.0);
-            format!("{} s", s.trim_end_matches(".0"))
-        }
-        _ if ms % 60_000 == 0 => format!("{} min", ms / 60_000),
-        _ => format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000),
+    if ms < 1_000 {
+        format!("{ms} ms")
+    } else if ms < 60_000 {
+        let s = format!("{:.1}", ms as f64 / 1000.0);
+        format!("{} s", s.trim_end_matches(".0"))
+    } else if ms % 60_000 == 0 {
+        format!("{} min", ms / 60_000)
+    } else {
+        format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000)
     }
 }
 
