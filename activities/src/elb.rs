@@ -53,7 +53,7 @@ fn elb_tags(id: &Identity) -> Vec<Tag> {
 }
 
 /// Tags of ELBv2 resources, by ARN; an ARN deleted meanwhile is left out.
-async fn tags_of(aws: &Aws, arns: &[String]) -> AwsResult<Vec<(String, Vec<(String, String)>)>> {
+pub(crate) async fn tags_of(aws: &Aws, arns: &[String]) -> AwsResult<Vec<(String, Vec<(String, String)>)>> {
     let mut out = Vec::new();
     for chunk in arns.chunks(20) {
         match tags_of_chunk(aws, chunk).await {

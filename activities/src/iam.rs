@@ -420,7 +420,7 @@ async fn find_oidc_provider(aws: &Aws, issuer_url: &str) -> AwsResult<Option<(St
     Ok(None)
 }
 
-async fn list_oidc_providers(aws: &Aws) -> AwsResult<Vec<String>> {
+pub(crate) async fn list_oidc_providers(aws: &Aws) -> AwsResult<Vec<String>> {
     let out =
         aws.iam.list_open_id_connect_providers().send().await.map_err(|e| classify("ListOpenIDConnectProviders", e))?;
     Ok(out.open_id_connect_provider_list().iter().filter_map(|p| p.arn().map(str::to_string)).collect())

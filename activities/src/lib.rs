@@ -3,6 +3,7 @@
 //! Knows nothing of the journal or the engine.
 
 pub mod adopt;
+pub mod census;
 pub mod classic_elb;
 mod client;
 pub mod compute;

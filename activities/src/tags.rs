@@ -26,6 +26,14 @@ pub const HYPERSHIFT_INFRA_ID_TAG: &str = "hypershift.openshift.io/infra-id";
 pub const HYPERSHIFT_CLUSTER_NAME_TAG: &str = "hypershift.openshift.io/cluster-name";
 pub const KARPENTER_DISCOVERY_TAG: &str = "karpenter.sh/discovery";
 
+/// When a cluster may be torn down by the janitor (`infraflow sweep`): RFC 3339 in UTC, HyperShift
+/// CI's key and format. Written on what a workflow with `expiresIn` creates, never moved on what
+/// it adopts.
+pub const EXPIRATION_TAG: &str = "expirationDate";
+/// Any value: the cluster is never torn down — `teardown` refuses or pauses naming the resource
+/// that carries it, and `sweep` never submits one.
+pub const PROTECTION_TAG: &str = "infraflow.io/do-not-delete";
+
 /// The ownership tag's key is this prefix and the infraID; its value on what a cluster owns is
 /// `OWNED` (as HyperShift writes it too).
 pub const OWNERSHIP_PREFIX: &str = "kubernetes.io/cluster/";
@@ -79,6 +87,14 @@ impl Identity {
         self
     }
 
+    /// The janitor's expiration date on what this identity creates (none: nothing written).
+    pub fn with_expiration(mut self, date: Option<&str>) -> Identity {
+        if let Some(date) = date {
+            self.unjournaled_tags.push((EXPIRATION_TAG.to_string(), date.to_string()));
+        }
+        self
+    }
+
     pub fn with_tags(mut self, extra: &[(String, String)], workflow: &str) -> Identity {
         self.extra_tags = extra.to_vec();
         self.workflow = workflow.to_string();
@@ -87,7 +103,7 @@ impl Identity {
 
     /// The value of an additional tag of this identity (the region of IAM, for one).
     pub fn tag(&self, key: &str) -> Option<&str> {
-        self.extra_tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.extra_tags.iter().chain(&self.unjournaled_tags).find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
     /// The identity tag's value.

@@ -52,6 +52,27 @@ pub enum Command {
         /// which keeps a DNS-rebound web site from reading or driving the page. Repeatable.
         #[arg(long = "page-host", value_name = "NAME", requires = "listen")]
         page_hosts: Vec<String>,
+        /// Run the account janitor (`infraflow sweep`) this often (`15m`, `1h`), submitting the
+        /// teardown of every expired cluster of the --sweep-region regions [default: never].
+        #[arg(long, value_name = "DURATION", value_parser = parse_age, requires = "sweep_regions")]
+        sweep_every: Option<std::time::Duration>,
+        /// A region the scheduled sweep covers. Repeatable.
+        #[arg(long = "sweep-region", value_name = "REGION", requires = "sweep_every")]
+        sweep_regions: Vec<String>,
+    },
+    /// The account janitor: find every cluster of the regions by its ownership tag, class each
+    /// as protected, active, expired or unexpired, and submit one teardown per expired cluster
+    /// (a later sweep submits none while it runs). Exit 0; the teardowns' ids on stdout.
+    Sweep {
+        /// A region to sweep. Repeatable.
+        #[arg(long = "region", value_name = "REGION", required = true)]
+        regions: Vec<String>,
+        /// Only read and print the classes; submit nothing, journal nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The clusters as JSON: infraID, region, class, reason, expirationDate, resources, teardown.
+        #[arg(long)]
+        json: bool,
     },
     /// Validate and journal a workflow for a daemon to run; prints its id.
     Submit(SubmitArgs),

@@ -19,6 +19,11 @@ fn open_engine(db: &Location, registry: Registry, observer: Observer) -> Result<
     Ok(Engine::new(journal, registry, Arc::new(SystemClock), EngineConfig::default()).with_observer(observer))
 }
 
+/// The engine of a command that reports nothing as it goes (`sweep`).
+pub(crate) fn open_engine_quiet(db: &Location) -> Result<Engine, Failure> {
+    open_engine(db, full_registry(), tracing_observer())
+}
+
 /// Validates everything before the journal is even opened: bad input changes nothing.
 fn validated_submission(args: &SubmitArgs, registry: &Registry) -> Result<Submission, Failure> {
     let def = registry.workflow(&args.workflow).ok_or_else(|| {
@@ -49,6 +54,7 @@ pub async fn submit(db: &Location, args: &SubmitArgs) -> CmdResult {
     }
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
+    refuse_protected_teardown(&submission).await?;
     let engine = open_engine(db, registry, tracing_observer())?;
     let submitted = engine.submit(submission).await?;
     println!("{}", submitted.id);
@@ -61,6 +67,7 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
     }
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
+    refuse_protected_teardown(&submission).await?;
     if let Some(file) = &args.output_file {
         check_output_file(file)?;
     }
@@ -73,6 +80,23 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
         if submitted.created { "new" } else { "resuming" }
     );
     see_through(&engine, &submitted.id, WorkflowState::Completed, args.output_file.as_deref()).await
+}
+
+/// A teardown of a protected cluster (`infraflow.io/do-not-delete` on any of its resources) is
+/// bad input: exit 2 naming the resource, nothing journaled. Read from AWS, where the tag is.
+async fn refuse_protected_teardown(submission: &Submission) -> Result<(), Failure> {
+    if submission.workflow != "teardown" {
+        return Ok(());
+    }
+    let field = |k: &str| submission.input[k].as_str().unwrap_or_default().to_string();
+    let (infra, region) = (field("infraID"), field("region"));
+    match infraflow_workflows::teardown::find_protection(&crate::registry::pool(), &infra, &region).await {
+        Ok(None) => Ok(()),
+        Ok(Some(why)) => Err(Failure::usage(why)),
+        Err(e) => Err(Failure::other(format!(
+            "cannot check whether cluster {infra} is protected (infraflow.io/do-not-delete): {e}; nothing was submitted"
+        ))),
+    }
 }
 
 /// Before anything runs: a file the output can be written to (its folder exists, it is not a
@@ -184,16 +208,37 @@ async fn see_through(
     Ok(WORKFLOW_FAILED)
 }
 
+/// The daemon's sweep: how often, which regions.
+pub struct SweepSchedule {
+    every: std::time::Duration,
+    regions: Vec<String>,
+}
+
+impl SweepSchedule {
+    pub fn new(every: Option<std::time::Duration>, regions: Vec<String>) -> Result<Option<SweepSchedule>, Failure> {
+        let Some(every) = every else { return Ok(None) };
+        if every < std::time::Duration::from_secs(1) {
+            return Err(Failure::usage("--sweep-every must be at least 1s"));
+        }
+        for r in &regions {
+            infraflow_workflows::check_region(r).map_err(|e| Failure::usage(format!("--sweep-region {e}")))?;
+        }
+        Ok(Some(SweepSchedule { every, regions }))
+    }
+}
+
 pub async fn daemon(
     db: &Location,
     workers: u16,
     listen: Option<std::net::SocketAddr>,
     allow_remote_actions: bool,
     page_hosts: &[String],
+    sweep: Option<SweepSchedule>,
 ) -> CmdResult {
     let shutdown = Arc::new(Signals::default());
     forward_interrupts(shutdown.clone(), "the daemon");
     let metrics = crate::metrics::Metrics::new();
+    let last_sweep = crate::sweep::SharedSweep::default();
     let engine = Arc::new(open_engine(db, full_registry(), metrics.observer(tracing_observer()))?);
     engine.journal().verify()?;
     tracing::info!(journal = %db, "journal opened and verified");
@@ -207,8 +252,20 @@ pub async fn daemon(
         tracing::info!(address = %addr, actions, "serving the status page at /, /metrics, /healthz and /readyz");
         let bound = listener.local_addr().unwrap_or(addr);
         let hosts = crate::page::allowed_hosts(bound, page_hosts);
-        let page = Arc::new(crate::page::Page::new(engine.journal().clone(), actions, hosts));
-        tokio::spawn(crate::serve::serve(listener, metrics, engine.journal().clone(), page));
+        let page =
+            Arc::new(crate::page::Page::new(engine.journal().clone(), actions, hosts).with_sweep(last_sweep.clone()));
+        tokio::spawn(crate::serve::serve(listener, metrics.clone(), engine.journal().clone(), page));
+    }
+    if let Some(s) = sweep {
+        tracing::info!(every = ?s.every, regions = ?s.regions, "sweeping the account for expired clusters");
+        tokio::spawn(crate::sweep::every(
+            engine.clone(),
+            s.regions,
+            s.every,
+            last_sweep,
+            Some(metrics.clone()),
+            shutdown.clone(),
+        ));
     }
     engine.daemon(usize::from(workers), shutdown).await?;
     Ok(OK)

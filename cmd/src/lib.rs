@@ -18,6 +18,7 @@ mod render;
 mod serve;
 mod signals;
 mod status;
+mod sweep;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -77,10 +78,19 @@ pub fn main_infraflow() -> ExitCode {
             Command::Graph { target, format } => graph::graph(&db, &target, format),
             command => runtime()?.block_on(async {
                 match command {
-                    Command::Daemon { workers, listen, allow_remote_actions, page_hosts } => {
-                        execute::daemon(&db, workers, listen, allow_remote_actions, &page_hosts).await
+                    Command::Daemon {
+                        workers,
+                        listen,
+                        allow_remote_actions,
+                        page_hosts,
+                        sweep_every,
+                        sweep_regions,
+                    } => {
+                        let sweep = execute::SweepSchedule::new(sweep_every, sweep_regions)?;
+                        execute::daemon(&db, workers, listen, allow_remote_actions, &page_hosts, sweep).await
                     }
                     Command::Submit(args) => execute::submit(&db, &args).await,
+                    Command::Sweep { regions, dry_run, json } => sweep::sweep(&db, &regions, dry_run, json).await,
                     Command::Run(args) => execute::run(&db, &args).await,
                     Command::Cancel { id, detach } => execute::cancel(&db, &id, detach).await,
                     Command::Retry { id, detach } => execute::retry(&db, &id, detach).await,

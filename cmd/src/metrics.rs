@@ -43,6 +43,8 @@ pub struct Metrics {
     rate_wait_seconds: Family<Labels, Counter<f64, AtomicU64>>,
     throttles: Family<Labels, Counter>,
     rate_waiting: Family<Labels, Gauge>,
+    sweep_clusters: Family<Labels, Gauge>,
+    sweep_teardowns: Counter,
     /// The last heartbeat could not renew this process's leases.
     renewal_failing: AtomicBool,
 }
@@ -65,6 +67,8 @@ impl Metrics {
             rate_wait_seconds: Family::default(),
             throttles: Family::default(),
             rate_waiting: Family::default(),
+            sweep_clusters: Family::default(),
+            sweep_teardowns: Counter::default(),
             renewal_failing: AtomicBool::new(false),
             registry: Registry::default(),
         };
@@ -115,7 +119,23 @@ impl Metrics {
             "AWS answers that were throttles, by request class (each one slows the class down)",
             m.throttles.clone(),
         );
+        registry.register(
+            "sweep_clusters",
+            "Clusters the last sweep found, by class (protected, active, expired, unexpired)",
+            m.sweep_clusters.clone(),
+        );
+        registry.register("sweep_teardowns_submitted", "Teardowns the sweeps submitted", m.sweep_teardowns.clone());
         Arc::new(Metrics { registry, ..m })
+    }
+
+    /// What a sweep found (every class, zero included) and how many teardowns it submitted.
+    pub fn record_sweep(&self, swept: &[infraflow_workflows::janitor::Swept], submitted: usize) {
+        use infraflow_workflows::janitor::Class;
+        for class in Class::ALL {
+            let n = swept.iter().filter(|s| s.class == class).count();
+            self.sweep_clusters.get_or_create(&labels(&[("class", class.as_str())])).set(n as i64);
+        }
+        self.sweep_teardowns.inc_by(submitted as u64);
     }
 
     /// Where the engine's progress goes: these counters, then `next` (the log lines).

@@ -42,6 +42,8 @@ pub(crate) struct Run {
     pub id: String,
     /// `WfCtx::creator`.
     pub creator: String,
+    /// When the workflow was submitted (ms since the epoch, from the journal).
+    pub submitted_at: i64,
     /// `WfCtx::resumes`.
     pub resumes: u32,
     /// `WfCtx::code_version`.
@@ -171,6 +173,13 @@ impl WfCtx {
     /// submission, unlike the id, which a user may choose again (`Event::Submitted::creator`).
     pub fn creator(&self) -> &str {
         &self.run.creator
+    }
+
+    /// When the workflow was submitted (ms since the epoch), as the journal recorded it: the
+    /// same on every replay and resume, so what a workflow derives from it (an expiration date)
+    /// never moves.
+    pub fn submitted_ms(&self) -> i64 {
+        self.run.submitted_at
     }
 
     /// How many times an operator has resumed this workflow (`retry`): the same on every replay

@@ -215,6 +215,7 @@ impl Engine {
         let run = Arc::new(Run {
             id: id.to_string(),
             creator: view.creator.clone(),
+            submitted_at: view.created_at,
             resumes: view.resumes,
             // Journals from before versions were recorded ran the first version of every flow.
             code_version: view.code_version.unwrap_or(1),

@@ -75,6 +75,7 @@ impl IamSpec {
             local_zone_id,
             kms_key_arn: self.kms_key_arn.clone(),
             additional_tags: infra.additional_tags.clone(),
+            expires_in: infra.expires_in.clone(),
         }
     }
 }
@@ -91,6 +92,10 @@ pub struct CreateClusterInput {
     /// `nodePool.instanceProfile` if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iam: Option<IamSpec>,
+    /// How long the cluster may live (`6h`, `3d`): every part stamps `expirationDate` on what it
+    /// creates. Kept in `infra.expiresIn` once validated (either place may give it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -128,6 +133,7 @@ fn scale_input(
         public_ips: infra.public_only,
         user_data_file: None,
         user_data_sha256: None,
+        expires_in: c.infra.expires_in.clone(),
     }
 }
 
@@ -157,6 +163,12 @@ impl WorkflowDef for CreateCluster {
 
     fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError> {
         let mut c: CreateClusterInput = validate::decode(input)?;
+        if let Some(whole) = c.expires_in.take() {
+            if c.infra.expires_in.as_ref().is_some_and(|part| *part != whole) {
+                return Err(InputError::field("expiresIn", "infra.expiresIn says otherwise: give one of the two"));
+            }
+            c.infra.expires_in = Some(whole);
+        }
         c.infra = c
             .infra
             .validate(id)
@@ -175,6 +187,7 @@ impl WorkflowDef for CreateCluster {
             public_ips: c.infra.public_only,
             user_data_file: None,
             user_data_sha256: None,
+            expires_in: None,
         };
         probe.check().map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: nodePool.", 1)))?;
         if let Some(iam) = &c.iam {
@@ -223,6 +236,7 @@ impl WorkflowDef for CreateCluster {
                     allowed_principals: c.private_link.allowed_principals.clone(),
                     expose_api_server: c.private_link.expose_api_server,
                     local_zone_id: Some(infra.local_zone_id.clone()),
+                    expires_in: c.infra.expires_in.clone(),
                 };
                 Some(create_privatelink::create_privatelink(&ctx.scoped("privatelink"), &pool, &input).await?)
             };

@@ -52,6 +52,10 @@ pub struct CreateIamInput {
     pub kms_key_arn: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub additional_tags: BTreeMap<String, String>,
+    /// How long the cluster may live (`6h`, `3d`): what this workflow creates carries
+    /// `expirationDate` = submission + this, the tag `infraflow sweep` tears expired clusters by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in: Option<String>,
 }
 
 impl CreateIamInput {
@@ -114,7 +118,8 @@ impl CreateIamInput {
         if let Some(key) = &self.kms_key_arn {
             validate::kms_key_arn("kmsKeyARN", key)?;
         }
-        validate::additional_tags("additionalTags", &self.additional_tags)
+        validate::additional_tags("additionalTags", &self.additional_tags)?;
+        crate::expiry::validate(self.expires_in.as_deref(), &self.additional_tags)
     }
 
     /// HyperShift's default: `https://<bucket>.s3.<bucket region>.amazonaws.com/<infraID>`.
@@ -219,15 +224,8 @@ fn unique_name_opts(region: &str, kind: Kind, id: &Identity) -> StepOptions {
     StepOptions { retry: Some(aws_retry()), undo: Some(undo(region, kind, id)), settle: None }
 }
 
-/// Steps journal their identity as before the region tag: a step's input may change only with a
-/// new flow version, what it does inside may change freely (ARCHITECTURE, "Changing a flow"),
-/// and the region comes from the journaled environment.
-fn journaled(id: &Identity) -> Identity {
-    Identity { extra_tags: id.extra_tags.iter().filter(|(k, _)| k != REGION_TAG).cloned().collect(), ..id.clone() }
-}
-
-/// The step of one role, `iam::ensure_role` under `key`: its input is the role's journaled
-/// identity, trust and policy document.
+/// The step of one role, `iam::ensure_role` under `key`: its input is the role's identity, trust
+/// and policy document.
 #[allow(clippy::too_many_arguments)]
 async fn role_step(
     ctx: &WfCtx,
@@ -242,7 +240,7 @@ async fn role_step(
     ctx.step_with(
         key,
         "iam.ensure-role",
-        &(&journaled(id), trust, policy.document),
+        &(id, trust, policy.document),
         unique_name_opts(region, Kind::IamRole, id),
         || async {
             let aws = pool.region(region).await;
@@ -266,14 +264,19 @@ pub async fn create_iam(
     let region = acting_region(ctx, &p.region);
     let region = region.as_str();
     let infra = p.infra_id.as_str();
+    let extra: Vec<(String, String)> = p.additional_tags.clone().into_iter().collect();
+    let expires = crate::expiry::date(ctx, p.expires_in.as_deref());
     // IAM is global, a cluster regional: its IAM records the region it serves, so that a
-    // teardown (or another create-iam) naming another region leaves it.
-    let mut extra: Vec<(String, String)> = p.additional_tags.clone().into_iter().collect();
-    extra.push((REGION_TAG.to_string(), region.to_string()));
+    // teardown (or another create-iam) naming another region leaves it. Not journaled with the
+    // steps' identities (it was added after them; the region comes from the journaled
+    // environment): `Identity::unjournaled_tags`, as HyperShift's tags.
     let ident = |role: &str, name: &str| {
-        Identity::new(infra, role, None, name.to_string())
+        let mut id = Identity::new(infra, role, None, name.to_string())
             .with_tags(&extra, ctx.creator())
             .with_hypershift_tags(p.name.as_deref())
+            .with_expiration(expires.as_deref());
+        id.unjournaled_tags.push((REGION_TAG.to_string(), region.to_string()));
+        id
     };
     let issuer = p.issuer();
     let thumbprint = p.thumbprint.as_deref().unwrap_or(S3_ISSUER_THUMBPRINT);
@@ -283,7 +286,7 @@ pub async fn create_iam(
         .step_with(
             "oidc-provider",
             "iam.ensure-oidc-provider",
-            &(&journaled(&provider_id), &issuer, thumbprint),
+            &(&provider_id, &issuer, thumbprint),
             unique_name_opts(region, Kind::OidcProvider, &provider_id),
             || async {
                 let aws = pool.region(region).await;
@@ -328,7 +331,7 @@ pub async fn create_iam(
         .step_with(
             "worker-instance-profile",
             "iam.ensure-instance-profile",
-            &(&journaled(&profile_id), &role_name),
+            &(&profile_id, &role_name),
             unique_name_opts(region, Kind::InstanceProfile, &profile_id),
             || async {
                 let aws = pool.region(region).await;

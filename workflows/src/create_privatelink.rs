@@ -55,6 +55,9 @@ pub struct PrivateLinkInput {
     pub expose_api_server: bool,
     #[serde(rename = "localZoneID", default, skip_serializing_if = "Option::is_none")]
     pub local_zone_id: Option<String>,
+    /// `expirationDate` on what this workflow creates: submission + this (`6h`, `3d`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -102,6 +105,7 @@ impl PrivateLinkInput {
         validate::dns_label("name", &self.name, 40)?;
         validate::dns_label("infraID", &self.infra_id, 60)?;
         validate::region("region", &self.region)?;
+        crate::expiry::validate(self.expires_in.as_deref(), &Default::default())?;
         ids("management.vpcID", std::slice::from_ref(&self.management.vpc_id), "vpc-")?;
         ids("management.subnetIDs", &self.management.subnet_ids, "subnet-")?;
         ids("guest.vpcID", std::slice::from_ref(&self.guest.vpc_id), "vpc-")?;
@@ -193,6 +197,7 @@ async fn service_side(
         Identity::new(&p.infra_id, r, None, name.clone())
             .with_tags(&[], ctx.creator())
             .with_hypershift_tags(Some(&p.name))
+            .with_expiration(crate::expiry::date(ctx, p.expires_in.as_deref()).as_deref())
     };
     let tg_id = ident(&format!("{role}-tg"));
     // One after the other although neither needs the other: the listener links them, and only
@@ -285,7 +290,8 @@ pub async fn create_privatelink(
     }
     let sg_ident = Identity::new(&p.infra_id, "vpce-sg", None, format!("{}-vpce-private-router", p.infra_id))
         .with_tags(&[], ctx.creator())
-        .with_hypershift_tags(Some(&p.name));
+        .with_hypershift_tags(Some(&p.name))
+        .with_expiration(crate::expiry::date(ctx, p.expires_in.as_deref()).as_deref());
     let sg_name = format!("{}-vpce-private-router", p.infra_id);
     let sg = ctx.step_with(
         "security-group",
@@ -353,7 +359,8 @@ pub async fn create_privatelink(
     let endpoint = |role: &'static str, service: EndpointService| {
         let id = Identity::new(&p.infra_id, &format!("{role}-vpce"), None, format!("{}-{role}", p.infra_id))
             .with_tags(&[], ctx.creator())
-            .with_hypershift_tags(Some(&p.name));
+            .with_hypershift_tags(Some(&p.name))
+            .with_expiration(crate::expiry::date(ctx, p.expires_in.as_deref()).as_deref());
         let (subnets, sg) = (subnets.clone(), sg.clone());
         async move {
             let ectx = ctx.scoped(role);

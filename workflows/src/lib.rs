@@ -9,6 +9,8 @@ mod cluster_roles;
 pub mod create_cluster;
 pub mod create_iam;
 pub mod create_privatelink;
+pub mod expiry;
+pub mod janitor;
 pub mod policy;
 mod provision_dag;
 pub mod provision_infra;
@@ -19,6 +21,14 @@ mod user_data;
 mod validate;
 
 use infraflow_engine::Registry;
+
+pub use aws_steps::aws_retry;
+
+/// An AWS region's name as every workflow's input requires it (`us-east-1`): the message names
+/// the value and what is wrong.
+pub fn check_region(region: &str) -> Result<(), infraflow_engine::InputError> {
+    validate::region("region", region)
+}
 
 /// The registry with every built-in workflow that needs no cloud access.
 pub fn base_registry() -> Registry {

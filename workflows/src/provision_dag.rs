@@ -58,8 +58,12 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
     let infra: &str = p.infra_id();
     let region = p.region.clone();
     let extra: Vec<(String, String)> = p.additional_tags.clone().into_iter().collect();
+    let expires = crate::expiry::date(ctx, p.expires_in.as_deref());
     let ident = |role: &str, zone: Option<&str>, name: String| {
-        Identity::new(infra, role, zone, name).with_tags(&extra, ctx.creator()).with_hypershift_tags(Some(&p.name))
+        Identity::new(infra, role, zone, name)
+            .with_tags(&extra, ctx.creator())
+            .with_hypershift_tags(Some(&p.name))
+            .with_expiration(expires.as_deref())
     };
     let with_undo = |kind: Kind, id: &Identity| create_opts(&region, kind, id);
 

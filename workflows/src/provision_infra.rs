@@ -54,6 +54,10 @@ pub struct ProvisionInput {
     pub public_only: bool,
     #[serde(default)]
     pub additional_tags: BTreeMap<String, String>,
+    /// How long the cluster may live (`6h`, `3d`): what this workflow creates carries
+    /// `expirationDate` = submission + this, the tag `infraflow sweep` tears expired clusters by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in: Option<String>,
 }
 
 fn default_cidr() -> String {
@@ -167,6 +171,7 @@ impl ProvisionInput {
             }
         }
         validate::additional_tags("additionalTags", &self.additional_tags)?;
+        crate::expiry::validate(self.expires_in.as_deref(), &self.additional_tags)?;
         Ok(self)
     }
 

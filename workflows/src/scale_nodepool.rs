@@ -50,6 +50,9 @@ pub struct ScaleInput {
     /// Defaults to the SDK's region (AWS_REGION or the profile's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
+    /// `expirationDate` on what this workflow creates: submission + this (`6h`, `3d`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -71,6 +74,7 @@ impl ScaleInput {
     pub fn check(&self) -> Result<(), InputError> {
         validate::dns_label("infraID", &self.infra_id, 60)?;
         validate::dns_label("nodePool", &self.node_pool, 40)?;
+        crate::expiry::validate(self.expires_in.as_deref(), &Default::default())?;
         if self.replicas < 0 {
             return Err(InputError::field(
                 "replicas",
@@ -105,7 +109,7 @@ impl ScaleInput {
         TagQuery::new(NODEPOOL_TAG, format!("{}/{}", self.infra_id, self.node_pool))
     }
 
-    fn member(&self, index: u32, workflow: &str) -> Identity {
+    fn member(&self, index: u32, workflow: &str, expires: Option<&str>) -> Identity {
         let mut id = Identity::new(
             &self.infra_id,
             &format!("nodepool/{}", self.node_pool),
@@ -113,7 +117,8 @@ impl ScaleInput {
             format!("{}-{}-{index}", self.infra_id, self.node_pool),
         )
         .with_tags(&[], workflow)
-        .with_hypershift_tags(None);
+        .with_hypershift_tags(None)
+        .with_expiration(expires);
         id.extra_tags.push((NODEPOOL_TAG.into(), format!("{}/{}", self.infra_id, self.node_pool)));
         id.extra_tags.push((MEMBER_TAG.into(), index.to_string()));
         id
@@ -228,7 +233,7 @@ pub async fn scale(ctx: &WfCtx, pool: &AwsPool, s: &ScaleInput) -> Result<ScaleO
     };
     let launches = launch.iter().map(|&i| {
         let mctx = ctx.scoped(&format!("member/{i}"));
-        let id = s.member(i, ctx.creator());
+        let id = s.member(i, ctx.creator(), crate::expiry::date(ctx, s.expires_in.as_deref()).as_deref());
         let token = id.token();
         let (spec, region) = (&spec, &region);
         async move {

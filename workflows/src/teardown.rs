@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use infraflow_activities::tags::owned;
-use infraflow_activities::{Aws, AwsError, AwsPool, Kind, Scope, classic_elb, dns, elb, resources};
+use infraflow_activities::{Aws, AwsError, AwsPool, Kind, Scope, census, classic_elb, dns, elb, resources};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -149,6 +149,7 @@ impl WorkflowDef for Teardown {
             (DNS, Use::Remove),
             (IAM, Use::Remove),
             (RESOURCES, Use::Read),
+            (CENSUS, Use::Read),
         ])
     }
 
@@ -156,6 +157,35 @@ impl WorkflowDef for Teardown {
         let region = serde_json::from_value::<TeardownInput>(input.clone()).map(|t| t.region).unwrap_or_default();
         Some(probe_environment(&self.pool, &region))
     }
+}
+
+/// Why a teardown does not go on: one resource of the cluster carries `infraflow.io/do-not-delete`.
+/// Only an operator can decide (remove the tag, then `retry`): the teardown pauses.
+fn protected_error(infra: &str, kind: Kind, id: &str) -> ActivityError {
+    ActivityError { operator: true, ..ActivityError::terminal(protected_message(infra, kind, id)) }
+}
+
+/// The one line naming the protected resource: what `teardown` refuses and pauses with.
+pub fn protected_message(infra: &str, kind: Kind, id: &str) -> String {
+    format!(
+        "cluster {infra} is protected: {} {id} carries {}; remove that tag to tear it down",
+        kind.as_str(),
+        infraflow_activities::tags::PROTECTION_TAG
+    )
+}
+
+/// The resource of cluster `infra` in `region` that protects it from teardown, if any: what
+/// `teardown` checks before it is journaled (and each discovery round checks again).
+pub async fn find_protection(pool: &AwsPool, infra: &str, region: &str) -> Result<Option<String>, AwsError> {
+    let aws = pool.region(region).await;
+    let scope = Scope::Owned(infra.to_string());
+    let reads = Kind::TEARDOWN_ORDER.map(|kind| {
+        let (aws, scope) = (&aws, &scope);
+        async move { resources::find_retrying_in_place(aws, kind, scope).await.map(|ids| (kind, ids)) }
+    });
+    let found: BTreeMap<Kind, Vec<String>> =
+        futures::future::try_join_all(reads).await?.into_iter().filter(|(_, ids)| !ids.is_empty()).collect();
+    Ok(census::first_protected(&aws, &found).await?.map(|(kind, id)| protected_message(infra, kind, &id)))
 }
 
 /// Where the public `*.apps` record may be deleted: its zone, and the DNS names of the cluster's
@@ -218,7 +248,13 @@ pub async fn teardown(
                     async move { resources::find_retrying_in_place(aws, kind, scope).await.map(|ids| (kind, ids)) }
                 });
                 let found = futures::future::try_join_all(reads).await.map_err(from_aws)?;
-                Ok(found.into_iter().filter(|(_, ids)| !ids.is_empty()).collect::<BTreeMap<_, _>>())
+                let found: BTreeMap<Kind, Vec<String>> = found.into_iter().filter(|(_, ids)| !ids.is_empty()).collect();
+                // Protection is absolute: a cluster protected since the teardown began (or whose
+                // protection was put on while it was paused) stops it before anything is deleted.
+                if let Some((kind, id)) = census::first_protected(&aws, &found).await.map_err(from_aws)? {
+                    return Err(protected_error(infra_id, kind, &id));
+                }
+                Ok(found)
             })
             .await?;
         out.rounds = round;

@@ -194,7 +194,7 @@ async fn adopt_hypershift_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &st
 }
 
 /// The tags of zone `zone`; None if it is gone.
-async fn zone_tags(aws: &Aws, zone: &str) -> AwsResult<Option<Vec<Tag>>> {
+pub(crate) async fn zone_tags(aws: &Aws, zone: &str) -> AwsResult<Option<Vec<Tag>>> {
     let out = within_rate(|| async {
         aws.r53
             .list_tags_for_resource()
@@ -234,7 +234,7 @@ async fn create_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &str,
 }
 
 /// Every private hosted zone of the account, following pagination.
-async fn private_zones(aws: &Aws) -> AwsResult<Vec<aws_sdk_route53::types::HostedZone>> {
+pub(crate) async fn private_zones(aws: &Aws) -> AwsResult<Vec<aws_sdk_route53::types::HostedZone>> {
     let mut zones = Vec::new();
     let mut marker_token: Option<String> = None;
     loop {

@@ -35,6 +35,8 @@ pub struct Page {
     hosts: Vec<String>,
     /// Drawn once per daemon: every action form carries it, every action must.
     csrf: String,
+    /// The daemon's last sweep (`--sweep-every`), shown under the list.
+    sweep: crate::sweep::SharedSweep,
 }
 
 /// The `Host` header values a page listening on `addr` answers for: the address itself, the
@@ -95,7 +97,31 @@ impl Page {
         ] {
             templates.add_template(name, source).expect("the page's templates parse");
         }
-        Page { journal, templates, actions, hosts, csrf: random_token() }
+        Page { journal, templates, actions, hosts, csrf: random_token(), sweep: Default::default() }
+    }
+
+    /// The page with the daemon's last sweep under the list.
+    pub fn with_sweep(mut self, sweep: crate::sweep::SharedSweep) -> Page {
+        self.sweep = sweep;
+        self
+    }
+
+    /// The last sweep for the list's template: when, its error, its clusters (none before one).
+    fn last_sweep(&self) -> Value {
+        let Some(last) = self.sweep.lock().unwrap().clone() else { return Value::Null };
+        json!({
+            "age": render::age(SystemClock.now() - last.at_ms),
+            "error": last.error,
+            "clusters": last.clusters.iter().map(|s| json!({
+                "infra_id": s.infra_id,
+                "region": s.region,
+                "class": s.class.as_str(),
+                "expiration": s.expiration_date.clone().unwrap_or_default(),
+                "resources": s.resources.values().sum::<usize>(),
+                "reason": s.reason,
+                "teardown": s.teardown.clone().unwrap_or_default(),
+            })).collect::<Vec<_>>(),
+        })
     }
 
     /// The page's answer to `req`, or None when the path is not the page's.
@@ -239,6 +265,7 @@ impl Page {
                 states => WorkflowState::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
                 workflows => workflows,
                 filter => json!({"state": state, "workflow": workflow, "cluster": cluster, "q": q, "error": error}),
+                sweep => self.last_sweep(),
             },
         )
     }

@@ -37,6 +37,8 @@ pub const DNS: Area = area!(dns);
 pub const IAM: Area = area!(iam);
 /// Explaining a DependencyViolation (which network interfaces hold a subnet or group).
 pub const RESOURCES: Area = area!(resources);
+/// The janitor's census of the account's clusters, and teardown's protection check.
+pub const CENSUS: Area = area!(census);
 
 /// What a workflow does in an area.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -114,9 +116,21 @@ mod tests {
 
     #[test]
     fn every_declared_action_is_service_colon_action() {
-        for area in
-            [NETWORK, NAT, ROUTING, SECURITY, ENDPOINTS, PRIVATELINK, ELB, CLASSIC_ELB, COMPUTE, DNS, IAM, RESOURCES]
-        {
+        for area in [
+            NETWORK,
+            NAT,
+            ROUTING,
+            SECURITY,
+            ENDPOINTS,
+            PRIVATELINK,
+            ELB,
+            CLASSIC_ELB,
+            COMPUTE,
+            DNS,
+            IAM,
+            RESOURCES,
+            CENSUS,
+        ] {
             for a in area.read.iter().chain(area.write).chain(area.delete) {
                 let (service, action) = a.split_once(':').unwrap();
                 assert!(["ec2", "elasticloadbalancing", "route53", "iam", "sts"].contains(&service), "{a}");

@@ -1,0 +1,337 @@
+//! The clusters of an account as AWS shows them: every resource of a region (and the account's
+//! IAM and private zones) that carries an ownership tag, with all its tags — what the janitor
+//! classifies — and the protection check a teardown makes before it deletes.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::types::Tag;
+
+use crate::client::Aws;
+use crate::error::{AwsResult, classify};
+use crate::resources::Kind;
+use crate::tags::{OWNED, OWNERSHIP_PREFIX, PROTECTION_TAG, REGION_TAG, filter};
+use crate::{dns, elb, iam};
+
+/// The IAM actions of the census and the protection check (all reads).
+pub const IAM_READ: &[&str] = &[
+    "ec2:DescribeVpcs",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeInstances",
+    "ec2:DescribeInternetGateways",
+    "ec2:DescribeNatGateways",
+    "ec2:DescribeAddresses",
+    "ec2:DescribeRouteTables",
+    "ec2:DescribeDhcpOptions",
+    "ec2:DescribeTags",
+    "elasticloadbalancing:DescribeLoadBalancers",
+    "elasticloadbalancing:DescribeTags",
+    "route53:ListHostedZones",
+    "route53:ListTagsForResource",
+    "iam:ListRoles",
+    "iam:GetRole",
+    "iam:GetInstanceProfile",
+    "iam:ListOpenIDConnectProviders",
+    "iam:GetOpenIDConnectProvider",
+];
+/// It writes and deletes nothing.
+pub const IAM_WRITE: &[&str] = &[];
+pub const IAM_DELETE: &[&str] = &[];
+
+/// One resource that carries an ownership tag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tagged {
+    pub kind: &'static str,
+    pub id: String,
+    pub tags: Vec<(String, String)>,
+    /// Regional (EC2, ELB) rather than the account's (IAM, Route53): only a regional resource, or
+    /// IAM recording this region, puts a cluster in a region.
+    pub regional: bool,
+}
+
+impl Tagged {
+    /// The clusters this resource says it is owned by (`kubernetes.io/cluster/<infraID>=owned`).
+    pub fn owners(&self) -> impl Iterator<Item = &str> {
+        self.tags.iter().filter(|(_, v)| v == OWNED).filter_map(|(k, _)| k.strip_prefix(OWNERSHIP_PREFIX))
+    }
+
+    pub fn tag(&self, key: &str) -> Option<&str> {
+        self.tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// Whether it places its cluster in `region`.
+    pub fn in_region(&self, region: &str) -> bool {
+        self.regional || self.tag(REGION_TAG) == Some(region)
+    }
+}
+
+fn ec2_pairs(tags: &[Tag]) -> Vec<(String, String)> {
+    tags.iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()
+}
+
+fn owned(tags: &[(String, String)]) -> bool {
+    tags.iter().any(|(k, v)| v == OWNED && k.starts_with(OWNERSHIP_PREFIX))
+}
+
+/// Follows an EC2 describe's `NextToken` pages, collecting `(id, tags)` of each page.
+macro_rules! ec2_pages {
+    ($aws:expr, $op:ident, $name:literal, $kind:literal, |$out:ident| $items:expr) => {{
+        let mut found: Vec<Tagged> = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let $out = $aws.ec2.$op().set_next_token(token.clone()).send().await.map_err(|e| classify($name, e))?;
+            for (id, tags) in $items {
+                let tags = ec2_pairs(tags);
+                if owned(&tags) {
+                    found.push(Tagged { kind: $kind, id: id.to_string(), tags, regional: true });
+                }
+            }
+            token = $out.next_token().map(str::to_string);
+            if token.is_none() {
+                break;
+            }
+        }
+        found
+    }};
+}
+
+/// Every resource of `aws`'s region, and of the account's IAM and private zones, carrying an
+/// ownership tag. Kinds that do not outlive their cluster's VPC alone (listeners, routes) are
+/// not read: a cluster always has one of these. Gone resources are never listed (unlike EC2's
+/// DescribeTags, which keeps a deleted resource's tags for a while).
+pub async fn owned_resources(aws: &Aws) -> AwsResult<Vec<Tagged>> {
+    let live = |state: Option<&str>| !matches!(state, Some("deleted" | "deleting" | "terminated" | "shutting-down"));
+    let (vpcs, subnets, groups, instances, gateways, nats, addresses, tables, dhcp) = futures::try_join!(
+        async {
+            Ok(ec2_pages!(aws, describe_vpcs, "DescribeVpcs", "vpc", |o| o
+                .vpcs()
+                .iter()
+                .map(|v| (v.vpc_id().unwrap_or_default(), v.tags()))))
+        },
+        async {
+            Ok(ec2_pages!(aws, describe_subnets, "DescribeSubnets", "subnet", |o| o
+                .subnets()
+                .iter()
+                .map(|s| (s.subnet_id().unwrap_or_default(), s.tags()))))
+        },
+        async {
+            Ok(ec2_pages!(aws, describe_security_groups, "DescribeSecurityGroups", "security-group", |o| o
+                .security_groups()
+                .iter()
+                .map(|g| (g.group_id().unwrap_or_default(), g.tags()))))
+        },
+        async {
+            Ok(ec2_pages!(aws, describe_instances, "DescribeInstances", "instance", |o| o
+                .reservations()
+                .iter()
+                .flat_map(|r| r.instances())
+                .filter(|i| live(i.state().and_then(|s| s.name()).map(|n| n.as_str())))
+                .map(|i| (i.instance_id().unwrap_or_default(), i.tags()))))
+        },
+        async {
+            Ok(ec2_pages!(aws, describe_internet_gateways, "DescribeInternetGateways", "internet-gateway", |o| o
+                .internet_gateways()
+                .iter()
+                .map(|g| (g.internet_gateway_id().unwrap_or_default(), g.tags()))))
+        },
+        async {
+            Ok(ec2_pages!(aws, describe_nat_gateways, "DescribeNatGateways", "nat-gateway", |o| o
+                .nat_gateways()
+                .iter()
+                .filter(|n| live(n.state().map(|s| s.as_str())))
+                .map(|n| (n.nat_gateway_id().unwrap_or_default(), n.tags()))))
+        },
+        async {
+            let out = aws.ec2.describe_addresses().send().await.map_err(|e| classify("DescribeAddresses", e))?;
+            Ok(out
+                .addresses()
+                .iter()
+                .map(|a| (a.allocation_id().unwrap_or_default(), ec2_pairs(a.tags())))
+                .filter(|(_, tags)| owned(tags))
+                .map(|(id, tags)| Tagged { kind: "elastic-ip", id: id.to_string(), tags, regional: true })
+                .collect::<Vec<_>>())
+        },
+        async {
+            Ok(ec2_pages!(aws, describe_route_tables, "DescribeRouteTables", "route-table", |o| o
+                .route_tables()
+                .iter()
+                .map(|t| (t.route_table_id().unwrap_or_default(), t.tags()))))
+        },
+        async {
+            Ok(ec2_pages!(aws, describe_dhcp_options, "DescribeDhcpOptions", "dhcp-options", |o| o
+                .dhcp_options()
+                .iter()
+                .map(|d| (d.dhcp_options_id().unwrap_or_default(), d.tags()))))
+        },
+    )?;
+    let mut all: Vec<Tagged> = [vpcs, subnets, groups, instances, gateways, nats, addresses, tables, dhcp].concat();
+    let (balancers, zones, account_iam) =
+        futures::try_join!(load_balancers(aws), private_zones(aws), iam_resources(aws))?;
+    all.extend(balancers);
+    all.extend(zones);
+    all.extend(account_iam);
+    Ok(all)
+}
+
+async fn load_balancers(aws: &Aws) -> AwsResult<Vec<Tagged>> {
+    let mut arns = Vec::new();
+    let mut marker: Option<String> = None;
+    loop {
+        let o = aws
+            .elb
+            .describe_load_balancers()
+            .set_marker(marker.clone())
+            .send()
+            .await
+            .map_err(|e| classify("DescribeLoadBalancers", e))?;
+        arns.extend(o.load_balancers().iter().filter_map(|l| l.load_balancer_arn().map(str::to_string)));
+        marker = o.next_marker().map(str::to_string);
+        if marker.is_none() {
+            break;
+        }
+    }
+    Ok(elb::tags_of(aws, &arns)
+        .await?
+        .into_iter()
+        .filter(|(_, tags)| owned(tags))
+        .map(|(id, tags)| Tagged { kind: "load-balancer", id, tags, regional: true })
+        .collect())
+}
+
+/// Private zones' tags are read one zone a call, so only zones whose comment or name could be a
+/// cluster's are worth it: every private zone is read (a person's zone tagged owned counts too).
+async fn private_zones(aws: &Aws) -> AwsResult<Vec<Tagged>> {
+    let mut found = Vec::new();
+    for z in dns::private_zones(aws).await? {
+        let id = z.id().rsplit('/').next().unwrap_or_default().to_string();
+        let Some(tags) = dns::zone_tags(aws, &id).await? else { continue };
+        let tags: Vec<(String, String)> = tags
+            .iter()
+            .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
+            .collect();
+        if owned(&tags) {
+            found.push(Tagged { kind: "hosted-zone", id, tags, regional: false });
+        }
+    }
+    Ok(found)
+}
+
+fn iam_pairs(tags: &[aws_sdk_iam::types::Tag]) -> Vec<(String, String)> {
+    tags.iter().map(|t| (t.key().to_string(), t.value().to_string())).collect()
+}
+
+/// Roles and OIDC providers carrying an ownership tag (ListRoles carries no tags: each role is
+/// read; one deleted in between is passed over — it is no cluster's any more).
+async fn iam_resources(aws: &Aws) -> AwsResult<Vec<Tagged>> {
+    let mut names = Vec::new();
+    let mut marker: Option<String> = None;
+    loop {
+        let out = aws.iam.list_roles().set_marker(marker.clone()).send().await.map_err(|e| classify("ListRoles", e))?;
+        names.extend(out.roles().iter().map(|r| r.role_name().to_string()));
+        marker = out.marker().map(str::to_string).filter(|_| out.is_truncated());
+        if marker.is_none() {
+            break;
+        }
+    }
+    let mut found = Vec::new();
+    for name in names {
+        if let Some(tags) = iam_tags(aws, Kind::IamRole, &name).await?.filter(|t| owned(t)) {
+            found.push(Tagged { kind: "iam-role", id: name, tags, regional: false });
+        }
+    }
+    for arn in iam::list_oidc_providers(aws).await? {
+        if let Some(tags) = iam_tags(aws, Kind::OidcProvider, &arn).await?.filter(|t| owned(t)) {
+            found.push(Tagged { kind: "oidc-provider", id: arn, tags, regional: false });
+        }
+    }
+    Ok(found)
+}
+
+/// The tags of one IAM resource; None if it is gone (or not IAM).
+async fn iam_tags(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Option<Vec<(String, String)>>> {
+    let r = match kind {
+        Kind::IamRole => aws
+            .iam
+            .get_role()
+            .role_name(id)
+            .send()
+            .await
+            .map(|o| o.role().map(|r| iam_pairs(r.tags())).unwrap_or_default())
+            .map_err(|e| classify("GetRole", e)),
+        Kind::InstanceProfile => aws
+            .iam
+            .get_instance_profile()
+            .instance_profile_name(id)
+            .send()
+            .await
+            .map(|o| o.instance_profile().map(|p| iam_pairs(p.tags())).unwrap_or_default())
+            .map_err(|e| classify("GetInstanceProfile", e)),
+        Kind::OidcProvider => aws
+            .iam
+            .get_open_id_connect_provider()
+            .open_id_connect_provider_arn(id)
+            .send()
+            .await
+            .map(|o| iam_pairs(o.tags()))
+            .map_err(|e| classify("GetOpenIDConnectProvider", e)),
+        _ => return Ok(None),
+    };
+    match r {
+        Ok(tags) => Ok(Some(tags)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The first resource of `inventory` (what a teardown found to delete) that carries
+/// `infraflow.io/do-not-delete`: a teardown must not go on. EC2 in one call for every id, ELB a
+/// call per twenty, zones and IAM a call each.
+pub async fn first_protected(aws: &Aws, inventory: &BTreeMap<Kind, Vec<String>>) -> AwsResult<Option<(Kind, String)>> {
+    let protected = |tags: &[(String, String)]| tags.iter().any(|(k, _)| k == PROTECTION_TAG);
+    let mut ec2_ids: Vec<(Kind, &String)> = Vec::new();
+    for (kind, ids) in inventory {
+        match kind {
+            Kind::LoadBalancer | Kind::TargetGroup => {
+                for (arn, tags) in elb::tags_of(aws, ids).await? {
+                    if protected(&tags) {
+                        return Ok(Some((*kind, arn)));
+                    }
+                }
+            }
+            Kind::HostedZone => {
+                for zone in ids {
+                    let tags = dns::zone_tags(aws, zone).await?.unwrap_or_default();
+                    if tags.iter().any(|t| t.key() == Some(PROTECTION_TAG)) {
+                        return Ok(Some((*kind, zone.clone())));
+                    }
+                }
+            }
+            Kind::IamRole | Kind::InstanceProfile | Kind::OidcProvider => {
+                for id in ids {
+                    if iam_tags(aws, *kind, id).await?.is_some_and(|t| protected(&t)) {
+                        return Ok(Some((*kind, id.clone())));
+                    }
+                }
+            }
+            // Made by the cluster's cloud provider, read and deleted by name: not tagged by people.
+            Kind::ClassicLoadBalancer => {}
+            _ => ec2_ids.extend(ids.iter().map(|id| (*kind, id))),
+        }
+    }
+    for chunk in ec2_ids.chunks(190) {
+        let ids: Vec<&str> = chunk.iter().map(|(_, id)| id.as_str()).collect();
+        let out = aws
+            .ec2
+            .describe_tags()
+            .filters(filter("key", &[PROTECTION_TAG]))
+            .filters(filter("resource-id", &ids))
+            .send()
+            .await
+            .map_err(|e| classify("DescribeTags", e))?;
+        let hit = out.tags().iter().find_map(|t| chunk.iter().find(|(_, id)| Some(id.as_str()) == t.resource_id()));
+        if let Some((kind, id)) = hit {
+            return Ok(Some((*kind, (*id).clone())));
+        }
+    }
+    Ok(None)
+}
