@@ -166,7 +166,7 @@ mod tests {
         }
     }
 
-    const NOW: i64 = 1_795_633_200; // 2026-11-25T17:00:00Z
+    const NOW: i64 = 1_795_633_200; // 2026-11-25T19:00:00Z
 
     #[test]
     fn each_cluster_gets_exactly_one_class_in_precedence_order() {
@@ -198,7 +198,7 @@ mod tests {
         let b = &swept[1];
         assert_eq!(b.resources, [("subnet".to_string(), 1), ("vpc".to_string(), 1)].into());
         assert_eq!(b.expiration_date.as_deref(), Some("2026-11-25T16:00:00Z"));
-        assert!(b.reason.contains("vpc vpc-b expired at 2026-11-25T16:00:00Z (1h0m ago)"), "{}", b.reason);
+        assert!(b.reason.contains("vpc vpc-b expired at 2026-11-25T16:00:00Z (3h0m ago)"), "{}", b.reason);
         assert!(swept[2].reason.contains("iam-role c-role"), "{}", swept[2].reason);
         assert_eq!(teardown_id(b), "sweep-b-us-east-1-20261125t160000z");
         let long = Swept { infra_id: "x".repeat(60), ..b.clone() };
