@@ -145,8 +145,10 @@ fn expired_credentials_during_a_rollback_pause_it_and_keep_the_next_provision_wa
 #[test]
 fn a_teardown_submitted_during_a_provision_waits_for_it_and_removes_everything() {
     let e = Env::new();
-    e.proxy.set_latency(Duration::from_millis(60));
-    let input = e.input("p.json", provision_input("seq", "seq-abcde", &["us-east-1a"]));
+    // Slow enough that the provision is still running once the teardown's submit has read the
+    // cluster (it checks that no resource is protected before it journals anything).
+    e.proxy.set_latency(Duration::from_millis(100));
+    let input = e.input("p.json", provision_input("seq", "seq-abcde", &["us-east-1a", "us-east-1b", "us-east-1c"]));
     assert!(e.cli(&["submit", "provision-infra", "--input", &input, "--id", "up"]).status.success());
     let env = aws_env(&e.proxy.endpoint());
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
