@@ -23,6 +23,8 @@ pub struct Aws {
     pub sts: aws_sdk_sts::Client,
     /// IAM is global: the same account-wide roles whatever the region.
     pub iam: aws_sdk_iam::Client,
+    /// What still carries a tag, whatever its service (a teardown's last check).
+    pub tagging: aws_sdk_resourcegroupstagging::Client,
 }
 
 impl Aws {
@@ -99,6 +101,12 @@ impl Aws {
                 aws_sdk_iam::config::Builder::from(&conf)
                     .interceptor(CallCounter)
                     .interceptor(tag(Service::Iam))
+                    .build(),
+            ),
+            tagging: aws_sdk_resourcegroupstagging::Client::from_conf(
+                aws_sdk_resourcegroupstagging::config::Builder::from(&conf)
+                    .interceptor(CallCounter)
+                    .interceptor(tag(Service::Tagging))
                     .build(),
             ),
         }

@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 use crate::client::Aws;
 use crate::error::AwsResult;
 use crate::tags::{IDENTITY_TAG, TagQuery, owned};
-use crate::{classic_elb, compute, dns, elb, endpoints, iam, nat, network, privatelink, routing, security};
+use crate::{
+    classic_elb, compute, dns, ebs, elb, endpoints, iam, interfaces, nat, network, privatelink, routing, security,
+};
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
 /// the AWS suites through the counting proxy).
@@ -21,12 +23,17 @@ pub const IAM_DELETE: &[&str] = &[];
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     Instance,
+    /// EBS volumes and snapshots, network interfaces: what a running cluster's controllers made
+    /// (teardown only; infraflow creates none).
+    Volume,
+    Snapshot,
     ClassicLoadBalancer,
     VpcEndpoint,
     EndpointService,
     LoadBalancer,
     TargetGroup,
     NatGateway,
+    NetworkInterface,
     HostedZone,
     ElasticIp,
     RouteTable,
@@ -41,14 +48,19 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const TEARDOWN_ORDER: [Kind; 18] = [
+    pub const TEARDOWN_ORDER: [Kind; 21] = [
         Kind::Instance,
+        // After the instances that held them (their own volumes detached as they terminate).
+        Kind::Volume,
+        Kind::Snapshot,
         Kind::ClassicLoadBalancer,
         Kind::VpcEndpoint,
         Kind::EndpointService,
         Kind::LoadBalancer,
         Kind::TargetGroup,
         Kind::NatGateway,
+        // Left available by what used them (instances, the gateway); before subnets and groups.
+        Kind::NetworkInterface,
         Kind::HostedZone,
         Kind::ElasticIp,
         Kind::RouteTable,
@@ -66,9 +78,17 @@ impl Kind {
         Kind::OidcProvider,
     ];
 
+    /// What a running cluster's controllers make, and infraflow never does.
+    pub fn left_by_a_running_cluster(self) -> bool {
+        matches!(self, Kind::Volume | Kind::Snapshot | Kind::NetworkInterface)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Instance => "instance",
+            Kind::Volume => "volume",
+            Kind::Snapshot => "snapshot",
+            Kind::NetworkInterface => "network-interface",
             Kind::ClassicLoadBalancer => "classic-load-balancer",
             Kind::VpcEndpoint => "vpc-endpoint",
             Kind::EndpointService => "endpoint-service",
@@ -150,6 +170,12 @@ async fn find_matching(aws: &Aws, kind: Kind, scope: &Scope, q: TagQuery) -> Aws
     let f = &q;
     let mut ids = match kind {
         Kind::Instance => compute::find_instances(aws, f).await?.into_iter().map(|m| m.instance_id).collect(),
+        Kind::Volume => ebs::find_volumes(aws, f).await?,
+        Kind::Snapshot => ebs::find_snapshots(aws, f).await?,
+        Kind::NetworkInterface => match scope {
+            Scope::Owned(infra) => interfaces::find_interfaces(aws, f, Some(&owned(infra))).await?,
+            _ => interfaces::find_interfaces(aws, f, None).await?,
+        },
         Kind::VpcEndpoint => {
             endpoints::find_vpc_endpoints_to_delete(aws, f).await?.into_iter().map(|(id, _)| id).collect()
         }
@@ -266,6 +292,9 @@ async fn blockers_of(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Vec<String>> 
 async fn delete_unexplained(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> {
     match kind {
         Kind::Instance => compute::terminate_instance(aws, id).await,
+        Kind::Volume => ebs::delete_volume(aws, id).await,
+        Kind::Snapshot => ebs::delete_snapshot(aws, id).await,
+        Kind::NetworkInterface => interfaces::delete_interface(aws, id).await,
         Kind::VpcEndpoint => endpoints::delete_vpc_endpoint(aws, id).await,
         Kind::EndpointService => privatelink::delete_endpoint_service(aws, id).await,
         Kind::ClassicLoadBalancer => classic_elb::delete_classic_load_balancer(aws, id).await,
@@ -290,6 +319,9 @@ async fn delete_unexplained(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> 
 fn ec2_id_prefix(kind: Kind) -> Option<&'static str> {
     Some(match kind {
         Kind::Instance => "i-",
+        Kind::Volume => "vol-",
+        Kind::Snapshot => "snap-",
+        Kind::NetworkInterface => "eni-",
         Kind::VpcEndpoint => "vpce-",
         Kind::NatGateway => "nat-",
         Kind::ElasticIp => "eipalloc-",

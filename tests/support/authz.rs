@@ -91,6 +91,9 @@ const EC2_ID_PARAMS: &[&str] = &[
     "RemoveSubnetId",
     "AddSecurityGroupId",
     "RemoveSecurityGroupId",
+    "VolumeId",
+    "SnapshotId",
+    "NetworkInterfaceId",
 ];
 
 /// What a create makes, as the ARN IAM authorizes before it exists (the test's own reading of the
@@ -265,6 +268,10 @@ fn ec2_resource(c: &Clients, id: &str) -> Option<Resource> {
         "vpce" => "vpc-endpoint",
         "eipalloc" => "elastic-ip",
         "i" => "instance",
+        "vol" => "volume",
+        // Snapshots are regional resources with no account in their ARN.
+        "snap" => "snapshot",
+        "eni" => "network-interface",
         "ami" => {
             return Some(Resource {
                 arn: format!("arn:aws:ec2:{REGION}::image/{id}"),
@@ -349,6 +356,24 @@ fn ec2_resource(c: &Clients, id: &str) -> Option<Resource> {
                 .ok()
                 .and_then(|o| o.addresses().first().map(|r| t(r.tags()))),
         ),
+        "volume" => (
+            id.into(),
+            c.block_on(ec2.describe_volumes().volume_ids(id).send())
+                .ok()
+                .and_then(|o| o.volumes().first().map(|r| t(r.tags()))),
+        ),
+        "snapshot" => (
+            id.into(),
+            c.block_on(ec2.describe_snapshots().snapshot_ids(id).send())
+                .ok()
+                .and_then(|o| o.snapshots().first().map(|r| t(r.tags()))),
+        ),
+        "network-interface" => (
+            id.into(),
+            c.block_on(ec2.describe_network_interfaces().network_interface_ids(id).send())
+                .ok()
+                .and_then(|o| o.network_interfaces().first().map(|r| t(r.tag_set()))),
+        ),
         _ => (
             id.into(),
             c.block_on(ec2.describe_instances().instance_ids(id).send()).ok().and_then(|o| {
@@ -361,7 +386,8 @@ fn ec2_resource(c: &Clients, id: &str) -> Option<Resource> {
             }),
         ),
     };
-    Some(Resource { arn: format!("arn:aws:ec2:{REGION}:{ACCOUNT}:{kind}/{id}"), tags, new: false })
+    let account = if kind == "snapshot" { "" } else { ACCOUNT };
+    Some(Resource { arn: format!("arn:aws:ec2:{REGION}:{account}:{kind}/{id}"), tags, new: false })
 }
 
 fn elb_resource(c: &Clients, arn: &str) -> Resource {

@@ -19,6 +19,7 @@ pub fn iam_action(head: &str, action: &str) -> String {
         .unwrap_or("unknown");
     let prefix = match service {
         "elasticloadbalancingv2" | "elasticloadbalancing" => "elasticloadbalancing",
+        "resourcegroupstaggingapi" => "tag",
         other => other,
     };
     format!("{prefix}:{action}")

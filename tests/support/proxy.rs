@@ -286,6 +286,13 @@ fn action(req: &Request) -> String {
     if let Some(rest) = body.split('&').find_map(|p| p.strip_prefix("Action=")) {
         return rest.to_string();
     }
+    // The JSON protocol (the tagging API): `X-Amz-Target: ResourceGroupsTaggingAPI_20170126.GetResources`.
+    if let Some(target) = req.head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("x-amz-target").then(|| v.trim().to_string())
+    }) {
+        return target.rsplit('.').next().unwrap_or_default().to_string();
+    }
     let first = req.head.lines().next().unwrap_or_default();
     let mut parts = first.split_whitespace();
     let method = parts.next().unwrap_or_default();

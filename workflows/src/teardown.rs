@@ -74,6 +74,12 @@ impl WorkflowDef for Teardown {
         "delete everything tagged as owned by an infra id"
     }
 
+    /// 2: what a running cluster's controllers leave (volumes, snapshots, interfaces) is found
+    /// and deleted too, and a last check names what carries the tag and teardown cannot delete.
+    fn version(&self) -> u32 {
+        2
+    }
+
     fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
         let t: TeardownInput = validate::decode(input)?;
         validate::dns_label("infraID", &t.infra_id, 60)?;
@@ -150,6 +156,9 @@ impl WorkflowDef for Teardown {
             (IAM, Use::Remove),
             (RESOURCES, Use::Read),
             (CENSUS, Use::Read),
+            (EBS, Use::Remove),
+            (INTERFACES, Use::Remove),
+            (TAGGING, Use::Read),
         ])
     }
 
@@ -236,6 +245,10 @@ pub async fn teardown(
         0 => String::new(),
         n => format!("pass{}/", n + 1),
     };
+    // Runs submitted to version 1 keep its steps: the kinds it knew, no last check.
+    let v2 = ctx.code_version() >= 2;
+    let kinds: Vec<Kind> = Kind::TEARDOWN_ORDER.into_iter().filter(|k| v2 || !k.left_by_a_running_cluster()).collect();
+    let kinds = kinds.as_slice();
     for round in 1..=ROUNDS {
         let rctx = ctx.scoped(&format!("{pass}round{round}"));
         let inventory: BTreeMap<Kind, Vec<String>> = rctx
@@ -243,7 +256,7 @@ pub async fn teardown(
                 let aws = pool.region(region).await;
                 let scope = Scope::Owned(infra_id.to_string());
                 // Every kind is read side by side: one round trip, not fifteen.
-                let reads = Kind::TEARDOWN_ORDER.map(|kind| {
+                let reads = kinds.iter().map(|&kind| {
                     let (aws, scope) = (&aws, &scope);
                     async move { resources::find_retrying_in_place(aws, kind, scope).await.map(|ids| (kind, ids)) }
                 });
@@ -259,6 +272,9 @@ pub async fn teardown(
             .await?;
         out.rounds = round;
         if inventory.is_empty() {
+            if v2 {
+                last_check(&rctx, pool, infra_id, region).await?;
+            }
             return Ok(out);
         }
         if round == ROUNDS {
@@ -272,7 +288,7 @@ pub async fn teardown(
                 )),
             });
         }
-        for kind in Kind::TEARDOWN_ORDER {
+        for &kind in kinds {
             let Some(ids) = inventory.get(&kind) else { continue };
             let deletes = ids.iter().map(|id| {
                 let input = DeleteOne { region: region.to_string(), kind, id: id.clone() };
@@ -298,6 +314,28 @@ pub async fn teardown(
         }
     }
     Ok(out)
+}
+
+/// The teardown's last word, once discovery finds nothing more: what still carries the
+/// cluster's tag in the region (the tagging API, any service) and is of a kind teardown does not
+/// delete pauses it, naming each ARN — never `completed` over a leak. (IAM, which the tagging API
+/// does not list, is read by the discovery that came before.)
+async fn last_check(ctx: &WfCtx, pool: &AwsPool, infra_id: &str, region: &str) -> Result<(), StepError> {
+    ctx.step_with("last-check", "tag.find-left", &(infra_id, region), read_opts(), || async {
+        let aws = pool.region(region).await;
+        let left = infraflow_activities::tagging::left_unknown(&aws, infra_id).await.map_err(from_aws)?;
+        if left.is_empty() {
+            return Ok(());
+        }
+        Err(ActivityError {
+            operator: true,
+            ..ActivityError::terminal(format!(
+                "still tagged kubernetes.io/cluster/{infra_id}=owned, of kinds teardown does not delete: {}; delete them (or untag them), then `infraflow retry`",
+                left.join(", ")
+            ))
+        })
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -87,6 +87,17 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
             )),
         });
     }
+    for arn in infraflow_activities::tagging::left_unknown(&aws, &t.infra_id).await.map_err(from_aws)? {
+        plan.leave.push(Planned {
+            kind: "tagged".into(),
+            id: arn,
+            reason: Some(
+                "carries the cluster's ownership tag, of a kind teardown does not delete: the teardown pauses naming it; \
+                 delete or untag it first"
+                    .into(),
+            ),
+        });
+    }
     if let (Some(base), Some(name)) = (&t.base_domain, &t.name) {
         let record = format!("*.apps.{name}.{base}");
         let decision = public_record_decision(&aws, &t.infra_id, name, base).await.map_err(from_aws)?;

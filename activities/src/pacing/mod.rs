@@ -89,6 +89,8 @@ pub(crate) enum Service {
     Route53,
     Iam,
     Sts,
+    /// The Resource Groups Tagging API: one read at the end of a teardown.
+    Tagging,
 }
 
 /// The classes whose buckets one call draws from (none for STS, whose one call is made once
@@ -101,7 +103,7 @@ pub(crate) fn classes_of(service: Service, operation: &str) -> &'static [RateCla
         Service::Elb => &[RateClass::Elb],
         Service::Route53 => &[RateClass::Route53],
         Service::Iam => &[RateClass::Iam],
-        Service::Sts => &[],
+        Service::Sts | Service::Tagging => &[],
     }
 }
 

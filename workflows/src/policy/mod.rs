@@ -37,6 +37,11 @@ pub const DNS: Area = area!(dns);
 pub const IAM: Area = area!(iam);
 /// Explaining a DependencyViolation (which network interfaces hold a subnet or group).
 pub const RESOURCES: Area = area!(resources);
+/// What a running cluster's controllers leave: EBS volumes and snapshots, network interfaces.
+pub const EBS: Area = area!(ebs);
+pub const INTERFACES: Area = area!(interfaces);
+/// The teardown's last check: what still carries the cluster's tag, of any service.
+pub const TAGGING: Area = area!(tagging);
 /// The janitor's census of the account's clusters, and teardown's protection check.
 pub const CENSUS: Area = area!(census);
 
@@ -130,10 +135,13 @@ mod tests {
             IAM,
             RESOURCES,
             CENSUS,
+            EBS,
+            INTERFACES,
+            TAGGING,
         ] {
             for a in area.read.iter().chain(area.write).chain(area.delete) {
                 let (service, action) = a.split_once(':').unwrap();
-                assert!(["ec2", "elasticloadbalancing", "route53", "iam", "sts"].contains(&service), "{a}");
+                assert!(["ec2", "elasticloadbalancing", "route53", "iam", "sts", "tag"].contains(&service), "{a}");
                 assert!(action.chars().next().is_some_and(|c| c.is_ascii_uppercase()), "{a}");
             }
         }

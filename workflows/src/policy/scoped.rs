@@ -78,6 +78,13 @@ pub const UNCONDITIONED: &[(&str, &str)] = &[
          table AWS made with the VPC, untagged, which no tag condition can name (and the VPC cannot be deleted \
          while that table is not main); it moves an association, it deletes nothing",
     ),
+    (
+        "ec2:DeleteNetworkInterface",
+        "a cluster's controllers leave interfaces in its subnets without its tag, and they keep the subnets from \
+         being deleted; the only condition keys that could name them (ec2:Subnet, ec2:Vpc) take ids that exist only \
+         once the cluster does. teardown deletes only interfaces tagged as the cluster's or left available in its \
+         subnets, and an available interface carries no traffic",
+    ),
 ];
 
 const READ_WHY: &str = "a read changes nothing; EC2 and ELB authorize Describe* on no resource, and the IAM lists \
@@ -196,14 +203,31 @@ fn arn_pattern(service: &str, kind: &str, infra_id: &str) -> String {
 mod tests {
     use super::*;
     use crate::policy::{
-        CLASSIC_ELB, COMPUTE, DNS, ELB, ENDPOINTS, IAM, NAT, NETWORK, PRIVATELINK, RESOURCES, ROUTING, SECURITY, Use,
-        actions,
+        CENSUS, CLASSIC_ELB, COMPUTE, DNS, EBS, ELB, ENDPOINTS, IAM, INTERFACES, NAT, NETWORK, PRIVATELINK, RESOURCES,
+        ROUTING, SECURITY, TAGGING, Use, actions,
     };
 
     fn all_actions() -> BTreeSet<&'static str> {
         actions(
-            &[NETWORK, NAT, ROUTING, SECURITY, ENDPOINTS, PRIVATELINK, ELB, CLASSIC_ELB, COMPUTE, DNS, IAM, RESOURCES]
-                .map(|a| (a, Use::Manage)),
+            &[
+                NETWORK,
+                NAT,
+                ROUTING,
+                SECURITY,
+                ENDPOINTS,
+                PRIVATELINK,
+                ELB,
+                CLASSIC_ELB,
+                COMPUTE,
+                DNS,
+                IAM,
+                RESOURCES,
+                CENSUS,
+                EBS,
+                INTERFACES,
+                TAGGING,
+            ]
+            .map(|a| (a, Use::Manage)),
         )
     }
 
@@ -216,7 +240,11 @@ mod tests {
             .collect();
         assert!(writes.iter().any(|a| a.starts_with("route53:")), "{writes:?}");
         for a in writes {
-            assert!(a.starts_with("route53:") || a == "ec2:ReplaceRouteTableAssociation", "{a} is unconditioned");
+            assert!(
+                a.starts_with("route53:")
+                    || ["ec2:ReplaceRouteTableAssociation", "ec2:DeleteNetworkInterface"].contains(&a),
+                "{a} is unconditioned"
+            );
         }
         assert_eq!(grant_of("ec2:DeleteVpc"), Grant::OnOwned);
         assert_eq!(grant_of("ec2:DescribeVpcs"), Grant::Unconditioned);

@@ -1,0 +1,144 @@
+//! EBS volumes and snapshots a running cluster's CSI driver made (infraflow creates neither):
+//! found by the cluster's ownership tag, a volume detached first when the instance holding it is
+//! the cluster's, and deleted. A volume on someone else's instance pauses, naming it.
+
+use aws_sdk_ec2::types::{Tag, VolumeAttachmentState, VolumeState};
+
+use crate::adopt::pairs;
+use crate::client::Aws;
+use crate::error::{AwsError, AwsResult, classify};
+use crate::network::gone_ok;
+use crate::tags::{OWNED, OWNERSHIP_PREFIX, TagQuery};
+
+/// The IAM actions this file's lookups call.
+pub const IAM_READ: &[&str] = &["ec2:DescribeVolumes", "ec2:DescribeSnapshots", "ec2:DescribeInstances"];
+/// It creates nothing.
+pub const IAM_WRITE: &[&str] = &[];
+/// The IAM actions of its deletes.
+pub const IAM_DELETE: &[&str] = &["ec2:DetachVolume", "ec2:DeleteVolume", "ec2:DeleteSnapshot"];
+
+/// Volumes carrying the tag `q`, in any state but deleted.
+pub async fn find_volumes(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
+    let mut ids = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let out = aws
+            .ec2
+            .describe_volumes()
+            .filters(q.filter())
+            .set_next_token(token.clone())
+            .send()
+            .await
+            .map_err(|e| classify("DescribeVolumes", e))?;
+        ids.extend(
+            out.volumes()
+                .iter()
+                .filter(|v| q.matches(v.tags()) && !matches!(v.state(), Some(VolumeState::Deleted)))
+                .filter_map(|v| v.volume_id().map(str::to_string)),
+        );
+        token = out.next_token().map(str::to_string);
+        if token.is_none() {
+            return Ok(ids);
+        }
+    }
+}
+
+/// This account's snapshots carrying the tag `q` (never a public or shared one of another).
+pub async fn find_snapshots(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
+    let mut ids = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let out = aws
+            .ec2
+            .describe_snapshots()
+            .owner_ids("self")
+            .filters(q.filter())
+            .set_next_token(token.clone())
+            .send()
+            .await
+            .map_err(|e| classify("DescribeSnapshots", e))?;
+        ids.extend(
+            out.snapshots().iter().filter(|s| q.matches(s.tags())).filter_map(|s| s.snapshot_id().map(str::to_string)),
+        );
+        token = out.next_token().map(str::to_string);
+        if token.is_none() {
+            return Ok(ids);
+        }
+    }
+}
+
+/// The ownership tags (`kubernetes.io/cluster/<id>=owned`) among `tags`.
+pub(crate) fn owners(tags: &[Tag]) -> Vec<(String, String)> {
+    pairs(tags).into_iter().filter(|(k, v)| k.starts_with(OWNERSHIP_PREFIX) && v == OWNED).collect()
+}
+
+/// Deletes volume `id`; false if it was gone. Attached to an instance of its own cluster, it is
+/// detached first (and waited for, as a retryable state); attached to another instance, the
+/// delete pauses naming it: a volume in someone else's use is not the teardown's to take.
+pub async fn delete_volume(aws: &Aws, id: &str) -> AwsResult<bool> {
+    let out = aws.ec2.describe_volumes().volume_ids(id).send().await.map_err(|e| classify("DescribeVolumes", e));
+    let volume = match out {
+        Ok(o) => match o.volumes().first() {
+            Some(v) => v.clone(),
+            None => return Ok(false),
+        },
+        Err(e) if e.is_not_found() => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if matches!(volume.state(), Some(VolumeState::Deleted | VolumeState::Deleting)) {
+        return Ok(false);
+    }
+    let ours = owners(volume.tags());
+    let held: Vec<&str> = volume
+        .attachments()
+        .iter()
+        .filter(|a| !matches!(a.state(), Some(VolumeAttachmentState::Detached)))
+        .filter_map(|a| a.instance_id())
+        .collect();
+    for instance in held {
+        let described = aws
+            .ec2
+            .describe_instances()
+            .instance_ids(instance)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeInstances", e));
+        let found = match described {
+            Ok(o) => o.reservations().iter().flat_map(|r| r.instances()).next().cloned(),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(e),
+        };
+        let Some(found) = found else { continue };
+        let theirs = pairs(found.tags());
+        if !ours.iter().any(|o| theirs.contains(o)) {
+            return Err(AwsError {
+                operator: true,
+                ..AwsError::terminal(
+                    "DetachVolume",
+                    format!(
+                        "volume {id} is attached to instance {instance}, which is not its cluster's: it is left; detach it from that instance (or delete it yourself), then `infraflow retry`"
+                    ),
+                )
+            });
+        }
+        let r = aws.ec2.detach_volume().volume_id(id).instance_id(instance).force(true).send().await;
+        match r.map_err(|e| classify("DetachVolume", e)) {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() || e.code_is("IncorrectState") => {}
+            Err(e) => return Err(e),
+        }
+        return Err(AwsError::not_yet(
+            "DetachVolume",
+            format!("volume {id} is being detached from instance {instance}"),
+        ));
+    }
+    gone_ok(aws.ec2.delete_volume().volume_id(id).send().await.map(|_| ()).map_err(|e| classify("DeleteVolume", e)))
+        .map_err(|e| if e.code_is("VolumeInUse") { AwsError { retryable: true, ..e } } else { e })
+}
+
+/// Deletes snapshot `id`; false if it was gone.
+pub async fn delete_snapshot(aws: &Aws, id: &str) -> AwsResult<bool> {
+    gone_ok(
+        aws.ec2.delete_snapshot().snapshot_id(id).send().await.map(|_| ()).map_err(|e| classify("DeleteSnapshot", e)),
+    )
+}

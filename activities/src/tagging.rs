@@ -1,0 +1,99 @@
+//! The Resource Groups Tagging API: every resource of the region, of any service, that still
+//! carries a cluster's ownership tag — the teardown's last word, which names what it does not
+//! know how to delete instead of calling the cluster gone.
+
+use crate::client::Aws;
+use crate::error::{AwsResult, classify};
+use crate::tags::{OWNED, ownership_key};
+
+/// The IAM actions this file calls.
+pub const IAM_READ: &[&str] = &["tag:GetResources"];
+pub const IAM_WRITE: &[&str] = &[];
+pub const IAM_DELETE: &[&str] = &[];
+
+/// The ARN resource types (`<service>:<type>`) teardown finds and deletes itself: the tagging
+/// API lists them for a while after their delete on AWS (it is eventually consistent), and the
+/// discovery rounds before the check are their proof.
+const KNOWN: &[&str] = &[
+    "ec2:instance",
+    "ec2:volume",
+    "ec2:snapshot",
+    "ec2:network-interface",
+    "ec2:vpc-endpoint",
+    "ec2:vpc-endpoint-service",
+    "ec2:natgateway",
+    "ec2:elastic-ip",
+    "ec2:route-table",
+    "ec2:security-group",
+    "ec2:subnet",
+    "ec2:internet-gateway",
+    "ec2:dhcp-options",
+    "ec2:vpc",
+    "elasticloadbalancing:loadbalancer",
+    "elasticloadbalancing:targetgroup",
+    "route53:hostedzone",
+    "iam:role",
+    "iam:instance-profile",
+    "iam:oidc-provider",
+];
+
+/// `ec2:vpc` of `arn:aws:ec2:us-east-1:123:vpc/vpc-1`; `s3:` of a bucket (no type).
+fn service_and_type(arn: &str) -> String {
+    let mut parts = arn.splitn(6, ':');
+    let service = parts.nth(2).unwrap_or_default();
+    let resource = parts.nth(2).unwrap_or_default();
+    let kind = resource.split(['/', ':']).next().filter(|_| resource.contains(['/', ':'])).unwrap_or_default();
+    format!("{service}:{kind}")
+}
+
+/// Whether teardown deletes resources of `arn`'s kind itself.
+pub fn known(arn: &str) -> bool {
+    KNOWN.contains(&service_and_type(arn).as_str())
+}
+
+/// The ARNs of every resource of the region that carries `kubernetes.io/cluster/<infra>=owned`.
+pub async fn owned_arns(aws: &Aws, infra: &str) -> AwsResult<Vec<String>> {
+    let filter =
+        aws_sdk_resourcegroupstagging::types::TagFilter::builder().key(ownership_key(infra)).values(OWNED).build();
+    let mut arns = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let out = aws
+            .tagging
+            .get_resources()
+            .tag_filters(filter.clone())
+            .set_pagination_token(token.clone())
+            .send()
+            .await
+            .map_err(|e| classify("GetResources", e))?;
+        arns.extend(out.resource_tag_mapping_list().iter().filter_map(|m| m.resource_arn().map(str::to_string)));
+        token = out.pagination_token().filter(|t| !t.is_empty()).map(str::to_string);
+        if token.is_none() {
+            arns.sort();
+            arns.dedup();
+            return Ok(arns);
+        }
+    }
+}
+
+/// What still carries the cluster's tag and is of a kind teardown does not delete.
+pub async fn left_unknown(aws: &Aws, infra: &str) -> AwsResult<Vec<String>> {
+    Ok(owned_arns(aws, infra).await?.into_iter().filter(|a| !known(a)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arns_are_told_apart_by_service_and_resource_type() {
+        assert!(known("arn:aws:ec2:us-east-1:123456789012:vpc/vpc-1"));
+        assert!(known("arn:aws:ec2:us-east-1::snapshot/snap-1"));
+        assert!(known("arn:aws:elasticloadbalancing:us-east-1:1:loadbalancer/net/x/y"));
+        assert!(!known("arn:aws:ec2:us-east-1:123456789012:customer-gateway/cgw-1"));
+        assert!(!known("arn:aws:s3:::c1-image-registry-us-east-1-abc"));
+        assert!(!known("arn:aws:sqs:us-east-1:123456789012:queue"));
+        assert!(!known("arn:aws:logs:us-east-1:123456789012:log-group:x"));
+        assert_eq!(service_and_type("arn:aws:logs:us-east-1:1:log-group:x"), "logs:log-group");
+    }
+}

@@ -1,0 +1,256 @@
+//! The teardown of a cluster that ran: what its controllers made in the account — EBS volumes
+//! (one still attached to its node), a snapshot, network interfaces left available in its subnet
+//! (tagged, and untagged) — goes with it; another cluster's volume, an untagged volume and
+//! snapshot stay. A volume on an instance that is not the cluster's pauses the teardown naming
+//! it. And the teardown killed at every AWS call, before and after AWS acted, converges.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::aws::{AwsEnv as Env, ok};
+use support::hypershift::{self, Cut};
+use support::inventory::Inventory;
+use support::proxy::Proxy;
+use support::*;
+
+use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
+
+fn owned_spec(kind: ResourceType, infra: &str) -> TagSpecification {
+    let tag = Tag::builder().key(format!("kubernetes.io/cluster/{infra}")).value("owned").build();
+    TagSpecification::builder().resource_type(kind).tags(tag).build()
+}
+
+/// What a running cluster's controllers leave, made straight on moto.
+struct Ran {
+    volumes: Vec<String>,
+    snapshot: String,
+    interfaces: Vec<String>,
+    /// Bystanders: another cluster's volume, an untagged volume, an untagged snapshot.
+    kept: Vec<String>,
+}
+
+/// A node of `infra` in `subnet` (tagged owned), as its node pool would run it.
+fn node(e: &Env, infra: &str, subnet: &str) -> String {
+    let out = e.c.block_on(
+        e.c.ec2
+            .run_instances()
+            .image_id("ami-12c6146b")
+            .instance_type(aws_sdk_ec2::types::InstanceType::M6iXlarge)
+            .min_count(1)
+            .max_count(1)
+            .subnet_id(subnet)
+            .tag_specifications(owned_spec(ResourceType::Instance, infra))
+            .send(),
+    );
+    out.unwrap().instances()[0].instance_id().unwrap().to_string()
+}
+
+fn volume(e: &Env, tagged_for: Option<&str>) -> String {
+    let mut call = e.c.ec2.create_volume().availability_zone("us-east-1a").size(10);
+    if let Some(infra) = tagged_for {
+        call = call.tag_specifications(owned_spec(ResourceType::Volume, infra));
+    }
+    e.c.block_on(call.send()).unwrap().volume_id().unwrap().to_string()
+}
+
+fn snapshot(e: &Env, volume: &str, tagged_for: Option<&str>) -> String {
+    let mut call = e.c.ec2.create_snapshot().volume_id(volume);
+    if let Some(infra) = tagged_for {
+        call = call.tag_specifications(owned_spec(ResourceType::Snapshot, infra));
+    }
+    e.c.block_on(call.send()).unwrap().snapshot_id().unwrap().to_string()
+}
+
+fn interface(e: &Env, subnet: &str, tagged_for: Option<&str>) -> String {
+    let mut call = e.c.ec2.create_network_interface().subnet_id(subnet);
+    if let Some(infra) = tagged_for {
+        call = call.tag_specifications(owned_spec(ResourceType::NetworkInterface, infra));
+    }
+    e.c.block_on(call.send()).unwrap().network_interface().unwrap().network_interface_id().unwrap().to_string()
+}
+
+fn attach(e: &Env, volume: &str, instance: &str) {
+    e.c.block_on(e.c.ec2.attach_volume().volume_id(volume).instance_id(instance).device("/dev/sdf").send()).unwrap();
+}
+
+/// What a running cluster `infra` left in `subnet`, with `instance` its node.
+fn what_it_ran(e: &Env, infra: &str, subnet: &str, instance: &str) -> Ran {
+    let free = volume(e, Some(infra));
+    let held = volume(e, Some(infra));
+    attach(e, &held, instance);
+    let snap = snapshot(e, &free, Some(infra));
+    let tagged_eni = interface(e, subnet, Some(infra));
+    let left_eni = interface(e, subnet, None);
+    let other = volume(e, Some("someone-else"));
+    let untagged = volume(e, None);
+    let untagged_snap = snapshot(e, &untagged, None);
+    Ran {
+        volumes: vec![free, held],
+        snapshot: snap,
+        interfaces: vec![tagged_eni, left_eni],
+        kept: vec![other, untagged, untagged_snap],
+    }
+}
+
+/// Which of `ids` (volumes, snapshots, interfaces) still exist on moto.
+fn existing(e: &Env, ids: &[String]) -> Vec<String> {
+    let ec2 = &e.c.ec2;
+    let vols = e.c.block_on(ec2.describe_volumes().send()).unwrap();
+    let snaps = e.c.block_on(ec2.describe_snapshots().owner_ids("self").send()).unwrap();
+    let enis = e.c.block_on(ec2.describe_network_interfaces().send()).unwrap();
+    let mut all: Vec<String> = vols.volumes().iter().filter_map(|v| v.volume_id().map(str::to_string)).collect();
+    all.extend(snaps.snapshots().iter().filter_map(|s| s.snapshot_id().map(str::to_string)));
+    all.extend(enis.network_interfaces().iter().filter_map(|n| n.network_interface_id().map(str::to_string)));
+    ids.iter().filter(|i| all.contains(i)).cloned().collect()
+}
+
+fn assert_ran_is_gone(e: &Env, infra: &str, ran: &Ran, what: &str) {
+    let mut theirs = ran.volumes.clone();
+    theirs.push(ran.snapshot.clone());
+    theirs.extend(ran.interfaces.clone());
+    assert_eq!(existing(e, &theirs), Vec::<String>::new(), "{what}: the cluster's volumes, snapshot, interfaces");
+    assert_eq!(existing(e, &ran.kept), ran.kept, "{what}: bystanders untouched");
+    let inv = Inventory::read(&e.c, infra);
+    assert_eq!(inv.total(), 0, "{what}: {:?}", inv.counts());
+}
+
+#[test]
+fn teardown_of_a_cluster_that_ran_removes_its_volumes_snapshots_and_interfaces_and_nothing_else() {
+    let e = Env::new();
+    let p = e.input(
+        "p.json",
+        json!({"name": "ran", "infraID": "ran-abcde", "region": "us-east-1", "zones": ["us-east-1a"], "baseDomain": "example.com"}),
+    );
+    let infra = ok(&e.cli(&["run", "provision-infra", "--input", &p, "--id", "p"]));
+    let subnet = infra["zones"][0]["subnetID"].as_str().unwrap().to_string();
+    let n = e.input(
+        "n.json",
+        json!({"infraID": "ran-abcde", "nodePool": "ran-a", "replicas": 1, "subnetID": subnet, "instanceType": "m6i.xlarge",
+               "imageID": "ami-12c6146b", "securityGroupIDs": [infra["securityGroupID"]], "region": "us-east-1"}),
+    );
+    let nodes = ok(&e.cli(&["run", "scale-nodepool", "--input", &n, "--id", "n"]));
+    let instance = nodes["instanceIDs"][0].as_str().unwrap().to_string();
+    let ran = what_it_ran(&e, "ran-abcde", &subnet, &instance);
+
+    let td = e.input("td.json", json!({"infraID": "ran-abcde", "region": "us-east-1"}));
+    let plan = ok(&e.cli(&["run", "teardown", "--input", &td, "--dry-run", "--json"]));
+    let planned: Vec<&str> = plan["delete"].as_array().unwrap().iter().filter_map(|d| d["id"].as_str()).collect();
+    for id in ran.volumes.iter().chain(&ran.interfaces).chain([&ran.snapshot]) {
+        assert!(planned.contains(&id.as_str()), "--dry-run lists {id}: {plan:#}");
+    }
+    let out = ok(&e.cli(&["run", "teardown", "--input", &td, "--id", "down"]));
+    let deleted = |kind: &str| -> Vec<String> {
+        out["deleted"][kind].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect()
+    };
+    // The node's own interface (tagged at launch) may still be there when its turn comes: it
+    // goes too. Every one of what the controllers made is named.
+    for (kind, ids) in [("volume", &ran.volumes), ("network-interface", &ran.interfaces)] {
+        for id in ids {
+            assert!(deleted(kind).contains(id), "{kind} {id} deleted: {out:#}");
+        }
+    }
+    assert_eq!(deleted("snapshot"), vec![ran.snapshot.clone()], "{out:#}");
+    assert_ran_is_gone(&e, "ran-abcde", &ran, "after teardown");
+}
+
+#[test]
+fn a_volume_on_an_instance_that_is_not_the_clusters_pauses_the_teardown_naming_it() {
+    let e = Env::new();
+    let made = hypershift::make(&e.c, "vf-abcde", &["us-east-1a"], Cut::AfterFirstZoneSubnets);
+    let vpc = e.c.create_vpc("10.7.0.0/16");
+    let subnet = e.c.block_on(
+        e.c.ec2.create_subnet().vpc_id(&vpc).cidr_block("10.7.0.0/24").availability_zone("us-east-1a").send(),
+    );
+    let subnet = subnet.unwrap().subnet().unwrap().subnet_id().unwrap().to_string();
+    let theirs = node(&e, "someone-else", &subnet);
+    let vol = volume(&e, Some("vf-abcde"));
+    attach(&e, &vol, &theirs);
+    let td = e.input("td.json", json!({"infraID": "vf-abcde", "region": "us-east-1"}));
+    let out = e.cli(&["run", "teardown", "--input", &td, "--id", "down"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let st = e.s.status("down");
+    assert_eq!(st["state"], "paused", "{st:#}");
+    let why = st.to_string();
+    assert!(why.contains(&vol) && why.contains(&theirs), "{st:#}");
+    assert_eq!(existing(&e, std::slice::from_ref(&vol)), vec![vol.clone()], "the volume is left");
+    let described = e.c.block_on(e.c.ec2.describe_volumes().volume_ids(&vol).send()).unwrap();
+    let attached: Vec<&str> = described.volumes()[0].attachments().iter().filter_map(|a| a.instance_id()).collect();
+    assert_eq!(attached, vec![theirs.as_str()], "still on their instance");
+    assert_eq!(Inventory::read(&e.c, "vf-abcde").vpcs.len(), 1, "nothing after it deleted: {made:?}");
+}
+
+#[test]
+fn a_tagged_resource_of_a_kind_teardown_does_not_delete_pauses_it_naming_its_arn() {
+    let e = Env::new();
+    hypershift::make(&e.c, "lc-abcde", &["us-east-1a"], Cut::AfterVpc);
+    let cgw = e.c.block_on(
+        e.c.ec2
+            .create_customer_gateway()
+            .r#type(aws_sdk_ec2::types::GatewayType::Ipsec1)
+            .public_ip("192.0.2.10")
+            .bgp_asn(65000)
+            .tag_specifications(owned_spec(ResourceType::CustomerGateway, "lc-abcde"))
+            .send(),
+    );
+    let cgw = cgw.unwrap().customer_gateway().unwrap().customer_gateway_id().unwrap().to_string();
+    let td = e.input("td.json", json!({"infraID": "lc-abcde", "region": "us-east-1"}));
+    let plan = ok(&e.cli(&["run", "teardown", "--input", &td, "--dry-run", "--json"]));
+    let left: Vec<&str> = plan["leave"].as_array().unwrap().iter().filter_map(|l| l["id"].as_str()).collect();
+    assert!(left.iter().any(|l| l.ends_with(&format!("customer-gateway/{cgw}"))), "{plan:#}");
+    let out = e.cli(&["run", "teardown", "--input", &td, "--id", "down"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let st = e.s.status("down");
+    assert_eq!(st["state"], "paused", "{st:#}");
+    assert!(st.to_string().contains(&format!("customer-gateway/{cgw}")), "names the ARN: {st:#}");
+    assert_eq!(Inventory::read(&e.c, "lc-abcde").total(), 0, "what it knows is deleted before it pauses");
+    // The operator takes it out of the cluster (deleted or untagged): the retry completes.
+    let key = Tag::builder().key("kubernetes.io/cluster/lc-abcde").build();
+    e.c.block_on(e.c.ec2.delete_tags().resources(&cgw).tags(key).send()).unwrap();
+    let again = e.cli(&["retry", "down"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    assert_eq!(e.s.status("down")["state"], "completed");
+}
+
+/// SIGKILL at every AWS call of the teardown of a cluster that ran (before the call reaches AWS,
+/// or after AWS acted), then the same command again: nothing of the cluster left, bystanders kept.
+fn ran_teardown_sweep(after_aws_acts: bool) {
+    let tag = if after_aws_acts { "a" } else { "b" };
+    let world = || {
+        let e = Env::new();
+        let proxy = Proxy::start(e.moto.port);
+        (e, proxy)
+    };
+    let run = |(e, proxy): &(Env, Proxy), name: &str, kill: Option<u32>| {
+        let infra = format!("{name}-abcde");
+        let made = hypershift::make(&e.c, &infra, &["us-east-1a"], Cut::AfterFirstZoneSubnets);
+        let subnet = made["private-subnet/us-east-1a"].clone();
+        let instance = node(e, &infra, &subnet);
+        let ran = what_it_ran(e, &infra, &subnet, &instance);
+        let td = e.input(&format!("{name}-td.json"), json!({"infraID": infra, "region": "us-east-1"}));
+        let args = ["run", "teardown", "--input", td.as_str(), "--id", name];
+        let fired = kill.is_some_and(|call| e.run_killed_at(proxy, &args, call, after_aws_acts));
+        let out: Value = ok(&e.cli_at(&proxy.endpoint(), &args));
+        assert_eq!(out["infraID"], infra.as_str());
+        assert_ran_is_gone(e, &infra, &ran, &format!("killed at {kill:?}"));
+        fired
+    };
+    let first = world();
+    first.1.reset_counts();
+    run(&first, &format!("clean{tag}"), None);
+    let calls = first.1.total();
+    assert!(calls > 20, "a teardown of a cluster that ran makes dozens of calls, counted {calls}");
+    let (fired, _) =
+        support::sweep::every_call(calls, first, world, |w, call| run(w, &format!("k{call}{tag}"), Some(call)));
+    assert!(fired * 10 >= calls * 9, "{fired} of {calls} kills fired");
+    eprintln!("teardown of a cluster that ran: killed at each of {calls} calls ({tag}): nothing left, bystanders kept");
+}
+
+#[test]
+fn a_teardown_of_a_cluster_that_ran_killed_at_every_aws_call_before_it_reaches_aws_converges() {
+    ran_teardown_sweep(false);
+}
+
+#[test]
+fn a_teardown_of_a_cluster_that_ran_killed_at_every_aws_call_after_aws_acted_converges() {
+    ran_teardown_sweep(true);
+}
