@@ -174,22 +174,7 @@ pub async fn owned_resources(aws: &Aws) -> AwsResult<Vec<Tagged>> {
 }
 
 async fn load_balancers(aws: &Aws) -> AwsResult<Vec<Tagged>> {
-    let mut arns = Vec::new();
-    let mut marker: Option<String> = None;
-    loop {
-        let o = aws
-            .elb
-            .describe_load_balancers()
-            .set_marker(marker.clone())
-            .send()
-            .await
-            .map_err(|e| classify("DescribeLoadBalancers", e))?;
-        arns.extend(o.load_balancers().iter().filter_map(|l| l.load_balancer_arn().map(str::to_string)));
-        marker = o.next_marker().map(str::to_string);
-        if marker.is_none() {
-            break;
-        }
-    }
+    let arns: Vec<String> = elb::list_load_balancers(aws).await?.into_iter().map(|(arn, _)| arn).collect();
     Ok(elb::tags_of(aws, &arns)
         .await?
         .into_iter()

@@ -252,6 +252,13 @@ pub async fn find_load_balancers(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<Strin
 
 /// Load balancers carrying the tag `q`: (ARN, DNS name).
 pub async fn find_with_dns_names(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, String)>> {
+    let all = list_load_balancers(aws).await?;
+    let ours = filter_by_tag(aws, all.iter().map(|(a, _)| a.clone()).collect(), q).await?;
+    Ok(all.into_iter().filter(|(a, _)| ours.contains(a)).collect())
+}
+
+/// Every load balancer of the region: (ARN, DNS name).
+pub(crate) async fn list_load_balancers(aws: &Aws) -> AwsResult<Vec<(String, String)>> {
     let mut all: Vec<(String, String)> = Vec::new();
     let mut marker: Option<String> = None;
     loop {
@@ -269,11 +276,9 @@ pub async fn find_with_dns_names(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(Stri
         );
         marker = o.next_marker().map(str::to_string);
         if marker.is_none() {
-            break;
+            return Ok(all);
         }
     }
-    let ours = filter_by_tag(aws, all.iter().map(|(a, _)| a.clone()).collect(), q).await?;
-    Ok(all.into_iter().filter(|(a, _)| ours.contains(a)).collect())
 }
 
 /// Target groups carrying the tag `q`.

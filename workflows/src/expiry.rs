@@ -98,7 +98,7 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
 }
 
 /// Howard Hinnant's `civil_from_days`: the proleptic Gregorian date of a day count.
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
+pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

@@ -45,6 +45,26 @@ pub const TAGGING: Area = area!(tagging);
 /// The janitor's census of the account's clusters, and teardown's protection check.
 pub const CENSUS: Area = area!(census);
 
+/// Every area, for the checks that run over all of them.
+pub const ALL_AREAS: [Area; 16] = [
+    NETWORK,
+    NAT,
+    ROUTING,
+    SECURITY,
+    ENDPOINTS,
+    PRIVATELINK,
+    ELB,
+    CLASSIC_ELB,
+    COMPUTE,
+    DNS,
+    IAM,
+    RESOURCES,
+    CENSUS,
+    EBS,
+    INTERFACES,
+    TAGGING,
+];
+
 /// What a workflow does in an area.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Use {
@@ -121,24 +141,7 @@ mod tests {
 
     #[test]
     fn every_declared_action_is_service_colon_action() {
-        for area in [
-            NETWORK,
-            NAT,
-            ROUTING,
-            SECURITY,
-            ENDPOINTS,
-            PRIVATELINK,
-            ELB,
-            CLASSIC_ELB,
-            COMPUTE,
-            DNS,
-            IAM,
-            RESOURCES,
-            CENSUS,
-            EBS,
-            INTERFACES,
-            TAGGING,
-        ] {
+        for area in ALL_AREAS {
             for a in area.read.iter().chain(area.write).chain(area.delete) {
                 let (service, action) = a.split_once(':').unwrap();
                 assert!(["ec2", "elasticloadbalancing", "route53", "iam", "sts", "tag"].contains(&service), "{a}");

@@ -202,33 +202,10 @@ fn arn_pattern(service: &str, kind: &str, infra_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{
-        CENSUS, CLASSIC_ELB, COMPUTE, DNS, EBS, ELB, ENDPOINTS, IAM, INTERFACES, NAT, NETWORK, PRIVATELINK, RESOURCES,
-        ROUTING, SECURITY, TAGGING, Use, actions,
-    };
+    use crate::policy::{ALL_AREAS, Use, actions};
 
     fn all_actions() -> BTreeSet<&'static str> {
-        actions(
-            &[
-                NETWORK,
-                NAT,
-                ROUTING,
-                SECURITY,
-                ENDPOINTS,
-                PRIVATELINK,
-                ELB,
-                CLASSIC_ELB,
-                COMPUTE,
-                DNS,
-                IAM,
-                RESOURCES,
-                CENSUS,
-                EBS,
-                INTERFACES,
-                TAGGING,
-            ]
-            .map(|a| (a, Use::Manage)),
-        )
+        actions(&ALL_AREAS.map(|a| (a, Use::Manage)))
     }
 
     #[test]
