@@ -363,15 +363,23 @@ fn teardown_never_repoints_a_foreign_vpc_that_uses_the_clusters_dhcp_options() {
         1,
         "only the provision is journaled"
     );
-    let planned: std::collections::BTreeSet<String> =
-        plan["delete"].as_array().unwrap().iter().map(|p| p["id"].as_str().unwrap().to_string()).collect();
+    // Interfaces left in the cluster's subnets are the cluster's to delete too (moto shows the NAT
+    // gateway's as available there); the inventory does not count them.
+    let planned: std::collections::BTreeSet<String> = plan["delete"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] != "network-interface")
+        .map(|p| p["id"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(planned, before.ids(), "{plan}");
     assert_eq!(plan["delete"].as_array().unwrap().last().unwrap()["kind"], "vpc", "in teardown order: {plan}");
     assert_eq!(plan["blocked"][0]["id"], foreign.as_str(), "{plan}");
     assert_eq!(plan["account"], "123456789012", "{plan}");
     let text = e.cli(&["run", "teardown", "--input", &t, "--dry-run"]);
     assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
-    assert_eq!(stdout(&text).lines().filter(|l| l.trim_start().starts_with("delete ")).count(), planned.len());
+    let listed = plan["delete"].as_array().unwrap().len();
+    assert_eq!(stdout(&text).lines().filter(|l| l.trim_start().starts_with("delete ")).count(), listed);
     assert_eq!(Inventory::read(&e.c, "dhcp-abcde").ids(), before.ids());
 
     let res = e.cli(&["run", "teardown", "--input", &t, "--id", "shared"]);

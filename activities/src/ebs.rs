@@ -73,9 +73,21 @@ pub(crate) fn owners(tags: &[Tag]) -> Vec<(String, String)> {
 }
 
 /// Deletes volume `id`; false if it was gone. Attached to an instance of its own cluster, it is
-/// detached first (and waited for, as a retryable state); attached to another instance, the
-/// delete pauses naming it: a volume in someone else's use is not the teardown's to take.
+/// detached first and waited for (in place for up to 30 s, then as a retryable state); attached
+/// to another instance, the delete pauses naming it: a volume in someone else's use is not the
+/// teardown's to take.
 pub async fn delete_volume(aws: &Aws, id: &str) -> AwsResult<bool> {
+    crate::consistency::retry_in_place(
+        || delete_volume_once(aws, id),
+        |e| e.retryable && !e.operator,
+        std::time::Duration::from_secs(30),
+        std::time::Duration::from_millis(250),
+        std::time::Duration::from_secs(4),
+    )
+    .await
+}
+
+async fn delete_volume_once(aws: &Aws, id: &str) -> AwsResult<bool> {
     let out = aws.ec2.describe_volumes().volume_ids(id).send().await.map_err(|e| classify("DescribeVolumes", e));
     let volume = match out {
         Ok(o) => match o.volumes().first() {
