@@ -221,7 +221,9 @@ impl SweepSchedule {
             return Err(Failure::usage("--sweep-every must be at least 1s"));
         }
         for r in &regions {
-            infraflow_workflows::check_region(r).map_err(|e| Failure::usage(format!("--sweep-region {e}")))?;
+            infraflow_workflows::check_region(r).map_err(|_| {
+                Failure::usage(format!("--sweep-region {r:?} is not an AWS region name (like us-east-1)"))
+            })?;
         }
         Ok(Some(SweepSchedule { every, regions }))
     }

@@ -118,7 +118,8 @@ fn checked_regions(regions: &[String]) -> Result<Vec<String>, Failure> {
         return Err(Failure::usage("sweep needs --region REGION (repeatable): the regions whose clusters to sweep"));
     }
     for r in regions {
-        infraflow_workflows::check_region(r).map_err(|e| Failure::usage(format!("--region {e}")))?;
+        infraflow_workflows::check_region(r)
+            .map_err(|_| Failure::usage(format!("--region {r:?} is not an AWS region name (like us-east-1)")))?;
     }
     let mut seen = BTreeSet::new();
     Ok(regions.iter().filter(|r| seen.insert(r.as_str())).cloned().collect())
