@@ -183,8 +183,8 @@ async fn load_balancers(aws: &Aws) -> AwsResult<Vec<Tagged>> {
         .collect())
 }
 
-/// Private zones' tags are read one zone a call, so only zones whose comment or name could be a
-/// cluster's are worth it: every private zone is read (a person's zone tagged owned counts too).
+/// Every private zone's tags, a call a zone (a zone a person tagged owned counts as the cluster's
+/// too, as HyperShift's own lookups count it).
 async fn private_zones(aws: &Aws) -> AwsResult<Vec<Tagged>> {
     let mut found = Vec::new();
     for z in dns::private_zones(aws).await? {
