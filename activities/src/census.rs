@@ -9,7 +9,7 @@ use aws_sdk_ec2::types::Tag;
 use crate::client::Aws;
 use crate::error::{AwsResult, classify};
 use crate::resources::Kind;
-use crate::tags::{OWNED, OWNERSHIP_PREFIX, PROTECTION_TAG, REGION_TAG, filter};
+use crate::tags::{OWNED, OWNERSHIP_PREFIX, PROTECTION_TAG, REGION_TAG, filter, ownership_pairs};
 use crate::{dns, elb, iam};
 
 /// The IAM actions of the census and the protection check (all reads).
@@ -27,7 +27,7 @@ pub const IAM_READ: &[&str] = &[
     "elasticloadbalancing:DescribeLoadBalancers",
     "elasticloadbalancing:DescribeTags",
     "route53:ListHostedZones",
-    "route53:ListTagsForResource",
+    "route53:ListTagsForResources",
     "iam:ListRoles",
     "iam:GetRole",
     "iam:GetInstanceProfile",
@@ -70,7 +70,7 @@ fn ec2_pairs(tags: &[Tag]) -> Vec<(String, String)> {
 }
 
 fn owned(tags: &[(String, String)]) -> bool {
-    tags.iter().any(|(k, v)| v == OWNED && k.starts_with(OWNERSHIP_PREFIX))
+    !ownership_pairs(tags).is_empty()
 }
 
 /// Follows an EC2 describe's `NextToken` pages, collecting `(id, tags)` of each page.
@@ -183,22 +183,19 @@ async fn load_balancers(aws: &Aws) -> AwsResult<Vec<Tagged>> {
         .collect())
 }
 
-/// Every private zone's tags, a call a zone (a zone a person tagged owned counts as the cluster's
-/// too, as HyperShift's own lookups count it).
+/// Every private zone carrying an ownership tag (tags read ten zones a call).
 async fn private_zones(aws: &Aws) -> AwsResult<Vec<Tagged>> {
-    let mut found = Vec::new();
-    for z in dns::private_zones(aws).await? {
-        let id = z.id().rsplit('/').next().unwrap_or_default().to_string();
-        let Some(tags) = dns::zone_tags(aws, &id).await? else { continue };
-        let tags: Vec<(String, String)> = tags
-            .iter()
-            .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
-            .collect();
-        if owned(&tags) {
-            found.push(Tagged { kind: "hosted-zone", id, tags, regional: false });
-        }
-    }
-    Ok(found)
+    let ids: Vec<String> = dns::private_zones(aws)
+        .await?
+        .iter()
+        .map(|z| z.id().rsplit('/').next().unwrap_or_default().to_string())
+        .collect();
+    Ok(dns::tags_of_zones(aws, &ids)
+        .await?
+        .into_iter()
+        .filter(|(_, tags)| owned(tags))
+        .map(|(id, tags)| Tagged { kind: "hosted-zone", id, tags, regional: false })
+        .collect())
 }
 
 fn iam_pairs(tags: &[aws_sdk_iam::types::Tag]) -> Vec<(String, String)> {
@@ -232,40 +229,14 @@ async fn iam_resources(aws: &Aws) -> AwsResult<Vec<Tagged>> {
     Ok(found)
 }
 
-/// The tags of one IAM resource; None if it is gone (or not IAM).
+/// The tags of one IAM resource, read as the IAM lookups read them; None if it is gone (or not IAM).
 async fn iam_tags(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Option<Vec<(String, String)>>> {
-    let r = match kind {
-        Kind::IamRole => aws
-            .iam
-            .get_role()
-            .role_name(id)
-            .send()
-            .await
-            .map(|o| o.role().map(|r| iam_pairs(r.tags())).unwrap_or_default())
-            .map_err(|e| classify("GetRole", e)),
-        Kind::InstanceProfile => aws
-            .iam
-            .get_instance_profile()
-            .instance_profile_name(id)
-            .send()
-            .await
-            .map(|o| o.instance_profile().map(|p| iam_pairs(p.tags())).unwrap_or_default())
-            .map_err(|e| classify("GetInstanceProfile", e)),
-        Kind::OidcProvider => aws
-            .iam
-            .get_open_id_connect_provider()
-            .open_id_connect_provider_arn(id)
-            .send()
-            .await
-            .map(|o| iam_pairs(o.tags()))
-            .map_err(|e| classify("GetOpenIDConnectProvider", e)),
-        _ => return Ok(None),
-    };
-    match r {
-        Ok(tags) => Ok(Some(tags)),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
+    Ok(match kind {
+        Kind::IamRole => iam::get_role(aws, id).await?.map(|r| iam_pairs(&r.tags)),
+        Kind::InstanceProfile => iam::get_instance_profile(aws, id).await?.map(|p| iam_pairs(&p.tags)),
+        Kind::OidcProvider => iam::oidc_provider_tags(aws, id).await?.map(|t| iam_pairs(&t)),
+        _ => None,
+    })
 }
 
 /// The first resource of `inventory` (what a teardown found to delete) that carries
@@ -284,10 +255,9 @@ pub async fn first_protected(aws: &Aws, inventory: &BTreeMap<Kind, Vec<String>>)
                 }
             }
             Kind::HostedZone => {
-                for zone in ids {
-                    let tags = dns::zone_tags(aws, zone).await?.unwrap_or_default();
-                    if tags.iter().any(|t| t.key() == Some(PROTECTION_TAG)) {
-                        return Ok(Some((*kind, zone.clone())));
+                for (zone, tags) in dns::tags_of_zones(aws, ids).await? {
+                    if protected(&tags) {
+                        return Ok(Some((*kind, zone)));
                     }
                 }
             }

@@ -206,3 +206,20 @@ pub async fn terminate_instance(aws: &Aws, instance_id: &str) -> AwsResult<bool>
     .await?;
     Ok(acted)
 }
+
+/// Whether instance `id` belongs to one of the clusters `owners` names (shares one of its ownership
+/// tags); None if it is gone. What a delete asks before it takes a volume or an interface off an
+/// instance: the cluster's own instance may be detached from, anyone else's never.
+pub(crate) async fn instance_shares_owner(aws: &Aws, id: &str, owners: &[(String, String)]) -> AwsResult<Option<bool>> {
+    let described =
+        aws.ec2.describe_instances().instance_ids(id).send().await.map_err(|e| classify("DescribeInstances", e));
+    let found = match described {
+        Ok(o) => o.reservations().iter().flat_map(|r| r.instances()).next().cloned(),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(e),
+    };
+    Ok(found.map(|i| {
+        let theirs = crate::adopt::pairs(i.tags());
+        owners.iter().any(|o| theirs.contains(o))
+    }))
+}

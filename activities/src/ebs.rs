@@ -2,13 +2,13 @@
 //! found by the cluster's ownership tag, a volume detached first when the instance holding it is
 //! the cluster's, and deleted. A volume on someone else's instance pauses, naming it.
 
-use aws_sdk_ec2::types::{Tag, VolumeAttachmentState, VolumeState};
+use aws_sdk_ec2::types::{VolumeAttachmentState, VolumeState};
 
 use crate::adopt::pairs;
 use crate::client::Aws;
 use crate::error::{AwsError, AwsResult, classify};
 use crate::network::gone_ok;
-use crate::tags::{OWNED, OWNERSHIP_PREFIX, TagQuery};
+use crate::tags::{TagQuery, ownership_pairs};
 
 /// The IAM actions this file's lookups call.
 pub const IAM_READ: &[&str] = &["ec2:DescribeVolumes", "ec2:DescribeSnapshots", "ec2:DescribeInstances"];
@@ -67,11 +67,6 @@ pub async fn find_snapshots(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
     }
 }
 
-/// The ownership tags (`kubernetes.io/cluster/<id>=owned`) among `tags`.
-pub(crate) fn owners(tags: &[Tag]) -> Vec<(String, String)> {
-    pairs(tags).into_iter().filter(|(k, v)| k.starts_with(OWNERSHIP_PREFIX) && v == OWNED).collect()
-}
-
 /// Deletes volume `id`; false if it was gone. Attached to an instance of its own cluster, it is
 /// detached first and waited for (in place for up to 30 s, then as a retryable state); attached
 /// to another instance, the delete pauses naming it: a volume in someone else's use is not the
@@ -100,7 +95,7 @@ async fn delete_volume_once(aws: &Aws, id: &str) -> AwsResult<bool> {
     if matches!(volume.state(), Some(VolumeState::Deleted | VolumeState::Deleting)) {
         return Ok(false);
     }
-    let ours = owners(volume.tags());
+    let ours = ownership_pairs(&pairs(volume.tags()));
     let held: Vec<&str> = volume
         .attachments()
         .iter()
@@ -108,30 +103,20 @@ async fn delete_volume_once(aws: &Aws, id: &str) -> AwsResult<bool> {
         .filter_map(|a| a.instance_id())
         .collect();
     for instance in held {
-        let described = aws
-            .ec2
-            .describe_instances()
-            .instance_ids(instance)
-            .send()
-            .await
-            .map_err(|e| classify("DescribeInstances", e));
-        let found = match described {
-            Ok(o) => o.reservations().iter().flat_map(|r| r.instances()).next().cloned(),
-            Err(e) if e.is_not_found() => None,
-            Err(e) => return Err(e),
-        };
-        let Some(found) = found else { continue };
-        let theirs = pairs(found.tags());
-        if !ours.iter().any(|o| theirs.contains(o)) {
-            return Err(AwsError {
-                operator: true,
-                ..AwsError::terminal(
-                    "DetachVolume",
-                    format!(
-                        "volume {id} is attached to instance {instance}, which is not its cluster's: it is left; detach it from that instance (or delete it yourself), then `infraflow retry`"
-                    ),
-                )
-            });
+        match crate::compute::instance_shares_owner(aws, instance, &ours).await? {
+            None => continue,
+            Some(true) => {}
+            Some(false) => {
+                return Err(AwsError {
+                    operator: true,
+                    ..AwsError::terminal(
+                        "DetachVolume",
+                        format!(
+                            "volume {id} is attached to instance {instance}, which is not its cluster's: it is left; detach it from that instance (or delete it yourself), then `infraflow retry`"
+                        ),
+                    )
+                });
+            }
         }
         let r = aws.ec2.detach_volume().volume_id(id).instance_id(instance).force(true).send().await;
         match r.map_err(|e| classify("DetachVolume", e)) {

@@ -162,14 +162,14 @@ pub async fn ensure_role(
     Ok(arn)
 }
 
-struct Role {
+pub(crate) struct Role {
     arn: String,
-    tags: Vec<Tag>,
+    pub(crate) tags: Vec<Tag>,
     /// The trust policy as IAM returns it (URL-encoded JSON).
     trust: String,
 }
 
-async fn get_role(aws: &Aws, name: &str) -> AwsResult<Option<Role>> {
+pub(crate) async fn get_role(aws: &Aws, name: &str) -> AwsResult<Option<Role>> {
     match aws.iam.get_role().role_name(name).send().await.map_err(|e| classify("GetRole", e)) {
         Ok(out) => {
             let role = out.role().ok_or_else(|| missing("GetRole", "role"))?;
@@ -279,13 +279,13 @@ pub async fn ensure_instance_profile(aws: &Aws, id: &Identity, name: &str, role:
     Ok(arn)
 }
 
-struct Profile {
+pub(crate) struct Profile {
     arn: String,
     roles: Vec<String>,
-    tags: Vec<Tag>,
+    pub(crate) tags: Vec<Tag>,
 }
 
-async fn get_instance_profile(aws: &Aws, name: &str) -> AwsResult<Option<Profile>> {
+pub(crate) async fn get_instance_profile(aws: &Aws, name: &str) -> AwsResult<Option<Profile>> {
     let r = aws
         .iam
         .get_instance_profile()
@@ -426,7 +426,7 @@ pub(crate) async fn list_oidc_providers(aws: &Aws) -> AwsResult<Vec<String>> {
     Ok(out.open_id_connect_provider_list().iter().filter_map(|p| p.arn().map(str::to_string)).collect())
 }
 
-async fn oidc_provider_tags(aws: &Aws, arn: &str) -> AwsResult<Option<Vec<Tag>>> {
+pub(crate) async fn oidc_provider_tags(aws: &Aws, arn: &str) -> AwsResult<Option<Vec<Tag>>> {
     let r = aws
         .iam
         .get_open_id_connect_provider()

@@ -6,10 +6,9 @@ use aws_sdk_ec2::types::NetworkInterfaceStatus;
 
 use crate::adopt::pairs;
 use crate::client::Aws;
-use crate::ebs::owners;
 use crate::error::{AwsError, AwsResult, classify};
 use crate::network::{find_subnets, gone_ok};
-use crate::tags::{TagQuery, filter};
+use crate::tags::{TagQuery, filter, ownership_pairs};
 
 /// The IAM actions this file's lookups call.
 pub const IAM_READ: &[&str] = &["ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets", "ec2:DescribeInstances"];
@@ -19,7 +18,8 @@ pub const IAM_WRITE: &[&str] = &[];
 pub const IAM_DELETE: &[&str] = &["ec2:DeleteNetworkInterface"];
 
 /// Interfaces carrying the tag `q`; with `subnets_of`, also those left `available` (attached to
-/// nothing) in the subnets carrying that tag — what a controller made and never tagged.
+/// nothing) in the subnets carrying that tag and carrying no cluster's ownership tag — what a
+/// controller made and never tagged.
 pub async fn find_interfaces(aws: &Aws, q: &TagQuery, subnets_of: Option<&TagQuery>) -> AwsResult<Vec<String>> {
     let mut ids = Vec::new();
     let mut token: Option<String> = None;
@@ -58,9 +58,12 @@ pub async fn find_interfaces(aws: &Aws, q: &TagQuery, subnets_of: Option<&TagQue
         ids.extend(
             out.network_interfaces()
                 .iter()
+                // Only what nobody claims: one tagged as another cluster's is that cluster's to
+                // delete (it then keeps the subnet, and the teardown pauses naming it).
                 .filter(|n| {
                     matches!(n.status(), Some(NetworkInterfaceStatus::Available))
                         && n.subnet_id().is_some_and(|s| chunk.contains(&s))
+                        && ownership_pairs(&pairs(n.tag_set())).is_empty()
                 })
                 .filter_map(|n| n.network_interface_id().map(str::to_string)),
         );
@@ -90,22 +93,8 @@ pub async fn delete_interface(aws: &Aws, id: &str) -> AwsResult<bool> {
         Err(e) => return Err(e),
     };
     if let Some(instance) = eni.attachment().and_then(|a| a.instance_id()).filter(|_| !is_available(&eni)) {
-        let described = aws
-            .ec2
-            .describe_instances()
-            .instance_ids(instance)
-            .send()
-            .await
-            .map_err(|e| classify("DescribeInstances", e));
-        let tags = match described {
-            Ok(o) => o.reservations().iter().flat_map(|r| r.instances()).next().map(|i| pairs(i.tags())),
-            Err(e) if e.is_not_found() => None,
-            Err(e) => return Err(e),
-        };
-        let ours = owners(eni.tag_set());
-        if let Some(theirs) = tags
-            && !ours.iter().any(|o| theirs.contains(o))
-        {
+        let ours = ownership_pairs(&pairs(eni.tag_set()));
+        if crate::compute::instance_shares_owner(aws, instance, &ours).await? == Some(false) {
             return Err(AwsError {
                 operator: true,
                 ..AwsError::terminal(

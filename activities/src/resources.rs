@@ -78,6 +78,32 @@ impl Kind {
         Kind::OidcProvider,
     ];
 
+    /// The service and resource type of this kind's ARNs (`ec2:vpc`), as the tagging API lists them.
+    pub fn arn_type(self) -> &'static str {
+        match self {
+            Kind::Instance => "ec2:instance",
+            Kind::Volume => "ec2:volume",
+            Kind::Snapshot => "ec2:snapshot",
+            Kind::NetworkInterface => "ec2:network-interface",
+            Kind::VpcEndpoint => "ec2:vpc-endpoint",
+            Kind::EndpointService => "ec2:vpc-endpoint-service",
+            Kind::NatGateway => "ec2:natgateway",
+            Kind::ElasticIp => "ec2:elastic-ip",
+            Kind::RouteTable => "ec2:route-table",
+            Kind::SecurityGroup => "ec2:security-group",
+            Kind::Subnet => "ec2:subnet",
+            Kind::InternetGateway => "ec2:internet-gateway",
+            Kind::DhcpOptions => "ec2:dhcp-options",
+            Kind::Vpc => "ec2:vpc",
+            Kind::ClassicLoadBalancer | Kind::LoadBalancer => "elasticloadbalancing:loadbalancer",
+            Kind::TargetGroup => "elasticloadbalancing:targetgroup",
+            Kind::HostedZone => "route53:hostedzone",
+            Kind::InstanceProfile => "iam:instance-profile",
+            Kind::IamRole => "iam:role",
+            Kind::OidcProvider => "iam:oidc-provider",
+        }
+    }
+
     /// What a running cluster's controllers make, and infraflow never does.
     pub fn left_by_a_running_cluster(self) -> bool {
         matches!(self, Kind::Volume | Kind::Snapshot | Kind::NetworkInterface)

@@ -4,38 +4,13 @@
 
 use crate::client::Aws;
 use crate::error::{AwsResult, classify};
+use crate::resources::Kind;
 use crate::tags::{OWNED, ownership_key};
 
 /// The IAM actions this file calls.
 pub const IAM_READ: &[&str] = &["tag:GetResources"];
 pub const IAM_WRITE: &[&str] = &[];
 pub const IAM_DELETE: &[&str] = &[];
-
-/// The ARN resource types (`<service>:<type>`) teardown finds and deletes itself: the tagging
-/// API lists them for a while after their delete on AWS (it is eventually consistent), and the
-/// discovery rounds before the check are their proof.
-const KNOWN: &[&str] = &[
-    "ec2:instance",
-    "ec2:volume",
-    "ec2:snapshot",
-    "ec2:network-interface",
-    "ec2:vpc-endpoint",
-    "ec2:vpc-endpoint-service",
-    "ec2:natgateway",
-    "ec2:elastic-ip",
-    "ec2:route-table",
-    "ec2:security-group",
-    "ec2:subnet",
-    "ec2:internet-gateway",
-    "ec2:dhcp-options",
-    "ec2:vpc",
-    "elasticloadbalancing:loadbalancer",
-    "elasticloadbalancing:targetgroup",
-    "route53:hostedzone",
-    "iam:role",
-    "iam:instance-profile",
-    "iam:oidc-provider",
-];
 
 /// `ec2:vpc` of `arn:aws:ec2:us-east-1:123:vpc/vpc-1`; `s3:` of a bucket (no type).
 fn service_and_type(arn: &str) -> String {
@@ -46,9 +21,12 @@ fn service_and_type(arn: &str) -> String {
     format!("{service}:{kind}")
 }
 
-/// Whether teardown deletes resources of `arn`'s kind itself.
+/// Whether teardown finds and deletes resources of `arn`'s kind itself: those the tagging API
+/// lists for a while after their delete on AWS (it is eventually consistent), and whose proof is
+/// the discovery rounds before the check.
 pub fn known(arn: &str) -> bool {
-    KNOWN.contains(&service_and_type(arn).as_str())
+    let t = service_and_type(arn);
+    Kind::TEARDOWN_ORDER.iter().any(|k| k.arn_type() == t)
 }
 
 /// The ARNs of every resource of the region that carries `kubernetes.io/cluster/<infra>=owned`.

@@ -43,6 +43,11 @@ pub fn ownership_key(infra_id: &str) -> String {
     format!("{OWNERSHIP_PREFIX}{infra_id}")
 }
 
+/// The ownership tags (`kubernetes.io/cluster/<infraID>=owned`) among `tags`: whose resource it is.
+pub fn ownership_pairs(tags: &[(String, String)]) -> Vec<(String, String)> {
+    tags.iter().filter(|(k, v)| k.starts_with(OWNERSHIP_PREFIX) && v == OWNED).cloned().collect()
+}
+
 /// Who a resource belongs to and what it is: everything needed to tag it and to find it again.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

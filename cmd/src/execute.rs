@@ -54,7 +54,7 @@ pub async fn submit(db: &Location, args: &SubmitArgs) -> CmdResult {
     }
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
-    refuse_protected_teardown(&submission).await?;
+    refuse_protected_teardown(db, &submission).await?;
     let engine = open_engine(db, registry, tracing_observer())?;
     let submitted = engine.submit(submission).await?;
     println!("{}", submitted.id);
@@ -67,7 +67,7 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
     }
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
-    refuse_protected_teardown(&submission).await?;
+    refuse_protected_teardown(db, &submission).await?;
     if let Some(file) = &args.output_file {
         check_output_file(file)?;
     }
@@ -84,8 +84,10 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
 
 /// A teardown of a protected cluster (`infraflow.io/do-not-delete` on any of its resources) is
 /// bad input: exit 2 naming the resource, nothing journaled. Read from AWS, where the tag is.
-async fn refuse_protected_teardown(submission: &Submission) -> Result<(), Failure> {
-    if submission.workflow != "teardown" {
+/// Not read again for a teardown this journal already holds (`run --id` resuming it): its own
+/// discovery reads the tag before every round of deletes, and pauses on it.
+async fn refuse_protected_teardown(db: &Location, submission: &Submission) -> Result<(), Failure> {
+    if submission.workflow != "teardown" || already_journaled(db, submission.id.as_deref()) {
         return Ok(());
     }
     let field = |k: &str| submission.input[k].as_str().unwrap_or_default().to_string();
@@ -97,6 +99,18 @@ async fn refuse_protected_teardown(submission: &Submission) -> Result<(), Failur
             "cannot check whether cluster {infra} is protected (infraflow.io/do-not-delete): {e}; nothing was submitted"
         ))),
     }
+}
+
+/// Whether the journal at `db` holds workflow `id`, read without creating or changing anything
+/// (an unreadable journal counts as not: the caller then checks AWS, the safe way).
+fn already_journaled(db: &Location, id: Option<&str>) -> bool {
+    let Some(id) = id else { return false };
+    if let Location::Sqlite(path) = db
+        && !path.exists()
+    {
+        return false;
+    }
+    Journal::open_read_only_at(db).ok().and_then(|j| j.row(id).ok().flatten()).is_some()
 }
 
 /// Before anything runs: a file the output can be written to (its folder exists, it is not a

@@ -194,7 +194,7 @@ async fn adopt_hypershift_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &st
 }
 
 /// The tags of zone `zone`; None if it is gone.
-pub(crate) async fn zone_tags(aws: &Aws, zone: &str) -> AwsResult<Option<Vec<Tag>>> {
+async fn zone_tags(aws: &Aws, zone: &str) -> AwsResult<Option<Vec<Tag>>> {
     let out = within_rate(|| async {
         aws.r53
             .list_tags_for_resource()
@@ -311,26 +311,55 @@ pub async fn find_owned_zones(aws: &Aws, infra_id: &str, vpcs: &[String]) -> Aws
         }
     }
     let key = ownership_key(infra_id);
-    for chunk in candidates.chunks(10) {
+    for (id, tags) in tags_of_zones(aws, &candidates).await? {
+        if tags.iter().any(|(k, v)| *k == key && v == OWNED) {
+            owned.push(id);
+        }
+    }
+    Ok(owned)
+}
+
+/// The tags of zones `ids`, ten a call (ListTagsForResources); a zone deleted since it was listed
+/// is left out (AWS then answers for none of its ten, which are asked again one by one).
+pub(crate) async fn tags_of_zones(aws: &Aws, ids: &[String]) -> AwsResult<Vec<(String, Vec<(String, String)>)>> {
+    let ten = |chunk: Vec<String>| async move {
         let out = within_rate(|| async {
             aws.r53
                 .list_tags_for_resources()
                 .resource_type(TagResourceType::Hostedzone)
-                .set_resource_ids(Some(chunk.to_vec()))
+                .set_resource_ids(Some(chunk.clone()))
                 .send()
                 .await
                 .map_err(|e| classify("ListTagsForResources", e))
         })
         .await?;
-        for set in out.resource_tag_sets() {
-            if set.tags().iter().any(|t| t.key() == Some(key.as_str()) && t.value() == Some("owned"))
-                && let Some(id) = set.resource_id()
-            {
-                owned.push(bare(id));
+        Ok::<_, crate::error::AwsError>(
+            out.resource_tag_sets()
+                .iter()
+                .filter_map(|set| {
+                    let tags = set.tags().iter().filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string())));
+                    Some((bare(set.resource_id()?), tags.collect()))
+                })
+                .collect::<Vec<_>>(),
+        )
+    };
+    let mut out = Vec::new();
+    for chunk in ids.chunks(10) {
+        match ten(chunk.to_vec()).await {
+            Ok(t) => out.extend(t),
+            Err(e) if e.is_not_found() => {
+                for id in chunk {
+                    match ten(vec![id.clone()]).await {
+                        Ok(t) => out.extend(t),
+                        Err(e) if e.is_not_found() => {}
+                        Err(e) => return Err(e),
+                    }
+                }
             }
+            Err(e) => return Err(e),
         }
     }
-    Ok(owned)
+    Ok(out)
 }
 
 /// The private zones associated with a VPC (ListHostedZonesByVPC, every page).

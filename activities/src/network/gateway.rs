@@ -125,10 +125,7 @@ pub async fn delete_internet_gateway(aws: &Aws, igw_id: &str) -> AwsResult<bool>
         if vpcs.is_empty() {
             continue;
         }
-        let owners: Vec<(String, String)> = crate::adopt::pairs(g.tags())
-            .into_iter()
-            .filter(|(k, v)| k.starts_with(crate::tags::OWNERSHIP_PREFIX) && v == crate::tags::OWNED)
-            .collect();
+        let owners = crate::tags::ownership_pairs(&crate::adopt::pairs(g.tags()));
         let described = aws
             .ec2
             .describe_vpcs()
