@@ -1,7 +1,8 @@
 //! The teardown of a cluster that ran: what its controllers made in the account — EBS volumes
 //! (one still attached to its node), a snapshot, network interfaces left available in its subnet
-//! (tagged, and untagged) — goes with it; another cluster's volume, an untagged volume and
-//! snapshot stay. A volume on an instance that is not the cluster's pauses the teardown naming
+//! (tagged, and untagged), the image registry's versioned bucket full of object versions and
+//! delete markers — goes with it; another cluster's volume and bucket, an untagged volume and
+//! snapshot, a bucket with the registry's name but not the cluster's tag stay. A volume on an instance that is not the cluster's pauses the teardown naming
 //! it. And the teardown killed at every AWS call, before and after AWS acted, converges.
 
 mod support;
@@ -27,6 +28,43 @@ struct Ran {
     interfaces: Vec<String>,
     /// Bystanders: another cluster's volume, an untagged volume, an untagged snapshot.
     kept: Vec<String>,
+    /// The registry's bucket (versioned, with objects).
+    bucket: String,
+    /// Bystander buckets: another cluster's registry, one with this cluster's prefix but untagged.
+    kept_buckets: Vec<String>,
+}
+
+/// A registry bucket as the image registry operator makes one: versioned, tagged owned by
+/// `tagged_for`, holding layers overwritten and deleted (versions and a delete marker).
+fn registry_bucket(e: &Env, name: &str, tagged_for: Option<&str>) -> String {
+    use aws_sdk_s3::types::{BucketVersioningStatus, Tag as S3Tag, Tagging, VersioningConfiguration};
+    let s3 = &e.c.s3;
+    e.c.block_on(s3.create_bucket().bucket(name).send()).unwrap();
+    let on = VersioningConfiguration::builder().status(BucketVersioningStatus::Enabled).build();
+    e.c.block_on(s3.put_bucket_versioning().bucket(name).versioning_configuration(on).send()).unwrap();
+    if let Some(infra) = tagged_for {
+        let tag = S3Tag::builder().key(format!("kubernetes.io/cluster/{infra}")).value("owned").build().unwrap();
+        let tagging = Tagging::builder().tag_set(tag).build().unwrap();
+        e.c.block_on(s3.put_bucket_tagging().bucket(name).tagging(tagging).send()).unwrap();
+    }
+    for (key, body) in
+        [("docker/registry/v2/blobs/a", "1"), ("docker/registry/v2/blobs/a", "2"), ("docker/registry/v2/blobs/b", "3")]
+    {
+        let put = s3
+            .put_object()
+            .bucket(name)
+            .key(key)
+            .body(aws_sdk_s3::primitives::ByteStream::from_static(body.as_bytes()));
+        e.c.block_on(put.send()).unwrap();
+    }
+    e.c.block_on(s3.delete_object().bucket(name).key("docker/registry/v2/blobs/b").send()).unwrap();
+    name.to_string()
+}
+
+/// The account's bucket names.
+fn buckets(e: &Env) -> Vec<String> {
+    let out = e.c.block_on(e.c.s3.list_buckets().send()).unwrap();
+    out.buckets().iter().filter_map(|b| b.name().map(str::to_string)).collect()
 }
 
 /// A node of `infra` in `subnet` (tagged owned), as its node pool would run it.
@@ -84,11 +122,16 @@ fn what_it_ran(e: &Env, infra: &str, subnet: &str, instance: &str) -> Ran {
     let other = volume(e, Some("someone-else"));
     let untagged = volume(e, None);
     let untagged_snap = snapshot(e, &untagged, None);
+    let bucket = registry_bucket(e, &format!("{infra}-image-registry-us-east-1-0a1b2c"), Some(infra));
+    let theirs = registry_bucket(e, &format!("x{infra}-image-registry-us-east-1-0a1b2c"), Some(&format!("x{infra}")));
+    let untagged_bucket = registry_bucket(e, &format!("{infra}-image-registry-us-east-1-notours"), None);
     Ran {
         volumes: vec![free, held],
         snapshot: snap,
         interfaces: vec![tagged_eni, left_eni],
         kept: vec![other, untagged, untagged_snap],
+        bucket,
+        kept_buckets: vec![theirs, untagged_bucket],
     }
 }
 
@@ -110,12 +153,17 @@ fn assert_ran_is_gone(e: &Env, infra: &str, ran: &Ran, what: &str) {
     theirs.extend(ran.interfaces.clone());
     assert_eq!(existing(e, &theirs), Vec::<String>::new(), "{what}: the cluster's volumes, snapshot, interfaces");
     assert_eq!(existing(e, &ran.kept), ran.kept, "{what}: bystanders untouched");
+    let buckets = buckets(e);
+    assert!(!buckets.contains(&ran.bucket), "{what}: the registry's bucket is gone: {buckets:?}");
+    for kept in &ran.kept_buckets {
+        assert!(buckets.contains(kept), "{what}: bystander bucket {kept} kept: {buckets:?}");
+    }
     let inv = Inventory::read(&e.c, infra);
     assert_eq!(inv.total(), 0, "{what}: {:?}", inv.counts());
 }
 
 #[test]
-fn teardown_of_a_cluster_that_ran_removes_its_volumes_snapshots_and_interfaces_and_nothing_else() {
+fn teardown_of_a_cluster_that_ran_removes_its_volumes_snapshots_interfaces_and_registry_bucket_and_nothing_else() {
     let e = Env::new();
     let p = e.input(
         "p.json",
@@ -135,9 +183,11 @@ fn teardown_of_a_cluster_that_ran_removes_its_volumes_snapshots_and_interfaces_a
     let td = e.input("td.json", json!({"infraID": "ran-abcde", "region": "us-east-1"}));
     let plan = ok(&e.cli(&["run", "teardown", "--input", &td, "--dry-run", "--json"]));
     let planned: Vec<&str> = plan["delete"].as_array().unwrap().iter().filter_map(|d| d["id"].as_str()).collect();
-    for id in ran.volumes.iter().chain(&ran.interfaces).chain([&ran.snapshot]) {
+    for id in ran.volumes.iter().chain(&ran.interfaces).chain([&ran.snapshot, &ran.bucket]) {
         assert!(planned.contains(&id.as_str()), "--dry-run lists {id}: {plan:#}");
     }
+    let left: Vec<&str> = plan["leave"].as_array().unwrap().iter().filter_map(|l| l["id"].as_str()).collect();
+    assert_eq!(left, vec![ran.kept_buckets[1].as_str()], "--dry-run names the untagged bucket it leaves: {plan:#}");
     let out = ok(&e.cli(&["run", "teardown", "--input", &td, "--id", "down"]));
     let deleted = |kind: &str| -> Vec<String> {
         out["deleted"][kind].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect()
@@ -150,6 +200,9 @@ fn teardown_of_a_cluster_that_ran_removes_its_volumes_snapshots_and_interfaces_a
         }
     }
     assert_eq!(deleted("snapshot"), vec![ran.snapshot.clone()], "{out:#}");
+    assert_eq!(deleted("registry-bucket"), vec![ran.bucket.clone()], "{out:#}");
+    assert_eq!(out["left"][0]["id"], ran.kept_buckets[1].as_str(), "the output names the bucket it left: {out:#}");
+    assert!(out["left"][0]["reason"].as_str().unwrap().contains("not tagged"), "{out:#}");
     assert_ran_is_gone(&e, "ran-abcde", &ran, "after teardown");
 }
 

@@ -268,6 +268,13 @@ pub async fn first_protected(aws: &Aws, inventory: &BTreeMap<Kind, Vec<String>>)
                     }
                 }
             }
+            Kind::RegistryBucket => {
+                for name in ids {
+                    if crate::s3::bucket_tags(aws, name).await?.is_some_and(|t| protected(&t)) {
+                        return Ok(Some((*kind, name.clone())));
+                    }
+                }
+            }
             // Made by the cluster's cloud provider, read and deleted by name: not tagged by people.
             Kind::ClassicLoadBalancer => {}
             _ => ec2_ids.extend(ids.iter().map(|id| (*kind, id))),

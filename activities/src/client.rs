@@ -25,6 +25,8 @@ pub struct Aws {
     pub iam: aws_sdk_iam::Client,
     /// What still carries a tag, whatever its service (a teardown's last check).
     pub tagging: aws_sdk_resourcegroupstagging::Client,
+    /// The image registry's bucket of a cluster that ran (teardown only).
+    pub s3: aws_sdk_s3::Client,
 }
 
 impl Aws {
@@ -107,6 +109,14 @@ impl Aws {
                 aws_sdk_resourcegroupstagging::config::Builder::from(&conf)
                     .interceptor(CallCounter)
                     .interceptor(tag(Service::Tagging))
+                    .build(),
+            ),
+            s3: aws_sdk_s3::Client::from_conf(
+                aws_sdk_s3::config::Builder::from(&conf)
+                    .interceptor(CallCounter)
+                    .interceptor(tag(Service::S3))
+                    // An endpoint of one's own (an emulator, a proxy) has no per-bucket host names.
+                    .force_path_style(conf.endpoint_url().is_some())
                     .build(),
             ),
         }

@@ -23,6 +23,7 @@ pub mod pacing;
 pub mod privatelink;
 pub mod resources;
 pub mod routing;
+pub mod s3;
 pub mod security;
 pub mod tagging;
 pub mod tags;

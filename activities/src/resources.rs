@@ -7,7 +7,7 @@ use crate::client::Aws;
 use crate::error::AwsResult;
 use crate::tags::{IDENTITY_TAG, TagQuery, owned};
 use crate::{
-    classic_elb, compute, dns, ebs, elb, endpoints, iam, interfaces, nat, network, privatelink, routing, security,
+    classic_elb, compute, dns, ebs, elb, endpoints, iam, interfaces, nat, network, privatelink, routing, s3, security,
 };
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
@@ -27,6 +27,8 @@ pub enum Kind {
     /// (teardown only; infraflow creates none).
     Volume,
     Snapshot,
+    /// The image registry's S3 bucket(s), by name prefix and ownership tag (teardown only).
+    RegistryBucket,
     ClassicLoadBalancer,
     VpcEndpoint,
     EndpointService,
@@ -48,11 +50,13 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const TEARDOWN_ORDER: [Kind; 21] = [
+    pub const TEARDOWN_ORDER: [Kind; 22] = [
         Kind::Instance,
         // After the instances that held them (their own volumes detached as they terminate).
         Kind::Volume,
         Kind::Snapshot,
+        // Needs nothing else gone first, and nothing waits on it.
+        Kind::RegistryBucket,
         Kind::ClassicLoadBalancer,
         Kind::VpcEndpoint,
         Kind::EndpointService,
@@ -84,6 +88,8 @@ impl Kind {
             Kind::Instance => "ec2:instance",
             Kind::Volume => "ec2:volume",
             Kind::Snapshot => "ec2:snapshot",
+            // `arn:aws:s3:::<bucket>`: S3's bucket ARNs name no resource type.
+            Kind::RegistryBucket => "s3:",
             Kind::NetworkInterface => "ec2:network-interface",
             Kind::VpcEndpoint => "ec2:vpc-endpoint",
             Kind::EndpointService => "ec2:vpc-endpoint-service",
@@ -104,9 +110,62 @@ impl Kind {
         }
     }
 
+    /// The kinds whose resources must be gone before one of this kind can be deleted (what holds
+    /// it, or what AWS refuses to delete it under): a teardown deletes each kind as soon as these
+    /// are done, everything else side by side. Each named kind comes earlier in `TEARDOWN_ORDER`.
+    pub fn deleted_after(self) -> &'static [Kind] {
+        use Kind::*;
+        match self {
+            Instance | Snapshot | RegistryBucket | ClassicLoadBalancer | VpcEndpoint | DhcpOptions => &[],
+            // Detached from the cluster's instances as they go (a root volume goes with its instance).
+            Volume => &[Instance],
+            // A service cannot go while endpoints are connected to it.
+            EndpointService => &[VpcEndpoint],
+            // A load balancer behind an endpoint service cannot go while the service exists.
+            LoadBalancer => &[EndpointService],
+            // In use by a load balancer's listener until the load balancer goes.
+            TargetGroup => &[LoadBalancer],
+            NatGateway => &[Instance],
+            // Left available by what used them: instances, load balancers, endpoints, the NAT gateway.
+            NetworkInterface => &[Instance, ClassicLoadBalancer, LoadBalancer, VpcEndpoint, NatGateway],
+            // Its records point at the load balancers; its VPC association goes with it.
+            HostedZone => &[ClassicLoadBalancer, LoadBalancer],
+            // Released once the NAT gateway that held it is gone.
+            ElasticIp => &[NatGateway, Instance],
+            // A gateway endpoint holds routes in it.
+            RouteTable => &[VpcEndpoint, NatGateway],
+            SecurityGroup => &[Instance, ClassicLoadBalancer, LoadBalancer, VpcEndpoint, NetworkInterface],
+            Subnet => {
+                &[Instance, ClassicLoadBalancer, LoadBalancer, VpcEndpoint, NatGateway, NetworkInterface, RouteTable]
+            }
+            // A gateway cannot be detached while the VPC maps public addresses (a NAT gateway's).
+            InternetGateway => &[NatGateway, ElasticIp, Instance, ClassicLoadBalancer, LoadBalancer],
+            Vpc => &[
+                Instance,
+                ClassicLoadBalancer,
+                VpcEndpoint,
+                LoadBalancer,
+                TargetGroup,
+                NatGateway,
+                NetworkInterface,
+                HostedZone,
+                RouteTable,
+                SecurityGroup,
+                Subnet,
+                InternetGateway,
+                DhcpOptions,
+            ],
+            // After the instances that used the profile; a role after the profiles holding it;
+            // the provider outlives the roles that trust it.
+            InstanceProfile => &[Instance],
+            IamRole => &[Instance, InstanceProfile],
+            OidcProvider => &[IamRole],
+        }
+    }
+
     /// What a running cluster's controllers make, and infraflow never does.
     pub fn left_by_a_running_cluster(self) -> bool {
-        matches!(self, Kind::Volume | Kind::Snapshot | Kind::NetworkInterface)
+        matches!(self, Kind::Volume | Kind::Snapshot | Kind::NetworkInterface | Kind::RegistryBucket)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -114,6 +173,7 @@ impl Kind {
             Kind::Instance => "instance",
             Kind::Volume => "volume",
             Kind::Snapshot => "snapshot",
+            Kind::RegistryBucket => "registry-bucket",
             Kind::NetworkInterface => "network-interface",
             Kind::ClassicLoadBalancer => "classic-load-balancer",
             Kind::VpcEndpoint => "vpc-endpoint",
@@ -198,6 +258,11 @@ async fn find_matching(aws: &Aws, kind: Kind, scope: &Scope, q: TagQuery) -> Aws
         Kind::Instance => compute::find_instances(aws, f).await?.into_iter().map(|m| m.instance_id).collect(),
         Kind::Volume => ebs::find_volumes(aws, f).await?,
         Kind::Snapshot => ebs::find_snapshots(aws, f).await?,
+        // Only a teardown looks for them: no identity of infraflow's names a bucket.
+        Kind::RegistryBucket => match scope {
+            Scope::Owned(infra) => s3::find_registry_buckets(aws, infra, f).await?.owned,
+            _ => Vec::new(),
+        },
         Kind::NetworkInterface => match scope {
             Scope::Owned(infra) => interfaces::find_interfaces(aws, f, Some(&owned(infra))).await?,
             _ => interfaces::find_interfaces(aws, f, None).await?,
@@ -320,6 +385,7 @@ async fn delete_unexplained(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> 
         Kind::Instance => compute::terminate_instance(aws, id).await,
         Kind::Volume => ebs::delete_volume(aws, id).await,
         Kind::Snapshot => ebs::delete_snapshot(aws, id).await,
+        Kind::RegistryBucket => s3::delete_bucket_if_exists(aws, id).await,
         Kind::NetworkInterface => interfaces::delete_interface(aws, id).await,
         Kind::VpcEndpoint => endpoints::delete_vpc_endpoint(aws, id).await,
         Kind::EndpointService => privatelink::delete_endpoint_service(aws, id).await,
@@ -503,4 +569,24 @@ pub async fn delete_in_scope(aws: &Aws, kind: Kind, scope: &Scope) -> AwsResult<
         }
     }
     Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_a_delete_waits_for_comes_before_it_in_the_teardown_order() {
+        let at = |k: Kind| Kind::TEARDOWN_ORDER.iter().position(|x| *x == k).unwrap();
+        for kind in Kind::TEARDOWN_ORDER {
+            for before in kind.deleted_after() {
+                assert!(
+                    at(*before) < at(kind),
+                    "{} waits for {}, which comes after it",
+                    kind.as_str(),
+                    before.as_str()
+                );
+            }
+        }
+    }
 }

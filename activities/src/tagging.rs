@@ -21,11 +21,15 @@ fn service_and_type(arn: &str) -> String {
     format!("{service}:{kind}")
 }
 
-/// Whether teardown finds and deletes resources of `arn`'s kind itself: those the tagging API
-/// lists for a while after their delete on AWS (it is eventually consistent), and whose proof is
-/// the discovery rounds before the check.
-pub fn known(arn: &str) -> bool {
+/// Whether teardown finds and deletes `arn` itself (a resource of its kinds; a bucket only when
+/// named like cluster `infra`'s registry): what the tagging API lists for a while after its
+/// delete on AWS (it is eventually consistent), and whose proof is the discovery rounds before.
+pub fn known(arn: &str, infra: &str) -> bool {
     let t = service_and_type(arn);
+    if t == Kind::RegistryBucket.arn_type() {
+        let bucket = arn.rsplit(':').next().unwrap_or_default();
+        return bucket.starts_with(&crate::s3::registry_prefix(infra));
+    }
     Kind::TEARDOWN_ORDER.iter().any(|k| k.arn_type() == t)
 }
 
@@ -56,7 +60,7 @@ pub async fn owned_arns(aws: &Aws, infra: &str) -> AwsResult<Vec<String>> {
 
 /// What still carries the cluster's tag and is of a kind teardown does not delete.
 pub async fn left_unknown(aws: &Aws, infra: &str) -> AwsResult<Vec<String>> {
-    Ok(owned_arns(aws, infra).await?.into_iter().filter(|a| !known(a)).collect())
+    Ok(owned_arns(aws, infra).await?.into_iter().filter(|a| !known(a, infra)).collect())
 }
 
 #[cfg(test)]
@@ -65,11 +69,14 @@ mod tests {
 
     #[test]
     fn arns_are_told_apart_by_service_and_resource_type() {
+        let known = |arn| known(arn, "c1");
         assert!(known("arn:aws:ec2:us-east-1:123456789012:vpc/vpc-1"));
         assert!(known("arn:aws:ec2:us-east-1::snapshot/snap-1"));
         assert!(known("arn:aws:elasticloadbalancing:us-east-1:1:loadbalancer/net/x/y"));
         assert!(!known("arn:aws:ec2:us-east-1:123456789012:customer-gateway/cgw-1"));
-        assert!(!known("arn:aws:s3:::c1-image-registry-us-east-1-abc"));
+        assert!(known("arn:aws:s3:::c1-image-registry-us-east-1-abc"), "the registry's bucket");
+        assert!(!known("arn:aws:s3:::c1-logs"), "a tagged bucket of another name is not deleted");
+        assert!(!known("arn:aws:s3:::c10-image-registry-us-east-1-abc"), "nor another cluster's");
         assert!(!known("arn:aws:sqs:us-east-1:123456789012:queue"));
         assert!(!known("arn:aws:logs:us-east-1:123456789012:log-group:x"));
         assert_eq!(service_and_type("arn:aws:logs:us-east-1:1:log-group:x"), "logs:log-group");

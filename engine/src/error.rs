@@ -54,7 +54,7 @@ pub enum StepError {
 
 impl StepError {
     /// Ranks errors of concurrent branches: the most telling one is reported.
-    pub(crate) fn severity(&self) -> u8 {
+    pub fn severity(&self) -> u8 {
         match self {
             StepError::Journal(_) => 7,
             StepError::Nondeterminism { .. } => 6,

@@ -147,7 +147,10 @@ pub fn dropped_tags(action: &str, body: &[u8], answer: &[u8]) -> Option<(String,
 
 /// The authorizations of one call (`iam_action` as `support::iam::iam_action` names it; `body`
 /// the query parameters), reading the tags of what it names from moto.
-pub fn authorizations(c: &Clients, dropped: &DroppedTags, iam_action: &str, body: &[u8]) -> Vec<Authz> {
+pub fn authorizations(c: &Clients, dropped: &DroppedTags, iam_action: &str, head: &str, body: &[u8]) -> Vec<Authz> {
+    if iam_action.starts_with("s3:") {
+        return s3_authorizations(c, iam_action, head, body);
+    }
     if is_read(iam_action) {
         return vec![Authz { action: iam_action.to_string(), context: BTreeMap::new(), resources: Vec::new() }];
     }
@@ -246,6 +249,58 @@ pub fn authorizations(c: &Clients, dropped: &DroppedTags, iam_action: &str, body
     let mut out = vec![Authz { action: iam_action.to_string(), context, resources }];
     out.extend(extra);
     out
+}
+
+/// The method, the path and the query of a request's first line.
+pub fn request_line(head: &str) -> (String, String, String) {
+    let first = head.lines().next().unwrap_or_default();
+    let mut parts = first.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_string();
+    let target = parts.next().unwrap_or_default();
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    (method, path.to_string(), query.to_string())
+}
+
+/// S3 authorizes a bucket's calls on the bucket (`arn:aws:s3:::<bucket>`, read here with its
+/// tags), an object's on `arn:aws:s3:::<bucket>/<key>`, DeleteObjects once per object it names
+/// (`s3:DeleteObject`, and `s3:DeleteObjectVersion` for a version), and ListBuckets on none.
+fn s3_authorizations(c: &Clients, iam_action: &str, head: &str, body: &[u8]) -> Vec<Authz> {
+    let (_, path, _) = request_line(head);
+    let path = path.trim_start_matches('/');
+    let (bucket, key) = path.split_once('/').map_or((path, None), |(b, k)| (b, Some(k)));
+    let one =
+        |action: &str, resources: Vec<Resource>| Authz { action: action.into(), context: BTreeMap::new(), resources };
+    let object =
+        |key: &str| Resource { arn: format!("arn:aws:s3:::{bucket}/{key}"), tags: Some(Vec::new()), new: false };
+    if bucket.is_empty() {
+        return vec![one(iam_action, Vec::new())];
+    }
+    if let Some(key) = key {
+        return vec![one(iam_action, vec![object(key)])];
+    }
+    if iam_action == "s3:DeleteObject" {
+        // DeleteObjects: `<Object><Key>k</Key>[<VersionId>v</VersionId>]</Object>` each.
+        let text = String::from_utf8_lossy(body);
+        let mut out = Vec::new();
+        for named in text.split("<Object>").skip(1) {
+            let field =
+                |f: &str| named.split(&format!("<{f}>")).nth(1).and_then(|r| r.split('<').next()).map(str::to_string);
+            let Some(key) = field("Key") else { continue };
+            out.push(one("s3:DeleteObject", vec![object(&key)]));
+            if field("VersionId").is_some() {
+                out.push(one("s3:DeleteObjectVersion", vec![object(&key)]));
+            }
+        }
+        return out;
+    }
+    use aws_sdk_s3::error::ProvideErrorMetadata;
+    let tags = match c.block_on(c.s3.get_bucket_tagging().bucket(bucket).send()) {
+        Ok(o) => Some(o.tag_set().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect()),
+        Err(e) if e.code() == Some("NoSuchTagSet") => Some(Vec::new()),
+        Err(_) => None,
+    };
+    let arn = format!("arn:aws:s3:::{bucket}");
+    vec![one(iam_action, vec![Resource { arn, tags, new: iam_action == "s3:CreateBucket" }])]
 }
 
 fn pairs<'a>(it: impl Iterator<Item = (Option<&'a str>, Option<&'a str>)>) -> Vec<(String, String)> {

@@ -17,6 +17,20 @@ pub fn iam_action(head: &str, action: &str) -> String {
         })
         .find_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("api/")).and_then(|a| a.split('/').next()))
         .unwrap_or("unknown");
+    if service == "s3" {
+        // S3's IAM actions are not its operations' names everywhere.
+        let iam = match action {
+            "ListBuckets" => "ListAllMyBuckets",
+            "ListObjectVersions" => "ListBucketVersions",
+            "ListObjects" | "HeadBucket" => "ListBucket",
+            // Authorized per object named (and `s3:DeleteObjectVersion` for a version: `authz`).
+            "DeleteObjects" => "DeleteObject",
+            "GetBucketVersioning" => "GetBucketVersioning",
+            "PutBucketVersioning" => "PutBucketVersioning",
+            other => other,
+        };
+        return format!("s3:{iam}");
+    }
     let prefix = match service {
         "elasticloadbalancingv2" | "elasticloadbalancing" => "elasticloadbalancing",
         "resourcegroupstaggingapi" => "tag",

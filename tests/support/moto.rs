@@ -98,6 +98,7 @@ pub struct Clients {
     pub classic: aws_sdk_elasticloadbalancing::Client,
     pub r53: aws_sdk_route53::Client,
     pub iam: aws_sdk_iam::Client,
+    pub s3: aws_sdk_s3::Client,
 }
 
 impl Clients {
@@ -128,6 +129,7 @@ impl Clients {
             classic: aws_sdk_elasticloadbalancing::Client::new(&conf),
             r53: aws_sdk_route53::Client::new(&conf),
             iam: aws_sdk_iam::Client::new(&conf),
+            s3: aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&conf).force_path_style(true).build()),
             rt,
         }
     }

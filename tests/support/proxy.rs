@@ -103,10 +103,10 @@ type Readers = OnceLock<Clients>;
 /// The authorizations of one recorded call. The proxy keeps serving whatever the reading does: a
 /// panic becomes an authorization no policy grants, naming it, so the run's check fails on it
 /// rather than every later call meeting a closed connection.
-fn record(readers: &Readers, upstream: u16, dropped: &DroppedTags, iam_act: &str, body: &[u8]) -> Vec<Authz> {
+fn record(readers: &Readers, upstream: u16, dropped: &DroppedTags, iam_act: &str, req: &Request) -> Vec<Authz> {
     let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let c = readers.get_or_init(|| Clients::shared(&format!("http://127.0.0.1:{upstream}")));
-        authorizations(c, dropped, iam_act, body)
+        authorizations(c, dropped, iam_act, &req.head, &req.body)
     }));
     read.unwrap_or_else(|panic| {
         let why =
@@ -293,6 +293,9 @@ fn action(req: &Request) -> String {
     }) {
         return target.rsplit('.').next().unwrap_or_default().to_string();
     }
+    if let Some(op) = s3_operation(&req.head) {
+        return op;
+    }
     let first = req.head.lines().next().unwrap_or_default();
     let mut parts = first.split_whitespace();
     let method = parts.next().unwrap_or_default();
@@ -311,6 +314,40 @@ fn action(req: &Request) -> String {
             })
             .collect();
     format!("route53 {method} /{}", shape.join("/"))
+}
+
+/// The S3 operation of a REST request signed for S3 (`Credential=…/s3/aws4_request`), from its
+/// method, path (`/` or `/<bucket>[/<key>]`, path-style) and sub-resource: `DeleteObjects`.
+pub fn s3_operation(head: &str) -> Option<String> {
+    let signed_for_s3 = head.lines().any(|l| {
+        l.split_once(':')
+            .is_some_and(|(k, v)| k.eq_ignore_ascii_case("authorization") && v.contains("/s3/aws4_request"))
+    });
+    if !signed_for_s3 {
+        return None;
+    }
+    let (method, path, query) = super::authz::request_line(head);
+    let has = |q: &str| query.split('&').any(|p| p == q || p.starts_with(&format!("{q}=")));
+    let segments = path.trim_start_matches('/').splitn(2, '/').filter(|s| !s.is_empty()).count();
+    let op = match (method.as_str(), segments) {
+        ("GET", 0) => "ListBuckets",
+        ("GET", 1) if has("location") => "GetBucketLocation",
+        ("GET", 1) if has("tagging") => "GetBucketTagging",
+        ("GET", 1) if has("versions") => "ListObjectVersions",
+        ("GET", 1) if has("versioning") => "GetBucketVersioning",
+        ("GET", 1) => "ListObjects",
+        ("HEAD", 1) => "HeadBucket",
+        ("POST", 1) if has("delete") => "DeleteObjects",
+        ("PUT", 1) if has("tagging") => "PutBucketTagging",
+        ("PUT", 1) if has("versioning") => "PutBucketVersioning",
+        ("PUT", 1) => "CreateBucket",
+        ("DELETE", 1) => "DeleteBucket",
+        ("PUT", 2) => "PutObject",
+        ("GET", 2) => "GetObject",
+        ("DELETE", 2) => "DeleteObject",
+        _ => "Unknown",
+    };
+    Some(if op == "Unknown" { format!("s3 Unknown({method} {path}?{query})") } else { op.to_string() })
 }
 
 fn is_query(action: &str) -> bool {
@@ -447,7 +484,7 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Reader
     if recording {
         // Read before the call acts: a delete's target has its tags only until then.
         let dropped = st.lock().unwrap().authz_dropped.clone();
-        let found = record(readers, upstream, &dropped, &iam_act, &req.body);
+        let found = record(readers, upstream, &dropped, &iam_act, &req);
         if let Some(calls) = st.lock().unwrap().authz.as_mut() {
             calls.extend(found);
         }

@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use infraflow_activities::tags::owned;
-use infraflow_activities::{Aws, AwsError, AwsPool, Kind, Scope, census, classic_elb, dns, elb, resources};
+use infraflow_activities::{Aws, AwsError, AwsPool, Kind, Scope, census, classic_elb, dns, elb, resources, s3};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::aws_steps::{DELETE, DeleteOne, from_aws, probe_environment, read_opts};
+use crate::teardown_plan::Planned;
 use crate::validate;
 use infraflow_engine::RetryPolicy;
 use infraflow_engine::{ActivityError, InputError, StepError};
@@ -43,6 +44,9 @@ pub struct TeardownOutput {
     /// Deleted resource ids by kind.
     pub deleted: BTreeMap<String, Vec<String>>,
     pub rounds: u32,
+    /// What carries the cluster's name but not its tag, left, and why (version 3 on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<Planned>,
 }
 
 pub struct Teardown {
@@ -76,8 +80,9 @@ impl WorkflowDef for Teardown {
 
     /// 2: what a running cluster's controllers leave (volumes, snapshots, interfaces) is found
     /// and deleted too, and a last check names what carries the tag and teardown cannot delete.
+    /// 3: the image registry's bucket too, and each round's deletes run as a dependency graph.
     fn version(&self) -> u32 {
-        2
+        3
     }
 
     fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
@@ -159,6 +164,7 @@ impl WorkflowDef for Teardown {
             (EBS, Use::Remove),
             (INTERFACES, Use::Remove),
             (TAGGING, Use::Read),
+            (S3, Use::Remove),
         ])
     }
 
@@ -245,9 +251,8 @@ pub async fn teardown(
         0 => String::new(),
         n => format!("pass{}/", n + 1),
     };
-    // Runs submitted to version 1 keep its steps: the kinds it knew, no last check.
-    let v2 = ctx.code_version() >= 2;
-    let kinds: Vec<Kind> = Kind::TEARDOWN_ORDER.into_iter().filter(|k| v2 || !k.left_by_a_running_cluster()).collect();
+    let version = ctx.code_version();
+    let kinds: Vec<Kind> = Kind::TEARDOWN_ORDER.into_iter().filter(|k| kind_in_version(*k, version)).collect();
     let kinds = kinds.as_slice();
     for round in 1..=ROUNDS {
         let rctx = ctx.scoped(&format!("{pass}round{round}"));
@@ -272,8 +277,8 @@ pub async fn teardown(
             .await?;
         out.rounds = round;
         if inventory.is_empty() {
-            if v2 {
-                last_check(&rctx, pool, infra_id, region).await?;
+            if version >= 2 {
+                out.left = last_check(&rctx, pool, infra_id, region, version >= 3).await?.unwrap_or_default();
             }
             return Ok(out);
         }
@@ -288,25 +293,20 @@ pub async fn teardown(
                 )),
             });
         }
-        for &kind in kinds {
-            let Some(ids) = inventory.get(&kind) else { continue };
-            let deletes = ids.iter().map(|id| {
-                let input = DeleteOne { region: region.to_string(), kind, id: id.clone() };
-                let key = format!("delete/{}/{id}", kind.as_str());
-                let rctx = &rctx;
-                async move {
-                    let options =
-                        StepOptions { retry: Some(delete_retry(max_delete_attempts)), undo: None, settle: None };
-                    let gone: bool = rctx
-                        .step_with(&key, DELETE, &input, options, || async {
-                            let aws = pool.region(&input.region).await;
-                            resources::delete(&aws, input.kind, &input.id).await.map_err(from_aws)
-                        })
-                        .await?;
-                    Ok::<_, StepError>((input.id.clone(), gone))
-                }
-            });
-            for (id, gone) in join_branches(deletes).await? {
+        let deleted = if version >= 3 {
+            delete_as_graph(&rctx, pool, region, &inventory, max_delete_attempts).await?
+        } else {
+            // Runs of versions 1 and 2 keep their steps' order: one kind after another.
+            let mut deleted = Vec::new();
+            for &kind in kinds {
+                let Some(ids) = inventory.get(&kind) else { continue };
+                let keys = ids.iter().map(|id| format!("delete/{}/{id}", kind.as_str()));
+                deleted.push((kind, delete_kind(&rctx, pool, region, kind, ids, keys, max_delete_attempts).await?));
+            }
+            deleted
+        };
+        for (kind, gone) in deleted {
+            for (id, gone) in gone {
                 if gone {
                     out.deleted.entry(kind.as_str().to_string()).or_default().push(id);
                 }
@@ -316,26 +316,160 @@ pub async fn teardown(
     Ok(out)
 }
 
+/// Whether runs of flow `version` find and delete `kind`: version 1 knew nothing a running
+/// cluster leaves, version 2 not its registry bucket.
+fn kind_in_version(kind: Kind, version: u32) -> bool {
+    match version {
+        0 | 1 => !kind.left_by_a_running_cluster(),
+        2 => kind != Kind::RegistryBucket,
+        _ => true,
+    }
+}
+
+/// Deletes `ids` of `kind` side by side, each a journaled step under its key in `ctx`: which of
+/// them were still there.
+async fn delete_kind(
+    ctx: &WfCtx,
+    pool: &AwsPool,
+    region: &str,
+    kind: Kind,
+    ids: &[String],
+    keys: impl Iterator<Item = String>,
+    max_delete_attempts: u32,
+) -> Result<Vec<(String, bool)>, StepError> {
+    let deletes = ids.iter().zip(keys).map(|(id, key)| {
+        let input = DeleteOne { region: region.to_string(), kind, id: id.clone() };
+        async move {
+            let options = StepOptions { retry: Some(delete_retry(max_delete_attempts)), undo: None, settle: None };
+            let gone: bool = ctx
+                .step_with(&key, DELETE, &input, options, || async {
+                    let aws = pool.region(&input.region).await;
+                    resources::delete(&aws, input.kind, &input.id).await.map_err(from_aws)
+                })
+                .await?;
+            Ok::<_, StepError>((input.id.clone(), gone))
+        }
+    });
+    join_branches(deletes).await
+}
+
+type KindDeletes<'a> =
+    std::pin::Pin<Box<dyn Future<Output = (Kind, Result<Vec<(String, bool)>, StepError>)> + Send + 'a>>;
+
+/// Deletes the inventory as a dependency graph: each kind starts as soon as every kind it waits
+/// for (`Kind::deleted_after`, followed through kinds the cluster does not have) is deleted, so
+/// what nothing waits on goes at once. Each kind's deletes are a scope of their own
+/// (`delete/<kind>`), so their journal positions do not depend on which kind finished first.
+/// Like `join_branches`, a failure starts nothing more, waits for what is in flight, and returns
+/// the most telling error.
+async fn delete_as_graph(
+    rctx: &WfCtx,
+    pool: &AwsPool,
+    region: &str,
+    inventory: &BTreeMap<Kind, Vec<String>>,
+    max_delete_attempts: u32,
+) -> Result<Vec<(Kind, Vec<(String, bool)>)>, StepError> {
+    use futures::StreamExt;
+    let present: Vec<Kind> = inventory.keys().copied().collect();
+    let waits_for = |kind: Kind| -> Vec<Kind> {
+        let mut seen: Vec<Kind> = Vec::new();
+        let mut todo: Vec<Kind> = kind.deleted_after().to_vec();
+        while let Some(k) = todo.pop() {
+            if !seen.contains(&k) {
+                seen.push(k);
+                todo.extend_from_slice(k.deleted_after());
+            }
+        }
+        seen.retain(|k| present.contains(k));
+        seen
+    };
+    let mut started: Vec<Kind> = Vec::new();
+    let mut done: Vec<Kind> = Vec::new();
+    let mut running: futures::stream::FuturesUnordered<KindDeletes<'_>> = futures::stream::FuturesUnordered::new();
+    let mut out = Vec::new();
+    let mut worst: Option<StepError> = None;
+    loop {
+        if worst.is_none() {
+            for &kind in &present {
+                if !started.contains(&kind) && waits_for(kind).iter().all(|k| done.contains(k)) {
+                    started.push(kind);
+                    let ctx = rctx.scoped(&format!("delete/{}", kind.as_str()));
+                    let ids = &inventory[&kind];
+                    running.push(Box::pin(async move {
+                        let keys = ids.iter().cloned();
+                        (kind, delete_kind(&ctx, pool, region, kind, ids, keys, max_delete_attempts).await)
+                    }));
+                }
+            }
+        }
+        match running.next().await {
+            None => break,
+            Some((kind, Ok(gone))) => {
+                done.push(kind);
+                out.push((kind, gone));
+            }
+            Some((_, Err(e))) => {
+                if worst.as_ref().is_none_or(|w| e.severity() > w.severity()) {
+                    worst = Some(e);
+                }
+            }
+        }
+    }
+    match worst {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
 /// The teardown's last word, once discovery finds nothing more: what still carries the
 /// cluster's tag in the region (the tagging API, any service) and is of a kind teardown does not
 /// delete pauses it, naming each ARN — never `completed` over a leak. (IAM, which the tagging API
-/// does not list, is read by the discovery that came before.)
-async fn last_check(ctx: &WfCtx, pool: &AwsPool, infra_id: &str, region: &str) -> Result<(), StepError> {
+/// does not list, is read by the discovery that came before.) With `name_left` (version 3), the
+/// buckets with the registry's name prefix but without the cluster's tag: left, and named in the
+/// output. (Version 2 journaled `null` here, which reads back as None.)
+async fn last_check(
+    ctx: &WfCtx,
+    pool: &AwsPool,
+    infra_id: &str,
+    region: &str,
+    name_left: bool,
+) -> Result<Option<Vec<Planned>>, StepError> {
     ctx.step_with("last-check", "tag.find-left", &(infra_id, region), read_opts(), || async {
         let aws = pool.region(region).await;
         let left = infraflow_activities::tagging::left_unknown(&aws, infra_id).await.map_err(from_aws)?;
-        if left.is_empty() {
-            return Ok(());
+        if !left.is_empty() {
+            return Err(ActivityError {
+                operator: true,
+                ..ActivityError::terminal(format!(
+                    "still tagged kubernetes.io/cluster/{infra_id}=owned, of kinds teardown does not delete: {}; delete them (or untag them), then `infraflow retry`",
+                    left.join(", ")
+                ))
+            });
         }
-        Err(ActivityError {
-            operator: true,
-            ..ActivityError::terminal(format!(
-                "still tagged kubernetes.io/cluster/{infra_id}=owned, of kinds teardown does not delete: {}; delete them (or untag them), then `infraflow retry`",
-                left.join(", ")
-            ))
-        })
+        if !name_left {
+            return Ok(None);
+        }
+        Ok(Some(unowned_registry_buckets(&aws, infra_id).await.map_err(from_aws)?))
     })
     .await
+}
+
+/// The buckets named like the cluster's registry that do not carry its tag: what a teardown
+/// leaves, and why (`--dry-run` and the teardown's output both name them).
+pub(crate) async fn unowned_registry_buckets(aws: &Aws, infra_id: &str) -> Result<Vec<Planned>, AwsError> {
+    let found = s3::find_registry_buckets(aws, infra_id, &owned(infra_id)).await?;
+    Ok(found
+        .not_owned
+        .into_iter()
+        .map(|name| Planned {
+            kind: Kind::RegistryBucket.as_str().into(),
+            id: name,
+            reason: Some(format!(
+                "named like the cluster's image registry ({}) but not tagged kubernetes.io/cluster/{infra_id}=owned: not the cluster's",
+                s3::registry_prefix(infra_id)
+            )),
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use infraflow_activities::{AwsPool, Kind, Scope, network, resources};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::aws_steps::from_aws;
@@ -12,14 +12,14 @@ use crate::teardown::{Target, Teardown, TeardownInput, public_record_decision};
 use infraflow_engine::WorkflowDef;
 use infraflow_engine::{ActivityError, InputError};
 
-/// One resource of the plan.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One resource of the plan (and of what a teardown left).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Planned {
     pub kind: String,
     pub id: String,
     /// Why it is left, or what may hold the delete up.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
@@ -98,6 +98,7 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
             ),
         });
     }
+    plan.leave.extend(crate::teardown::unowned_registry_buckets(&aws, &t.infra_id).await.map_err(from_aws)?);
     if let (Some(base), Some(name)) = (&t.base_domain, &t.name) {
         let record = format!("*.apps.{name}.{base}");
         let decision = public_record_decision(&aws, &t.infra_id, name, base).await.map_err(from_aws)?;

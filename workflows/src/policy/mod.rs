@@ -42,11 +42,13 @@ pub const EBS: Area = area!(ebs);
 pub const INTERFACES: Area = area!(interfaces);
 /// The teardown's last check: what still carries the cluster's tag, of any service.
 pub const TAGGING: Area = area!(tagging);
+/// The image registry's bucket of a cluster that ran.
+pub const S3: Area = area!(s3);
 /// The janitor's census of the account's clusters, and teardown's protection check.
 pub const CENSUS: Area = area!(census);
 
 /// Every area, for the checks that run over all of them.
-pub const ALL_AREAS: [Area; 16] = [
+pub const ALL_AREAS: [Area; 17] = [
     NETWORK,
     NAT,
     ROUTING,
@@ -63,6 +65,7 @@ pub const ALL_AREAS: [Area; 16] = [
     EBS,
     INTERFACES,
     TAGGING,
+    S3,
 ];
 
 /// What a workflow does in an area.
@@ -144,7 +147,10 @@ mod tests {
         for area in ALL_AREAS {
             for a in area.read.iter().chain(area.write).chain(area.delete) {
                 let (service, action) = a.split_once(':').unwrap();
-                assert!(["ec2", "elasticloadbalancing", "route53", "iam", "sts", "tag"].contains(&service), "{a}");
+                assert!(
+                    ["ec2", "elasticloadbalancing", "route53", "iam", "sts", "tag", "s3"].contains(&service),
+                    "{a}"
+                );
                 assert!(action.chars().next().is_some_and(|c| c.is_ascii_uppercase()), "{a}");
             }
         }

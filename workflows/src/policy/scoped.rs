@@ -27,7 +27,15 @@ pub enum Grant {
     OnOwned,
     /// No tag condition is possible (`UNCONDITIONED` says why).
     Unconditioned,
+    /// Scoped by the resource's name instead of its tag: the image registry's bucket (`BY_NAME`).
+    ByName,
 }
+
+/// Why S3 is scoped by name: a general purpose bucket answers to `aws:ResourceTag` only once its
+/// owner turned ABAC on for it (off by default), so a tag condition would deny the registry's
+/// bucket on most accounts. Every bucket the registry operator makes for the cluster is named
+/// `<infraID>-image-registry-…`, and teardown deletes one only when it also carries the tag.
+pub const BY_NAME_WHY: &str = "S3 buckets answer to tag conditions only once ABAC is turned on for them (off by default):                                the grant names the registry's buckets and their objects, arn:aws:s3:::<infraID>-image-registry-*";
 
 /// The actions that create a tagged resource (each sends the ownership tag in its request), and
 /// the types of what they create, as their ARNs name them. A create is authorized once per
@@ -69,6 +77,7 @@ const TAGS: &[&str] = &[
 pub const UNCONDITIONED: &[(&str, &str)] = &[
     ("sts:GetCallerIdentity", "needs no permission at all; it tells which account the credentials are for"),
     ("route53:*", "Route53 has no tag condition keys, and a hosted zone's id is unknown before it exists"),
+    ("s3:ListAllMyBuckets", "lists the account's bucket names, and S3 authorizes it on no resource"),
     ("*:Describe*", READ_WHY),
     ("*:List*", READ_WHY),
     ("*:Get*", READ_WHY),
@@ -100,7 +109,10 @@ fn names(pattern: &str, action: &str) -> bool {
 
 /// The grant of `action` (`ec2:DeleteVpc`).
 pub fn grant_of(action: &str) -> Grant {
-    if UNCONDITIONED.iter().any(|(pattern, _)| names(pattern, action)) {
+    // Before the read patterns: listing a bucket's objects or reading its tags is scoped too.
+    if action.starts_with("s3:") && action != "s3:ListAllMyBuckets" {
+        Grant::ByName
+    } else if UNCONDITIONED.iter().any(|(pattern, _)| names(pattern, action)) {
         Grant::Unconditioned
     } else if is_create(action) {
         Grant::Create
@@ -187,6 +199,9 @@ pub fn document(infra_id: &str, actions: &BTreeSet<&'static str>) -> Result<Valu
         json!(iam_resources),
         Some(json!({"StringEquals": {format!("aws:ResourceTag/{key}"): OWNED}})),
     );
+    let bucket = format!("arn:aws:s3:::{}", infraflow_activities::s3::registry_prefix(infra_id));
+    // One pattern for the buckets and their objects (`*` spans the `/` of an object's ARN).
+    push("RegistryBucketByName".into(), of("s3", |g| g == Grant::ByName), json!([format!("{bucket}*")]), None);
     Ok(json!({"Version": "2012-10-17", "Statement": statements}))
 }
 
@@ -264,6 +279,18 @@ mod tests {
             .find(|s| s["Action"].as_array().unwrap().iter().any(|a| a == "ec2:DeleteVpc"))
             .unwrap();
         assert_eq!(delete_vpc["Sid"], "Ec2ChangeOwned");
+    }
+
+    #[test]
+    fn s3_is_granted_on_the_clusters_registry_buckets_only_but_for_listing_bucket_names() {
+        let doc = document("abc-12345", &all_actions()).unwrap();
+        let statements = doc["Statement"].as_array().unwrap();
+        let by_name = statements.iter().find(|s| s["Sid"] == "RegistryBucketByName").unwrap();
+        assert_eq!(by_name["Resource"], json!(["arn:aws:s3:::abc-12345-image-registry-*"]));
+        assert!(by_name["Action"].as_array().unwrap().contains(&json!("s3:DeleteBucket")));
+        assert!(by_name["Action"].as_array().unwrap().contains(&json!("s3:ListBucketVersions")));
+        assert_eq!(grant_of("s3:ListAllMyBuckets"), Grant::Unconditioned);
+        assert_eq!(grant_of("s3:GetBucketTagging"), Grant::ByName);
     }
 
     /// IAM counts a policy's characters without whitespace: 10,240 for a role's inline policy,
