@@ -83,8 +83,9 @@ fn three_daemons_on_one_journal_under_the_account_buckets_get_at_most_five_perce
 #[test]
 fn a_daemon_paced_above_the_account_slows_down_on_the_throttles_and_finishes_exactly() {
     let e = AwsEnv::new();
-    // The account allows 2 mutating EC2 requests a second; the daemon is told 40.
-    e.proxy.set_buckets([("ec2-mutating", Rate { burst: 4.0, per_second: 2.0 })].into());
+    // The account allows each mutating EC2 API 1 request a second after a burst of 2; the daemon
+    // is told 40.
+    e.proxy.set_buckets([("ec2-mutating", Rate { burst: 2.0, per_second: 1.0 })].into());
     let bin = infraflow();
     let ids = submit_all(&e, &bin, "provision-infra", "p", &[provision_input(0)]);
     let port = free_port();

@@ -27,20 +27,28 @@ fn is_mutating(action: &str) -> bool {
     }
 }
 
-/// `bin --db <journal> ARGS` through the env's proxy.
-fn run(e: &AwsEnv, bin: &Path, args: &[&str]) -> std::process::Output {
+/// `bin --db <journal> ARGS` through the env's proxy; `paced`: with the default `--aws-rate`
+/// (the tests turn pacing off).
+fn run(e: &AwsEnv, bin: &Path, args: &[&str], paced: bool) -> std::process::Output {
     let mut c = std::process::Command::new(bin);
     c.arg("--db").arg(e.s.db()).args(args).stdin(std::process::Stdio::null());
     for (k, v) in support::moto::aws_env(&e.proxy.endpoint()) {
         c.env(k, v);
     }
+    if paced {
+        c.env_remove("INFRAFLOW_AWS_RATE");
+    }
     c.output().unwrap()
 }
 
 fn measure(e: &AwsEnv, bin: &Path, what: &str, args: &[&str]) -> Row {
+    measure_paced(e, bin, what, args, false)
+}
+
+fn measure_paced(e: &AwsEnv, bin: &Path, what: &str, args: &[&str], paced: bool) -> Row {
     e.proxy.reset_counts();
     let t0 = Instant::now();
-    let out = run(e, bin, args);
+    let out = run(e, bin, args, paced);
     let wall = t0.elapsed();
     assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr(&out));
     let counts = e.proxy.counts();
@@ -93,6 +101,16 @@ fn suite(bin: &Path, delay: Duration) -> Vec<Row> {
     ));
     let down = e.input("t2.json", json!({"infraID": "cc-abcde", "region": "us-east-1"}));
     rows.push(measure(&e, bin, "teardown of it", &["run", "teardown", "--input", &down, "--id", "t2"]));
+
+    // The same provision and teardown with the default pacing: what a lone cluster pays for it.
+    let infra = json!({"name": "pac", "infraID": "pac-abcde", "region": "us-east-1", "zones": zones,
+                       "baseDomain": "example.com"});
+    let input = e.input("pp.json", infra);
+    let args = ["run", "provision-infra", "--input", &input, "--id", "pp"];
+    rows.push(measure_paced(&e, bin, "provision-infra (3 zones), default pacing", &args, true));
+    let down = e.input("pt.json", json!({"infraID": "pac-abcde", "region": "us-east-1"}));
+    let args = ["run", "teardown", "--input", &down, "--id", "pt"];
+    rows.push(measure_paced(&e, bin, "teardown of it, default pacing", &args, true));
     rows
 }
 
@@ -123,6 +141,16 @@ fn provision_create_cluster_and_teardown_at_a_fixed_delay_per_call() {
             with(r.mutating.to_string(), b.map(|b| b.mutating.to_string())),
             with(format!("{:.2}", r.wall.as_secs_f64()), b.map(|b| format!("{:.2}", b.wall.as_secs_f64()))),
             with(format!("{:.2}", ratio(r)), b.map(|b| format!("{:.2}", ratio(b)))),
+        );
+    }
+    // What the default pacing costs a lone cluster: paced wall / unpaced wall.
+    let cost =
+        |rows: &[Row], paced: usize, unpaced: usize| rows[paced].wall.as_secs_f64() / rows[unpaced].wall.as_secs_f64();
+    for (what, paced, unpaced) in [("provision", 4, 0), ("teardown", 5, 1)] {
+        println!(
+            "default pacing / no pacing, {what}: {:.2}{}",
+            cost(&rows, paced, unpaced),
+            base.as_ref().map(|b| format!(" [{:.2}]", cost(b, paced, unpaced))).unwrap_or_default()
         );
     }
 }

@@ -1,8 +1,9 @@
 //! AWS's account-wide request token buckets, for the proxy: each request class has a bucket of
-//! tokens refilled at a fixed rate; a request finding it empty is answered with the service's
-//! throttle (EC2 `RequestLimitExceeded` on HTTP 503, the others `Throttling` on HTTP 400), as
-//! AWS answers it. Also the floor those buckets put under any run: the time the admitted
-//! requests need at the buckets' rates, whatever the client does.
+//! tokens refilled at a fixed rate — EC2's classes one per API, as AWS counts them —; a request
+//! finding it empty is answered with the service's throttle (EC2 `RequestLimitExceeded` on HTTP
+//! 503, the others `Throttling` on HTTP 400), as AWS answers it. Also the floor those buckets put
+//! under any run: the time the admitted requests need at the buckets' rates, whatever the client
+//! does.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -14,14 +15,20 @@ pub struct Rate {
     pub per_second: f64,
 }
 
-/// The buckets the issue measured a CI account with (EC2's per-class, ELB's, Route53's).
+/// An account's buckets as AWS documents them: EC2's for each API (a mutating API's 50 tokens at
+/// 5 a second, a non-mutating one's 100 at 20), Route53's 5 a second, ELB's whole API.
 pub fn aws_account() -> BTreeMap<&'static str, Rate> {
     BTreeMap::from([
-        ("ec2-mutating", Rate { burst: 20.0, per_second: 5.0 }),
-        ("ec2-describe", Rate { burst: 40.0, per_second: 10.0 }),
+        ("ec2-mutating", Rate { burst: 50.0, per_second: 5.0 }),
+        ("ec2-describe", Rate { burst: 100.0, per_second: 20.0 }),
         ("route53", Rate { burst: 5.0, per_second: 5.0 }),
         ("elb", Rate { burst: 20.0, per_second: 10.0 }),
     ])
+}
+
+/// Whether AWS keeps a bucket per API of `class` (EC2 evaluates each API individually).
+fn per_api(class: &str) -> bool {
+    class.starts_with("ec2-")
 }
 
 /// The class of one request, from its protocol's action and API version.
@@ -40,6 +47,7 @@ pub fn class_of(action: &str, body: &str) -> Option<&'static str> {
 }
 
 struct Bucket {
+    class: &'static str,
     rate: Rate,
     tokens: f64,
     at: Instant,
@@ -49,10 +57,12 @@ struct Bucket {
     span: Option<(Instant, Instant)>,
 }
 
-/// The buckets of one proxy, and what they admitted and refused.
+/// The buckets of one proxy, and what they admitted and refused: one per class, or per API of a
+/// per-API class (`ec2-mutating CreateSubnet`), made as the first request of it comes.
 #[derive(Default)]
 pub struct Buckets {
-    buckets: BTreeMap<&'static str, Bucket>,
+    rates: BTreeMap<&'static str, Rate>,
+    buckets: BTreeMap<String, Bucket>,
 }
 
 /// What the buckets saw, per class: (admitted, throttled), and the floor of the run.
@@ -76,21 +86,23 @@ impl BucketReport {
 
 impl Buckets {
     pub fn new(rates: BTreeMap<&'static str, Rate>) -> Buckets {
-        let now = Instant::now();
-        Buckets {
-            buckets: rates
-                .into_iter()
-                .map(|(c, rate)| {
-                    (c, Bucket { rate, tokens: rate.burst, at: now, admitted: 0, throttled: 0, span: None })
-                })
-                .collect(),
-        }
+        Buckets { rates, buckets: BTreeMap::new() }
     }
 
-    /// Takes a token for a request of `class`: false when the bucket is empty (throttle it).
-    pub fn admit(&mut self, class: &str) -> bool {
-        let Some(b) = self.buckets.get_mut(class) else { return true };
+    /// Takes a token for a request `action` of `class`: false when its bucket is empty (throttle it).
+    pub fn admit(&mut self, class: &str, action: &str) -> bool {
+        let Some((&class, &rate)) = self.rates.get_key_value(class) else { return true };
+        let key = if per_api(class) { format!("{class} {action}") } else { class.to_string() };
         let now = Instant::now();
+        let b = self.buckets.entry(key).or_insert_with(|| Bucket {
+            class,
+            rate,
+            tokens: rate.burst,
+            at: now,
+            admitted: 0,
+            throttled: 0,
+            span: None,
+        });
         b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * b.rate.per_second).min(b.rate.burst);
         b.at = now;
         if b.tokens >= 1.0 {
@@ -104,16 +116,27 @@ impl Buckets {
         }
     }
 
-    /// The floor: for each class, the admitted requests beyond the first burst at the class's
-    /// rate; the run can be no shorter than the slowest class's.
+    /// Per class: what its buckets admitted and throttled, and from the first to the last request
+    /// admitted. The floor: for each bucket, the admitted requests beyond its first burst at its
+    /// rate; the run can be no shorter than the slowest bucket's.
     pub fn report(&self) -> BucketReport {
-        let by_class = self.buckets.iter().map(|(c, b)| (*c, (b.admitted, b.throttled))).collect();
+        let mut by_class: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
+        let mut spans: BTreeMap<&'static str, (Instant, Instant)> = BTreeMap::new();
+        for b in self.buckets.values() {
+            let e = by_class.entry(b.class).or_default();
+            e.0 += b.admitted;
+            e.1 += b.throttled;
+            if let Some((first, last)) = b.span {
+                let s = spans.entry(b.class).or_insert((first, last));
+                *s = (s.0.min(first), s.1.max(last));
+            }
+        }
         let floor = self
             .buckets
             .values()
             .map(|b| ((b.admitted as f64 - b.rate.burst).max(0.0)) / b.rate.per_second)
             .fold(0.0, f64::max);
-        let spans = self.buckets.iter().filter_map(|(c, b)| b.span.map(|(f, l)| (*c, l - f))).collect();
+        let spans = spans.into_iter().map(|(c, (f, l))| (c, l - f)).collect();
         BucketReport { by_class, floor: Duration::from_secs_f64(floor), spans }
     }
 }

@@ -417,7 +417,7 @@ fn decide(st: &Mutex<State>, action: &str, class: Option<&str>) -> Fault {
         return Fault::Code(code);
     }
     if let (Some(buckets), Some(class)) = (s.buckets.as_mut(), class)
-        && !buckets.admit(class)
+        && !buckets.admit(class, action)
     {
         return Fault::Bucket;
     }

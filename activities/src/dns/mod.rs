@@ -410,8 +410,19 @@ pub async fn delete_zone(aws: &Aws, zone_id: &str) -> AwsResult<bool> {
             Err(e) => return Err(e),
         }
     }
+    // A throttle is waited out in place: a teardown deletes the cluster's zones beside everything
+    // else, and Route53 allows the account 5 requests a second.
     crate::network::gone_ok(
-        aws.r53.delete_hosted_zone().id(zone_id).send().await.map(|_| ()).map_err(|e| classify("DeleteHostedZone", e)),
+        within_rate(|| async {
+            aws.r53
+                .delete_hosted_zone()
+                .id(zone_id)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| classify("DeleteHostedZone", e))
+        })
+        .await,
     )
 }
 

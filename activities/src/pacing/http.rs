@@ -85,9 +85,9 @@ impl Intercept for PaceTag {
         let Some((operation, classes)) = self.classes(cfg) else { return Ok(()) };
         if throttled {
             tracing::debug!(operation, "AWS throttled the request");
-            self.pacer.throttled(classes);
+            self.pacer.throttled(operation, classes);
         } else if context.response().is_some() {
-            self.pacer.admitted(classes);
+            self.pacer.admitted(operation, classes);
         }
         Ok(())
     }

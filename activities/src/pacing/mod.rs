@@ -9,20 +9,19 @@
 mod bucket;
 mod http;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bucket::Bucket;
 pub use bucket::Limit;
 pub(crate) use http::{PaceTag, PacedHttpClient};
 
-/// The request classes, as AWS documents its throttling: EC2 has separate buckets for mutating
-/// and non-mutating actions, and RunInstances a resource bucket of its own (instances launched;
-/// a RunInstances is also a mutating action);
-/// Route53 allows 5 requests a second per account; ELB throttles its API as a whole; IAM is one
-/// global API.
+/// The request classes, as AWS documents its throttling: EC2 evaluates each API on its own
+/// bucket, sized by the API's category (mutating, non-mutating), and RunInstances also draws from
+/// a resource bucket of its own (instances launched); Route53 allows 5 requests a second per
+/// account; ELB throttles its API as a whole; IAM is one global API.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RateClass {
     Ec2Mutating,
@@ -60,18 +59,25 @@ impl RateClass {
         matches!(self, RateClass::Iam | RateClass::Route53)
     }
 
+    /// Whether AWS keeps a bucket per API of the class (the class's limit is each API's): EC2's
+    /// request rate limiting evaluates each API individually.
+    pub fn is_per_api(self) -> bool {
+        matches!(self, RateClass::Ec2Mutating | RateClass::Ec2Describe)
+    }
+
     fn parse(s: &str) -> Option<RateClass> {
         RateClass::ALL.into_iter().find(|c| c.as_str() == s)
     }
 
-    /// The default limit: the account-wide buckets of each class (EC2's are per action; a class
-    /// shares one here, which errs on the slow side; RunInstances' is AWS's instance-launch
-    /// bucket, 1000 and 2 a second). IAM publishes no number; 10 a second is a guess on the
-    /// safe side.
+    /// The default limit: what AWS documents for an account (EC2's per API: a mutating API's
+    /// bucket holds 50 tokens refilled at 5 a second, a non-mutating one's 100 at 20 —
+    /// DescribeHosts is AWS's example; RunInstances' is AWS's instance-launch bucket, 1000 and 2
+    /// a second). ELB's whole API and IAM publish no number: 20 at 10 a second and 10 at 10 are
+    /// guesses on the safe side.
     fn default_limit(self) -> Limit {
         let (burst, per_second) = match self {
-            RateClass::Ec2Mutating => (20.0, 5.0),
-            RateClass::Ec2Describe => (40.0, 10.0),
+            RateClass::Ec2Mutating => (50.0, 5.0),
+            RateClass::Ec2Describe => (100.0, 20.0),
             RateClass::RunInstances => (1000.0, 2.0),
             RateClass::Route53 => (5.0, 5.0),
             RateClass::Elb => (20.0, 10.0),
@@ -228,29 +234,49 @@ pub(crate) fn global_buckets(config: &PacingConfig) -> GlobalBuckets {
         .collect()
 }
 
-/// The buckets of one region (each region has its own throttles), the global ones shared.
+/// The buckets of one region (each region has its own throttles), the global ones shared; the
+/// per-API classes' buckets made for each API on its first call.
 #[derive(Debug)]
 pub(crate) struct Pacer {
     buckets: BTreeMap<RateClass, Arc<Bucket>>,
+    /// The limit of each per-API class, and the bucket of each API of it met so far.
+    per_api_limits: BTreeMap<RateClass, Limit>,
+    per_api: Mutex<HashMap<(RateClass, String), Arc<Bucket>>>,
 }
 
 impl Pacer {
     pub(crate) fn new(config: &PacingConfig, global: &GlobalBuckets) -> Arc<Pacer> {
         let buckets = RateClass::ALL
             .into_iter()
+            .filter(|c| !c.is_per_api())
             .filter_map(|c| match global.get(&c) {
                 Some(shared) => Some((c, shared.clone())),
                 None if c.is_global() => None,
                 None => config.limit(c).map(|l| (c, Arc::new(Bucket::new(l)))),
             })
             .collect();
-        Arc::new(Pacer { buckets })
+        let per_api_limits = RateClass::ALL
+            .into_iter()
+            .filter(|c| c.is_per_api())
+            .filter_map(|c| config.limit(c).map(|l| (c, l)))
+            .collect();
+        Arc::new(Pacer { buckets, per_api_limits, per_api: Mutex::new(HashMap::new()) })
+    }
+
+    /// The bucket a call of `operation` draws from for `class` (None: the class is not paced).
+    fn bucket(&self, class: RateClass, operation: &str) -> Option<Arc<Bucket>> {
+        if !class.is_per_api() {
+            return self.buckets.get(&class).cloned();
+        }
+        let limit = *self.per_api_limits.get(&class)?;
+        let mut per_api = self.per_api.lock().unwrap_or_else(|e| e.into_inner());
+        Some(per_api.entry((class, operation.to_string())).or_insert_with(|| Arc::new(Bucket::new(limit))).clone())
     }
 
     /// Waits until every class of the call has a token for it.
     pub(crate) async fn admit(&self, operation: &str, classes: &[RateClass]) {
         for &class in classes {
-            let Some(bucket) = self.buckets.get(&class) else { continue };
+            let Some(bucket) = self.bucket(class, operation) else { continue };
             let started = Instant::now();
             let (mut said, mut waiting) = (false, None);
             while let Err(wait) = bucket.take(Instant::now()) {
@@ -269,19 +295,19 @@ impl Pacer {
         }
     }
 
-    pub(crate) fn admitted(&self, classes: &[RateClass]) {
+    pub(crate) fn admitted(&self, operation: &str, classes: &[RateClass]) {
         let now = Instant::now();
-        for class in classes {
-            if let Some(bucket) = self.buckets.get(class) {
+        for &class in classes {
+            if let Some(bucket) = self.bucket(class, operation) {
                 bucket.admitted(now);
             }
         }
     }
 
-    pub(crate) fn throttled(&self, classes: &[RateClass]) {
+    pub(crate) fn throttled(&self, operation: &str, classes: &[RateClass]) {
         let now = Instant::now();
         for &class in classes {
-            if let Some(bucket) = self.buckets.get(&class) {
+            if let Some(bucket) = self.bucket(class, operation) {
                 bucket.throttled(now);
             }
             if let Some(observe) = THROTTLES.get() {
@@ -328,8 +354,28 @@ mod tests {
         let global = global_buckets(&config);
         let (east, west) = (Pacer::new(&config, &global), Pacer::new(&config, &global));
         for class in RateClass::ALL {
-            let shared = Arc::ptr_eq(&east.buckets[&class], &west.buckets[&class]);
-            assert_eq!(shared, class.is_global(), "{}", class.as_str());
+            let (e, w) = (east.bucket(class, "CreateVpc").unwrap(), west.bucket(class, "CreateVpc").unwrap());
+            assert_eq!(Arc::ptr_eq(&e, &w), class.is_global(), "{}", class.as_str());
         }
+    }
+
+    #[test]
+    fn each_ec2_api_has_a_bucket_of_its_own_and_the_other_classes_one_each() {
+        let config = PacingConfig::default();
+        let pacer = Pacer::new(&config, &global_buckets(&config));
+        for class in RateClass::ALL {
+            let (a, again, b) = (
+                pacer.bucket(class, "CreateSubnet").unwrap(),
+                pacer.bucket(class, "CreateSubnet").unwrap(),
+                pacer.bucket(class, "CreateRoute").unwrap(),
+            );
+            assert!(Arc::ptr_eq(&a, &again), "{}: one API, one bucket", class.as_str());
+            assert_eq!(!Arc::ptr_eq(&a, &b), class.is_per_api(), "{}", class.as_str());
+        }
+        assert!(
+            Pacer::new(&PacingConfig::parse("off").unwrap(), &GlobalBuckets::new())
+                .bucket(RateClass::Ec2Mutating, "CreateVpc")
+                .is_none()
+        );
     }
 }
