@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A CI account's fleet: N (INFRAFLOW_FLEET_N, default 12) 3-zone create-clusters submitted at
 # once to one daemon, then their N teardowns, through the test proxy answering like AWS's
-# account-wide request buckets (EC2 mutating 20 burst / 5 per s, EC2 describe 40 / 10, Route53
-# 5 / 5, ELB 20 / 10). Prints, per phase, the wall time, the buckets' floor for the requests they
+# account-wide request buckets as AWS documents them (EC2 per API: mutating 50 burst / 5 per s,
+# describe 100 / 20; Route53 5 / 5; ELB 20 / 10). Prints, per phase, the wall time, the buckets' floor for the requests they
 # admitted, and the throttled requests: the table BENCHMARKS.md records.
 # INFRAFLOW_BENCH_BASELINE=/path/to/another/infraflow measures that build too, in the same run
 # (build an earlier commit in a worktree with its own CARGO_TARGET_DIR).

@@ -246,19 +246,25 @@ fn a_tagged_resource_of_a_kind_teardown_does_not_delete_pauses_it_naming_its_arn
             .send(),
     );
     let cgw = cgw.unwrap().customer_gateway().unwrap().customer_gateway_id().unwrap().to_string();
+    // A bucket of the cluster's that is not its registry's: teardown deletes buckets by name and tag.
+    let logs = registry_bucket(&e, "lc-abcde-logs", Some("lc-abcde"));
     let td = e.input("td.json", json!({"infraID": "lc-abcde", "region": "us-east-1"}));
     let plan = ok(&e.cli(&["run", "teardown", "--input", &td, "--dry-run", "--json"]));
     let left: Vec<&str> = plan["leave"].as_array().unwrap().iter().filter_map(|l| l["id"].as_str()).collect();
     assert!(left.iter().any(|l| l.ends_with(&format!("customer-gateway/{cgw}"))), "{plan:#}");
+    assert!(left.contains(&format!("arn:aws:s3:::{logs}").as_str()), "{plan:#}");
     let out = e.cli(&["run", "teardown", "--input", &td, "--id", "down"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let st = e.s.status("down");
     assert_eq!(st["state"], "paused", "{st:#}");
     assert!(st.to_string().contains(&format!("customer-gateway/{cgw}")), "names the ARN: {st:#}");
+    assert!(st.to_string().contains(&format!("arn:aws:s3:::{logs}")), "names the bucket's ARN: {st:#}");
+    assert!(buckets(&e).contains(&logs), "the bucket is left");
     assert_eq!(Inventory::read(&e.c, "lc-abcde").total(), 0, "what it knows is deleted before it pauses");
-    // The operator takes it out of the cluster (deleted or untagged): the retry completes.
+    // The operator takes them out of the cluster (deleted or untagged): the retry completes.
     let key = Tag::builder().key("kubernetes.io/cluster/lc-abcde").build();
     e.c.block_on(e.c.ec2.delete_tags().resources(&cgw).tags(key).send()).unwrap();
+    e.c.block_on(e.c.s3.delete_bucket_tagging().bucket(&logs).send()).unwrap();
     let again = e.cli(&["retry", "down"]);
     assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
     assert_eq!(e.s.status("down")["state"], "completed");

@@ -116,7 +116,10 @@ impl Kind {
     pub fn deleted_after(self) -> &'static [Kind] {
         use Kind::*;
         match self {
-            Instance | Snapshot | RegistryBucket | ClassicLoadBalancer | VpcEndpoint | DhcpOptions => &[],
+            // Nothing holds a hosted zone: records that point at a load balancer do not, and its
+            // VPC association goes with it (Route53's 5 requests a second are a fleet's teardown
+            // floor: its deletes start at once).
+            Instance | Snapshot | RegistryBucket | ClassicLoadBalancer | VpcEndpoint | DhcpOptions | HostedZone => &[],
             // Detached from the cluster's instances as they go (a root volume goes with its instance).
             Volume => &[Instance],
             // A service cannot go while endpoints are connected to it.
@@ -128,8 +131,6 @@ impl Kind {
             NatGateway => &[Instance],
             // Left available by what used them: instances, load balancers, endpoints, the NAT gateway.
             NetworkInterface => &[Instance, ClassicLoadBalancer, LoadBalancer, VpcEndpoint, NatGateway],
-            // Its records point at the load balancers; its VPC association goes with it.
-            HostedZone => &[ClassicLoadBalancer, LoadBalancer],
             // Released once the NAT gateway that held it is gone.
             ElasticIp => &[NatGateway, Instance],
             // A gateway endpoint holds routes in it.
@@ -139,7 +140,7 @@ impl Kind {
                 &[Instance, ClassicLoadBalancer, LoadBalancer, VpcEndpoint, NatGateway, NetworkInterface, RouteTable]
             }
             // A gateway cannot be detached while the VPC maps public addresses (a NAT gateway's).
-            InternetGateway => &[NatGateway, ElasticIp, Instance, ClassicLoadBalancer, LoadBalancer],
+            InternetGateway => &[NatGateway, ElasticIp, Instance, ClassicLoadBalancer, LoadBalancer, NetworkInterface],
             Vpc => &[
                 Instance,
                 ClassicLoadBalancer,
