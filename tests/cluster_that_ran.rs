@@ -30,16 +30,18 @@ struct Ran {
     kept: Vec<String>,
     /// The registry's bucket (versioned, with objects).
     bucket: String,
-    /// Bystander buckets: another cluster's registry, one with this cluster's prefix but untagged.
+    /// A bucket with this cluster's registry prefix but not its tag: left, and named.
+    untagged_bucket: String,
+    /// Bystander buckets: that one, and another cluster's registry if one was made.
     kept_buckets: Vec<String>,
 }
 
 /// A registry bucket as the image registry operator makes one: versioned, tagged owned by
-/// `tagged_for`, holding layers overwritten and deleted (versions and a delete marker).
+/// `tagged_for`, holding a layer written twice and then deleted (two versions and a delete marker).
 fn registry_bucket(e: &Env, name: &str, tagged_for: Option<&str>) -> String {
     use aws_sdk_s3::types::{BucketVersioningStatus, Tag as S3Tag, Tagging, VersioningConfiguration};
     let s3 = &e.c.s3;
-    e.c.block_on(s3.create_bucket().bucket(name).send()).unwrap();
+    empty_bucket(e, name);
     let on = VersioningConfiguration::builder().status(BucketVersioningStatus::Enabled).build();
     e.c.block_on(s3.put_bucket_versioning().bucket(name).versioning_configuration(on).send()).unwrap();
     if let Some(infra) = tagged_for {
@@ -47,17 +49,22 @@ fn registry_bucket(e: &Env, name: &str, tagged_for: Option<&str>) -> String {
         let tagging = Tagging::builder().tag_set(tag).build().unwrap();
         e.c.block_on(s3.put_bucket_tagging().bucket(name).tagging(tagging).send()).unwrap();
     }
-    for (key, body) in
-        [("docker/registry/v2/blobs/a", "1"), ("docker/registry/v2/blobs/a", "2"), ("docker/registry/v2/blobs/b", "3")]
-    {
+    let layer = "docker/registry/v2/blobs/a";
+    for body in ["1", "2"] {
         let put = s3
             .put_object()
             .bucket(name)
-            .key(key)
+            .key(layer)
             .body(aws_sdk_s3::primitives::ByteStream::from_static(body.as_bytes()));
         e.c.block_on(put.send()).unwrap();
     }
-    e.c.block_on(s3.delete_object().bucket(name).key("docker/registry/v2/blobs/b").send()).unwrap();
+    e.c.block_on(s3.delete_object().bucket(name).key(layer).send()).unwrap();
+    name.to_string()
+}
+
+/// A bucket with nothing in it and no tags.
+fn empty_bucket(e: &Env, name: &str) -> String {
+    e.c.block_on(e.c.s3.create_bucket().bucket(name).send()).unwrap();
     name.to_string()
 }
 
@@ -111,8 +118,9 @@ fn attach(e: &Env, volume: &str, instance: &str) {
     e.c.block_on(e.c.ec2.attach_volume().volume_id(volume).instance_id(instance).device("/dev/sdf").send()).unwrap();
 }
 
-/// What a running cluster `infra` left in `subnet`, with `instance` its node.
-fn what_it_ran(e: &Env, infra: &str, subnet: &str, instance: &str) -> Ran {
+/// What a running cluster `infra` left in `subnet`, with `instance` its node; with
+/// `another_registry`, also another cluster's registry bucket beside it.
+fn what_it_ran(e: &Env, infra: &str, subnet: &str, instance: &str, another_registry: bool) -> Ran {
     let free = volume(e, Some(infra));
     let held = volume(e, Some(infra));
     attach(e, &held, instance);
@@ -123,15 +131,20 @@ fn what_it_ran(e: &Env, infra: &str, subnet: &str, instance: &str) -> Ran {
     let untagged = volume(e, None);
     let untagged_snap = snapshot(e, &untagged, None);
     let bucket = registry_bucket(e, &format!("{infra}-image-registry-us-east-1-0a1b2c"), Some(infra));
-    let theirs = registry_bucket(e, &format!("x{infra}-image-registry-us-east-1-0a1b2c"), Some(&format!("x{infra}")));
-    let untagged_bucket = registry_bucket(e, &format!("{infra}-image-registry-us-east-1-notours"), None);
+    let untagged_bucket = empty_bucket(e, &format!("{infra}-image-registry-us-east-1-notours"));
+    let mut kept_buckets = vec![untagged_bucket.clone()];
+    if another_registry {
+        let other = format!("x{infra}");
+        kept_buckets.push(registry_bucket(e, &format!("{other}-image-registry-us-east-1-0a1b2c"), Some(&other)));
+    }
     Ran {
         volumes: vec![free, held],
         snapshot: snap,
         interfaces: vec![tagged_eni, left_eni],
         kept: vec![other, untagged, untagged_snap],
         bucket,
-        kept_buckets: vec![theirs, untagged_bucket],
+        untagged_bucket,
+        kept_buckets,
     }
 }
 
@@ -178,7 +191,7 @@ fn teardown_of_a_cluster_that_ran_removes_its_volumes_snapshots_interfaces_and_r
     );
     let nodes = ok(&e.cli(&["run", "scale-nodepool", "--input", &n, "--id", "n"]));
     let instance = nodes["instanceIDs"][0].as_str().unwrap().to_string();
-    let ran = what_it_ran(&e, "ran-abcde", &subnet, &instance);
+    let ran = what_it_ran(&e, "ran-abcde", &subnet, &instance, true);
 
     let td = e.input("td.json", json!({"infraID": "ran-abcde", "region": "us-east-1"}));
     let plan = ok(&e.cli(&["run", "teardown", "--input", &td, "--dry-run", "--json"]));
@@ -187,7 +200,7 @@ fn teardown_of_a_cluster_that_ran_removes_its_volumes_snapshots_interfaces_and_r
         assert!(planned.contains(&id.as_str()), "--dry-run lists {id}: {plan:#}");
     }
     let left: Vec<&str> = plan["leave"].as_array().unwrap().iter().filter_map(|l| l["id"].as_str()).collect();
-    assert_eq!(left, vec![ran.kept_buckets[1].as_str()], "--dry-run names the untagged bucket it leaves: {plan:#}");
+    assert_eq!(left, vec![ran.untagged_bucket.as_str()], "--dry-run names the untagged bucket it leaves: {plan:#}");
     let out = ok(&e.cli(&["run", "teardown", "--input", &td, "--id", "down"]));
     let deleted = |kind: &str| -> Vec<String> {
         out["deleted"][kind].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect()
@@ -201,7 +214,7 @@ fn teardown_of_a_cluster_that_ran_removes_its_volumes_snapshots_interfaces_and_r
     }
     assert_eq!(deleted("snapshot"), vec![ran.snapshot.clone()], "{out:#}");
     assert_eq!(deleted("registry-bucket"), vec![ran.bucket.clone()], "{out:#}");
-    assert_eq!(out["left"][0]["id"], ran.kept_buckets[1].as_str(), "the output names the bucket it left: {out:#}");
+    assert_eq!(out["left"][0]["id"], ran.untagged_bucket.as_str(), "the output names the bucket it left: {out:#}");
     assert!(out["left"][0]["reason"].as_str().unwrap().contains("not tagged"), "{out:#}");
     assert_ran_is_gone(&e, "ran-abcde", &ran, "after teardown");
 }
@@ -281,10 +294,21 @@ fn ran_teardown_sweep(after_aws_acts: bool) {
     };
     let run = |(e, proxy): &(Env, Proxy), name: &str, kill: Option<u32>| {
         let infra = format!("{name}-abcde");
-        let made = hypershift::make(&e.c, &infra, &["us-east-1a"], Cut::AfterFirstZoneSubnets);
-        let subnet = made["private-subnet/us-east-1a"].clone();
+        // The least of a cluster that can run a node (a VPC and a subnet of its own): the sweep's
+        // kills are spent on what a running cluster leaves, which the other sweeps do not meet.
+        let made = hypershift::make(&e.c, &infra, &["us-east-1a"], Cut::AfterVpc);
+        let subnet = e.c.block_on(
+            e.c.ec2
+                .create_subnet()
+                .vpc_id(&made["vpc"])
+                .cidr_block("10.0.0.0/24")
+                .availability_zone("us-east-1a")
+                .tag_specifications(owned_spec(ResourceType::Subnet, &infra))
+                .send(),
+        );
+        let subnet = subnet.unwrap().subnet().unwrap().subnet_id().unwrap().to_string();
         let instance = node(e, &infra, &subnet);
-        let ran = what_it_ran(e, &infra, &subnet, &instance);
+        let ran = what_it_ran(e, &infra, &subnet, &instance, false);
         let td = e.input(&format!("{name}-td.json"), json!({"infraID": infra, "region": "us-east-1"}));
         let args = ["run", "teardown", "--input", td.as_str(), "--id", name];
         let fired = kill.is_some_and(|call| e.run_killed_at(proxy, &args, call, after_aws_acts));

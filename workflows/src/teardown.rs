@@ -234,8 +234,9 @@ pub(crate) async fn public_record_decision(
     Ok(Ok(Target { zone, targets }))
 }
 
-/// The teardown body, callable from other workflows.
-pub async fn teardown(
+/// The teardown body. Which kinds it deletes and in what order follow the run's flow version
+/// (`ctx.code_version()`): teardown's own.
+async fn teardown(
     ctx: &WfCtx,
     pool: &AwsPool,
     infra_id: &str,
