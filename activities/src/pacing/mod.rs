@@ -69,9 +69,10 @@ impl RateClass {
         RateClass::ALL.into_iter().find(|c| c.as_str() == s)
     }
 
-    /// The default limit: what AWS documents for an account (EC2's per API: a mutating API's
-    /// bucket holds 50 tokens refilled at 5 a second, a non-mutating one's 100 at 20 —
-    /// DescribeHosts is AWS's example; RunInstances' is AWS's instance-launch bucket, 1000 and 2
+    /// The default limit: what AWS documents for an account (EC2's per API: a non-mutating
+    /// API's bucket holds 100 tokens refilled at 20 a second — DescribeHosts is AWS's example —,
+    /// a mutating one's 50 at 5, the size of AWS's table for its mutating category, which the
+    /// copies of the page at hand cut off; `--aws-rate ec2-mutating=B/R` sets another; RunInstances' is AWS's instance-launch bucket, 1000 and 2
     /// a second). ELB's whole API and IAM publish no number: 20 at 10 a second and 10 at 10 are
     /// guesses on the safe side.
     fn default_limit(self) -> Limit {
