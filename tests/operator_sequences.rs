@@ -148,6 +148,9 @@ fn a_teardown_submitted_during_a_provision_waits_for_it_and_removes_everything()
     // Slow enough that the provision is still running once the teardown's submit has read the
     // cluster (it checks that no resource is protected before it journals anything).
     e.proxy.set_latency(Duration::from_millis(100));
+    // And held: its NAT gateways' creates fail three times (retried with backoff, seconds), so a
+    // submit slowed by a loaded machine still meets it running (CI once saw it finish first).
+    e.proxy.fail_with("CreateNatGateway", "InternalError", 3);
     let input = e.input("p.json", provision_input("seq", "seq-abcde", &["us-east-1a", "us-east-1b", "us-east-1c"]));
     assert!(e.cli(&["submit", "provision-infra", "--input", &input, "--id", "up"]).status.success());
     let env = aws_env(&e.proxy.endpoint());
