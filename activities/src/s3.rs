@@ -108,6 +108,18 @@ fn gone_is<T>(e: AwsError, value: T) -> AwsResult<T> {
 /// was already gone. Each call is idempotent on its own (a version deleted twice is deleted), so
 /// a run killed anywhere starts the listing over and finishes the job.
 pub async fn delete_bucket_if_exists(aws: &Aws, name: &str) -> AwsResult<bool> {
+    // Bucket names are reused: the one a journaled inventory names may since be someone else's.
+    // Read from AWS, now, that it is still a cluster's registry (its tag names the cluster its
+    // name starts with); otherwise it is not ours to empty, and counts as gone.
+    let Some(tags) = bucket_tags(aws, name).await? else { return Ok(false) };
+    let ours = tags.iter().any(|(k, v)| {
+        v == crate::tags::OWNED
+            && k.strip_prefix(crate::tags::OWNERSHIP_PREFIX)
+                .is_some_and(|infra| name.starts_with(&registry_prefix(infra)))
+    });
+    if !ours {
+        return Ok(false);
+    }
     loop {
         // Always from the start: what the last batch deleted is no longer listed.
         let out = match aws.s3.list_object_versions().bucket(name).max_keys(1000).send().await {
