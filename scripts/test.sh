@@ -22,7 +22,7 @@ rm -f target/test-times.tsv target/test-passes.tsv target/test-counts.tsv
 jobs="${INFRAFLOW_TEST_JOBS:-3}"
 status=0
 if [ "$#" -eq 0 ]; then
-  scripts/run-tests.py run --label plain --jobs "$jobs" --first cross_journal,aws_iam,cluster_that_ran,hypershift_adoption,crash_sweep,aws_provision -- --test-threads=2 \
+  scripts/run-tests.py run --label plain --jobs "$jobs" --first cross_journal,aws_provision,aws_iam,hypershift_adoption,cluster_that_ran,crash_sweep -- --test-threads=2 \
     --skip several_hosts || status=1
   # Daemons on three hosts (network namespaces) sharing PostgreSQL, one test at a time and alone
   # on the machine (they measure takeover times), with the figures they print.

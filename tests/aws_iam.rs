@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use support::aws::{AwsEnv as Env, ok};
 use support::iam_state::IamState;
 use support::proxy::Proxy;
+use support::sweep::Part;
 use support::*;
 
 use support::iam_state::ROLES;
@@ -170,26 +171,28 @@ fn world() -> (Env, Proxy) {
 }
 
 /// SIGKILL at every AWS call of create-iam — before the call reaches AWS, or after AWS acted but
-/// before the answer arrives — then the same command again: exactly one of everything.
+/// before the answer arrives — each kill's resume killed at the next call (`sweep::chain`): the
+/// run that finishes leaves exactly one of everything.
 fn iam_sweep(after_aws_acts: bool) {
     let tag = if after_aws_acts { "a" } else { "b" };
-    let run = |(e, proxy): &(Env, Proxy), name: &str, kill: Option<u32>| {
+    let run = |(e, proxy): &(Env, Proxy), name: &str, part: Option<&Part>| {
         let infra = format!("{name}-abcde");
         let input = e.input(&format!("{name}.json"), iam_input(&infra));
         let args = ["run", "create-iam", "--input", input.as_str(), "--id", name];
-        let fired = kill.is_some_and(|call| e.run_killed_at(proxy, &args, call, after_aws_acts));
+        let killed = part.map(|part| support::sweep::chain(e, proxy, part, &args));
         let out = ok(&e.cli_at(&proxy.endpoint(), &args));
         assert_cluster_iam(&e.c, &infra, &out);
-        fired
+        killed.unwrap_or_default()
     };
     let first = world();
     first.1.reset_counts();
     run(&first, &format!("clean{tag}"), None);
-    let calls = first.1.total();
+    let clean = first.1.counts();
+    let calls: u32 = clean.values().sum();
     assert!(calls > 20, "create-iam makes dozens of calls, counted {calls}");
-    let (fired, _) =
-        support::sweep::every_call(calls, first, world, |w, call| run(w, &format!("k{call}{tag}"), Some(call)));
-    assert!(fired + 2 >= calls, "{fired} of {calls} kills fired");
+    support::sweep::every_call_chained(&clean, after_aws_acts, first, world, |w, part| {
+        run(w, &format!("k{}{tag}", part.index), Some(part))
+    });
     eprintln!("create-iam: killed at each of {calls} calls ({tag}): every run resumed to exactly one of everything");
 }
 
@@ -255,8 +258,9 @@ fn create_cluster_with_iam_launches_nodes_with_the_new_worker_profile_and_teardo
 }
 
 /// SIGKILL at every AWS call of a teardown of a cluster's IAM — before the call reaches AWS, or
-/// after AWS acted (a role deleted) but before the answer arrives — then the same command again:
-/// nothing of the cluster's IAM left, and nothing of a bystander cluster touched.
+/// after AWS acted (a role deleted) but before the answer arrives — each kill's resume killed at
+/// the next call (`sweep::chain`): nothing of the cluster's IAM left, and nothing of a bystander
+/// cluster touched.
 fn iam_teardown_sweep(after_aws_acts: bool) {
     let tag = if after_aws_acts { "a" } else { "b" };
     // Each world has a bystander cluster, checked whole once the sweep is done.
@@ -266,7 +270,7 @@ fn iam_teardown_sweep(after_aws_acts: bool) {
         let kept = ok(&e.cli(&["run", "create-iam", "--input", &bystander, "--id", "by"]));
         (e, proxy, kept)
     };
-    let run = |(e, proxy, _): &(Env, Proxy, Value), name: &str, kill: Option<u32>| {
+    let run = |(e, proxy, _): &(Env, Proxy, Value), name: &str, part: Option<&Part>| {
         let infra = format!("{name}-abcde");
         let input = e.input(&format!("{name}.json"), iam_input(&infra));
         // What the teardown finds, made straight on moto: the sweep checks the teardown, and
@@ -274,23 +278,21 @@ fn iam_teardown_sweep(after_aws_acts: bool) {
         ok(&e.cli_at(&e.moto.endpoint(), &["run", "create-iam", "--input", &input, "--id", &format!("{name}-iam")]));
         let td = e.input(&format!("{name}-td.json"), json!({"infraID": infra, "region": "us-east-1"}));
         let args = ["run", "teardown", "--input", td.as_str(), "--id", name];
-        let fired = kill.is_some_and(|call| e.run_killed_at(proxy, &args, call, after_aws_acts));
+        let killed = part.map(|part| support::sweep::chain(e, proxy, part, &args));
         ok(&e.cli_at(&proxy.endpoint(), &args));
         let left = IamState::read(&e.c, &infra);
-        assert_eq!(left.total(), 0, "killed at {kill:?}: {}", left.summary());
-        fired
+        assert_eq!(left.total(), 0, "{part:?}: {}", left.summary());
+        killed.unwrap_or_default()
     };
     let first = world();
     first.1.reset_counts();
     run(&first, &format!("clean{tag}"), None);
-    let calls = first.1.total();
+    let clean = first.1.counts();
+    let calls: u32 = clean.values().sum();
     assert!(calls > 30, "a teardown of IAM makes dozens of calls, counted {calls}");
-    let (fired, worlds) =
-        support::sweep::every_call(calls, first, world, |w, call| run(w, &format!("k{call}{tag}"), Some(call)));
-    // A teardown's discovery reads every kind side by side, and a name listed but not readable
-    // yet is asked again: its call count varies a little from run to run, so the last few kills
-    // may come after the run's last call.
-    assert!(fired * 10 >= calls * 9, "{fired} of {calls} kills fired");
+    let worlds = support::sweep::every_call_chained(&clean, after_aws_acts, first, world, |w, part| {
+        run(w, &format!("k{}{tag}", part.index), Some(part))
+    });
     for (e, _, kept) in &worlds {
         assert_cluster_iam(&e.c, "by-abcde", kept);
     }

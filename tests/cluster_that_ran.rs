@@ -7,11 +7,12 @@
 
 mod support;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use support::aws::{AwsEnv as Env, ok};
 use support::hypershift::{self, Cut};
 use support::inventory::Inventory;
 use support::proxy::Proxy;
+use support::sweep::Part;
 use support::*;
 
 use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
@@ -284,7 +285,8 @@ fn a_tagged_resource_of_a_kind_teardown_does_not_delete_pauses_it_naming_its_arn
 }
 
 /// SIGKILL at every AWS call of the teardown of a cluster that ran (before the call reaches AWS,
-/// or after AWS acted), then the same command again: nothing of the cluster left, bystanders kept.
+/// or after AWS acted), each kill's resume killed at the next call (`sweep::chain`), until a run
+/// finishes: nothing of the cluster left, bystanders kept.
 fn ran_teardown_sweep(after_aws_acts: bool) {
     let tag = if after_aws_acts { "a" } else { "b" };
     let world = || {
@@ -292,7 +294,7 @@ fn ran_teardown_sweep(after_aws_acts: bool) {
         let proxy = Proxy::start(e.moto.port);
         (e, proxy)
     };
-    let run = |(e, proxy): &(Env, Proxy), name: &str, kill: Option<u32>| {
+    let run = |(e, proxy): &(Env, Proxy), name: &str, part: Option<&Part>| {
         let infra = format!("{name}-abcde");
         // The least of a cluster that can run a node (a VPC and a subnet of its own): the sweep's
         // kills are spent on what a running cluster leaves, which the other sweeps do not meet.
@@ -311,29 +313,23 @@ fn ran_teardown_sweep(after_aws_acts: bool) {
         let ran = what_it_ran(e, &infra, &subnet, &instance, false);
         let td = e.input(&format!("{name}-td.json"), json!({"infraID": infra, "region": "us-east-1"}));
         let args = ["run", "teardown", "--input", td.as_str(), "--id", name];
-        let fired = kill.is_some_and(|call| e.run_killed_at(proxy, &args, call, after_aws_acts));
-        // The clean run's calls are held to the teardown's policies (`cli_at`); a resumed run
-        // makes the same kinds of calls, so it runs without recording their authorizations.
-        let out: Value = match kill {
-            None => ok(&e.cli_at(&proxy.endpoint(), &args)),
-            Some(_) => {
-                let env = support::moto::aws_env(&proxy.endpoint());
-                let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                ok(&e.s.cli_env(&args, &env))
-            }
-        };
+        let killed = part.map(|part| support::sweep::chain(e, proxy, part, &args));
+        // The clean run's calls are held to the teardown's policies (`cli_at`); after a chain, the
+        // same command reads the finished run's output.
+        let out = ok(&e.cli_at(&proxy.endpoint(), &args));
         assert_eq!(out["infraID"], infra.as_str());
-        assert_ran_is_gone(e, &infra, &ran, &format!("killed at {kill:?}"));
-        fired
+        assert_ran_is_gone(e, &infra, &ran, &format!("{part:?}"));
+        killed.unwrap_or_default()
     };
     let first = world();
     first.1.reset_counts();
     run(&first, &format!("clean{tag}"), None);
-    let calls = first.1.total();
+    let clean = first.1.counts();
+    let calls: u32 = clean.values().sum();
     assert!(calls > 20, "a teardown of a cluster that ran makes dozens of calls, counted {calls}");
-    let (fired, _) =
-        support::sweep::every_call(calls, first, world, |w, call| run(w, &format!("k{call}{tag}"), Some(call)));
-    assert!(fired * 10 >= calls * 9, "{fired} of {calls} kills fired");
+    support::sweep::every_call_chained(&clean, after_aws_acts, first, world, |w, part| {
+        run(w, &format!("k{}{tag}", part.index), Some(part))
+    });
     eprintln!("teardown of a cluster that ran: killed at each of {calls} calls ({tag}): nothing left, bystanders kept");
 }
 

@@ -200,38 +200,37 @@ fn version_1_cluster() -> (Env, support::proxy::Proxy) {
 }
 
 /// SIGKILL at every AWS call of a create-iam that upgrades a version-1 cluster's policies —
-/// before the call reaches AWS, or after AWS acted — then the same command again: every role
-/// carries the current grants, nothing was made, nothing else changed.
+/// before the call reaches AWS, or after AWS acted — each kill's resume killed at the next call
+/// (`sweep::chain`): every role carries the current grants, nothing was made, nothing else
+/// changed.
 fn upgrade_sweep(after_aws_acts: bool) {
     use support::iam_state::{Grants, IamState, ROLES, expected_policy};
-    let run = |(e, proxy): &(Env, support::proxy::Proxy), kill: Option<u32>| {
+    let run = |(e, proxy): &(Env, support::proxy::Proxy), part: Option<&support::sweep::Part>| {
         let input = e.input(
             "up.json",
             json!({"infraID": "reci-abcde", "region": "us-east-1", "oidcBucket": "oidc",
                    "publicZoneID": "ZPUBLIC1", "privateZoneID": "ZPRIVATE1", "localZoneID": "ZLOCAL1"}),
         );
         let args = ["run", "create-iam", "--input", input.as_str(), "--id", "upgrade"];
-        let fired = kill.is_some_and(|call| e.run_killed_at(proxy, &args, call, after_aws_acts));
+        let killed = part.map(|part| support::sweep::chain(e, proxy, part, &args));
         ok(&e.cli_at(&proxy.endpoint(), &args));
         let s = IamState::read(&e.c, "reci-abcde");
         assert_eq!((s.providers.len(), s.roles.len(), s.profiles.len()), (1, 8, 1), "{}", s.summary());
         for (_, suffix, file) in ROLES {
             let name = format!("reci-abcde-{suffix}");
-            assert_eq!(
-                s.roles[&name].policies[&name],
-                expected_policy(file, Grants::Current),
-                "{name} (kill {kill:?})"
-            );
+            assert_eq!(s.roles[&name].policies[&name], expected_policy(file, Grants::Current), "{name} ({part:?})");
         }
-        fired
+        killed.unwrap_or_default()
     };
     let first = version_1_cluster();
     first.1.reset_counts();
     run(&first, None);
-    let calls = first.1.total();
+    let clean = first.1.counts();
+    let calls: u32 = clean.values().sum();
     assert!(calls > 15, "the upgrade reads and writes every role, counted {calls}");
-    let (fired, _) = support::sweep::every_call(calls, (), || (), |_, call| run(&version_1_cluster(), Some(call)));
-    assert!(fired + 2 >= calls, "{fired} of {calls} kills fired");
+    support::sweep::every_call_chained(&clean, after_aws_acts, version_1_cluster(), version_1_cluster, |w, part| {
+        run(w, Some(part))
+    });
     eprintln!("create-iam upgrade: killed at each of {calls} calls: every run converged to the current grants");
 }
 

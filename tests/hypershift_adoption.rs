@@ -11,6 +11,7 @@ use support::aws::{AwsEnv as Env, ok};
 use support::hypershift::{Cut, make, make_zones};
 use support::inventory::Inventory;
 use support::proxy::Proxy;
+use support::sweep::Part;
 use support::*;
 
 fn provision_input(name: &str, infra: &str, zones: &[&str]) -> Value {
@@ -124,8 +125,8 @@ fn two_hypershift_vpcs_for_one_cluster_pause_the_workflow_naming_both_and_create
 
 /// SIGKILL at every AWS call of a provision over a half-made HyperShift cluster (the first
 /// zone's subnets made): before the call reaches AWS, or after AWS acted (an adoption's tags
-/// written, say) but before the answer arrives. The same command again must finish with one of
-/// everything and every HyperShift id kept.
+/// written, say) but before the answer arrives, each kill's resume killed at the next call
+/// (`sweep::chain`). The run that finishes leaves one of everything and every HyperShift id kept.
 fn adoption_sweep(after_aws_acts: bool) {
     let world = || {
         let e = Env::new();
@@ -134,26 +135,27 @@ fn adoption_sweep(after_aws_acts: bool) {
     };
     let zones = ["us-east-1a"];
     let tag = if after_aws_acts { "a" } else { "b" };
-    let run = |(e, proxy): &(Env, Proxy), name: &str, kill: Option<u32>| {
+    let run = |(e, proxy): &(Env, Proxy), name: &str, part: Option<&Part>| {
         let infra = format!("{name}-abcde");
         let made = make(&e.c, &infra, &zones, Cut::AfterFirstZoneSubnets);
         let input = e.input(&format!("{name}.json"), provision_input(name, &infra, &zones));
         let args = ["run", "provision-infra", "--input", input.as_str(), "--id", name];
-        let fired = kill.is_some_and(|call| e.run_killed_at(proxy, &args, call, after_aws_acts));
+        let killed = part.map(|part| support::sweep::chain(e, proxy, part, &args));
         ok(&e.cli_at(&proxy.endpoint(), &args));
         let inv = Inventory::read(&e.c, &infra);
         inv.assert_provisioned(&e.c, 1, 1, name, "example.com");
-        assert_eq!(still_there(&inv, &made), Vec::<String>::new(), "killed at {kill:?}");
-        fired
+        assert_eq!(still_there(&inv, &made), Vec::<String>::new(), "{part:?}");
+        killed.unwrap_or_default()
     };
     let first = world();
     first.1.reset_counts();
     run(&first, &format!("clean{tag}"), None);
-    let calls = first.1.total();
+    let clean = first.1.counts();
+    let calls: u32 = clean.values().sum();
     assert!(calls > 20, "a provision makes dozens of calls, counted {calls}");
-    let (fired, _) =
-        support::sweep::every_call(calls, first, world, |w, call| run(w, &format!("k{call}{tag}"), Some(call)));
-    assert!(fired + 2 >= calls, "{fired} of {calls} kills fired");
+    support::sweep::every_call_chained(&clean, after_aws_acts, first, world, |w, part| {
+        run(w, &format!("k{}{tag}", part.index), Some(part))
+    });
     eprintln!(
         "adoption: killed at each of {calls} calls ({tag}): every run resumed to one of everything, HyperShift's ids kept"
     );

@@ -197,6 +197,7 @@ pub fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
 pub mod authz;
 pub mod aws;
 pub mod buckets;
+pub mod chain;
 pub mod fleet;
 pub mod hypershift;
 pub mod iam;

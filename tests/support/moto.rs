@@ -21,31 +21,50 @@ fn moto_server() -> PathBuf {
     p
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 impl Moto {
     pub fn start() -> Moto {
         Moto::start_as("123456789012")
     }
 
     /// A moto server whose account is `account` (moto reads MOTO_ACCOUNT_ID): another AWS account.
+    /// moto binds a port of the kernel's choosing and says which: a port picked here and handed
+    /// over could be taken in between by another test's proxy, which would then serve this
+    /// test's calls while its own moto never started.
     pub fn start_as(account: &str) -> Moto {
-        let port = free_port();
-        let child = Command::new(moto_server())
+        let mut child = Command::new(moto_server())
             .env("MOTO_ACCOUNT_ID", account)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-H", "127.0.0.1", "-p", "0"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("cannot start moto_server");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        // moto logs every request on stderr: read it to the end, or a full pipe would stall it.
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+                let Ok(line) = line else { break };
+                if let Some(port) = line.split("Running on http://127.0.0.1:").nth(1)
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(port.trim().parse::<u16>().ok());
+                }
+            }
+        });
+        let port = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(Some(port)) => port,
+            other => {
+                let _ = child.kill();
+                panic!("moto did not say which port it serves on: {other:?}");
+            }
+        };
         let moto = Moto { child, port };
         let start = Instant::now();
         while http(port, "GET", "/moto-api/").is_none() {
             assert!(start.elapsed() < Duration::from_secs(30), "moto did not come up on port {port}");
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(50));
         }
         moto
     }

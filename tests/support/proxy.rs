@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::authz::{Authz, DroppedTags, authorizations, dropped_tags};
 use super::buckets::{BucketReport, Buckets, Rate, class_of};
+use super::chain::{Chain, what_it_asks};
 use super::moto::Clients;
 use super::strict::{Strict, StrictState};
 
@@ -32,6 +33,8 @@ struct State {
     kill_at: Option<KillAt>,
     /// A SIGKILL at the first call of this action (`kill_at_action`).
     kill_on: Option<(String, KillAt)>,
+    /// A chain of kills (`chain.rs`).
+    chain: Option<Chain>,
     /// Calls by IAM action (`ec2:CreateVpc`), for the policy completeness check.
     iam: BTreeMap<String, u32>,
     /// AWS's account-wide request buckets, when a test asks for them.
@@ -217,6 +220,32 @@ impl Proxy {
         self.state.lock().unwrap().kill_on = Some((action.to_string(), at));
     }
 
+    /// Starts a chain of kills (`sweep::chain`) at the calls of `actions`.
+    pub fn chain_start(&self, after_aws_acts: bool, actions: &[String]) {
+        let mut s = self.state.lock().unwrap();
+        s.authz_off = true;
+        s.chain = Some(Chain::new(after_aws_acts, actions.iter().cloned().collect()));
+    }
+
+    /// The chain's next process is starting: its calls wait for `chain_process`.
+    pub fn chain_expect(&self) {
+        self.state.lock().unwrap().chain.as_mut().expect("a chain started").expect_process();
+    }
+
+    pub fn chain_process(&self, pid: u32) {
+        self.state.lock().unwrap().chain.as_mut().expect("a chain started").process(pid);
+    }
+
+    /// Whether the chain killed its current process.
+    pub fn chain_fired(&self) -> bool {
+        self.state.lock().unwrap().chain.as_ref().is_some_and(Chain::fired)
+    }
+
+    /// Ends the chain: its kills, by action.
+    pub fn chain_finish(&self) -> BTreeMap<String, u32> {
+        self.state.lock().unwrap().chain.take().map(|c| c.killed).unwrap_or_default()
+    }
+
     /// Whether the kill armed by `kill_at_action` fired.
     pub fn action_kill_fired(&self) -> bool {
         self.state.lock().unwrap().kill_on.is_none()
@@ -389,10 +418,18 @@ enum Fault {
     },
 }
 
-fn decide(st: &Mutex<State>, action: &str, class: Option<&str>) -> Fault {
+fn decide(st: &Mutex<State>, action: &str, class: Option<&str>, asks: Option<String>) -> Fault {
     let mut s = st.lock().unwrap();
     *s.counts.entry(action.to_string()).or_insert(0) += 1;
     s.seen += 1;
+    if let (Some(chain), Some(asks)) = (s.chain.as_mut(), asks) {
+        if chain.from_the_killed() {
+            return Fault::DropBefore;
+        }
+        if let Some((pid, after_aws_acts)) = chain.kill_at(action, asks) {
+            return Fault::Kill { pid, after_aws_acts };
+        }
+    }
     if let Some((a, k)) = &s.kill_on
         && a == action
     {
@@ -441,6 +478,22 @@ fn decide(st: &Mutex<State>, action: &str, class: Option<&str>) -> Fault {
     };
     *s.faults.entry(name).or_insert(0) += 1;
     fault
+}
+
+/// Whether a chain of kills is on; a call made while its process starts waits until the chain
+/// knows the process (its pid), so the process's first call can be killed at too.
+fn chained_call(st: &Mutex<State>) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        let (on, starting) = {
+            let s = st.lock().unwrap();
+            (s.chain.is_some(), s.chain.as_ref().is_some_and(Chain::starting))
+        };
+        if !starting || start.elapsed() > Duration::from_secs(30) {
+            return on;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 fn forward(req: &Request, upstream: u16) -> std::io::Result<Vec<u8>> {
@@ -492,7 +545,8 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Reader
     let latency = st.lock().unwrap().latency;
     std::thread::sleep(latency);
     let class = class_of(&act, &String::from_utf8_lossy(&req.body));
-    let reply = match decide(st, &act, class) {
+    let asks = chained_call(st).then(|| what_it_asks(&req.head, &req.body));
+    let reply = match decide(st, &act, class, asks) {
         Fault::None => {
             let early = st.lock().unwrap().strict.before(&act, &req.body);
             match early {

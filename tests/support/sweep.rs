@@ -1,9 +1,18 @@
 //! Kill-at-every-call sweeps spread over several worlds at once (a moto, a journal and a proxy
-//! each). A kill's two runs mostly wait — a create resumed mid-step settles 5 s before it looks
-//! for what the killed attempt made, as AWS's eventual consistency asks — so side by side they
-//! take a fraction of the time they take one after another, for the same work.
+//! each). A kill's runs mostly wait — a create resumed mid-step settles 5 s before it looks for
+//! what the killed attempt made, as AWS's eventual consistency asks — so side by side they take
+//! a fraction of the time they take one after another, for the same work.
+//!
+//! Two shapes: `every_call` kills a fresh run at its n-th call and resumes it once, for every n
+//! (a world and a run a kill); `every_call_chained` kills every call of one run in turn, each
+//! kill's resume being the next kill's victim (`chain.rs`), so a sweep costs a few runs, not a
+//! run a call.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use super::aws::AwsEnv;
+use super::proxy::Proxy;
 
 /// Worlds a sweep runs in at once.
 pub const WORLDS: usize = 3;
@@ -54,6 +63,116 @@ pub fn every_call<W: Send>(
         }
     }
     (fired.into_inner(), worlds)
+}
+
+/// A world's share of the kills: the calls of these actions (every call of each, wherever the
+/// run makes it: branches run side by side, so where a call falls in a run is not fixed).
+#[derive(Clone, Debug)]
+pub struct Part {
+    pub after_aws_acts: bool,
+    pub index: usize,
+    pub actions: Vec<String>,
+}
+
+/// Chains a sweep runs at once. A chain mostly waits — a create resumed mid-step settles 5 s —
+/// so more parts than cores shorten it without adding work.
+pub const PARTS: usize = 6;
+
+/// Runs a workflow's command (`args`, a `run … --id ID`: the same command each time, so each run
+/// resumes the last from the journal) through `proxy` under `part` of a chain of kills, until a
+/// run is not killed. A step killed 20 times pauses its run (the engine's guard against a step
+/// that crashes its process); the chain retries it as an operator would and goes on. Returns the
+/// kills, by action; the caller checks what the finished run left.
+pub fn chain(e: &AwsEnv, proxy: &Proxy, part: &Part, args: &[&str]) -> BTreeMap<String, u32> {
+    let id = args.iter().position(|a| *a == "--id").and_then(|i| args.get(i + 1)).expect("a run with --id");
+    let retry = ["retry", id];
+    proxy.chain_start(part.after_aws_acts, &part.actions);
+    let (mut retrying, mut retries) = (false, 0);
+    for runs in 0.. {
+        proxy.chain_expect();
+        let mut child = e.spawn_cli_at(&proxy.endpoint(), if retrying { &retry } else { args });
+        proxy.chain_process(child.id());
+        let status = child.wait().unwrap();
+        retrying = false;
+        if !proxy.chain_fired() {
+            let st = e.s.status(id);
+            if st["state"] == "paused" && st["error"].as_str().is_some_and(|w| w.contains("the process stopped during it")) {
+                retries += 1;
+                assert!(retries <= 20, "{id} paused again after {retries} retries: {st}");
+                retrying = true;
+                continue;
+            }
+            break;
+        }
+        assert!(!status.success(), "killed at run {runs}, yet it exited {status:?}");
+        assert!(runs < 1000, "a chain of kills that does not end: {:?}", proxy.chain_finish());
+    }
+    proxy.chain_finish()
+}
+
+/// Every call of a run killed at, the actions of the clean run (counted in `clean`) shared out
+/// to `PARTS` chains by their calls, a world each (`run(world, part)` makes the world's cluster,
+/// runs `chain` with `part` and checks what it left; the first world is `first`, where the clean
+/// run was made, the others made by `world()`). Checks the chains killed at every action of the
+/// clean run and at three calls in four at least; returns the worlds, for checks across them.
+pub fn every_call_chained<W: Send>(
+    clean: &BTreeMap<String, u32>,
+    after_aws_acts: bool,
+    first: W,
+    world: impl Fn() -> W + Sync,
+    run: impl Fn(&W, &Part) -> BTreeMap<String, u32> + Sync,
+) -> Vec<W> {
+    let calls: u32 = clean.values().sum();
+    // The most-called actions first, each to the part with the fewest calls so far.
+    let mut parts: Vec<(u32, Part)> =
+        (0..PARTS).map(|index| (0, Part { after_aws_acts, index, actions: Vec::new() })).collect();
+    let mut by_calls: Vec<(&String, &u32)> = clean.iter().collect();
+    by_calls.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    for (action, n) in by_calls {
+        let (load, part) = parts.iter_mut().min_by_key(|(load, p)| (*load, p.index)).unwrap();
+        *load += n;
+        part.actions.push(action.clone());
+    }
+    let mut first = Some(first);
+    let results: Vec<std::thread::Result<(W, BTreeMap<String, u32>)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = parts
+            .iter()
+            .map(|(_, part)| {
+                let given = first.take();
+                let (world, run) = (&world, &run);
+                s.spawn(move || {
+                    let w = given.unwrap_or_else(world);
+                    let killed = run(&w, part);
+                    (w, killed)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join()).collect()
+    });
+    let mut worlds = Vec::new();
+    let mut killed = BTreeMap::new();
+    for r in results {
+        match r {
+            Ok((w, k)) => {
+                worlds.push(w);
+                for (action, n) in k {
+                    *killed.entry(action).or_insert(0) += n;
+                }
+            }
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+    let kills: u32 = killed.values().sum();
+    let missed: Vec<&String> = clean.keys().filter(|a| !killed.contains_key(*a)).collect();
+    assert!(missed.is_empty(), "no kill at {missed:?} (killed at {killed:?})");
+    // Not one kill a clean call: a resumed run skips what its journal holds (a read or a poll
+    // answered before the kill), and asks again what the killed step had asked.
+    assert!(kills * 4 >= calls * 3, "{kills} kills for the clean run's {calls} calls: {killed:?}");
+    eprintln!(
+        "chains ({}): {kills} kills for the clean run's {calls} calls",
+        if after_aws_acts { "after AWS acted" } else { "before the call reaches AWS" }
+    );
+    worlds
 }
 
 struct StopOnPanic<'a>(&'a AtomicBool);

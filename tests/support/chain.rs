@@ -1,0 +1,135 @@
+//! A chain of kills, the proxy's half (`sweep::chain` drives it): each process of one run is
+//! killed at its first call that no process of the chain made before — before the call reaches
+//! AWS, or after AWS acted — and the run is resumed, until a process finishes. A resumed run
+//! repeats what the killed one asked (the killed step again, its lookups): those go through, the
+//! killed call among them, and its first call past them is the next kill. So the kills walk the
+//! run call by call — every call once, each kill's recovery itself killed — at the cost of about
+//! one run, not a run a call.
+//!
+//! A call is known by what it asks (method, path, query and body, less pagination tokens), how
+//! many times its process asked the same before, and how far the run had got: the number of
+//! distinct changes (calls other than reads) that had reached AWS. The last tells a confirming
+//! round's reads from the first round's, which ask the same.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+pub struct Chain {
+    after_aws_acts: bool,
+    /// The process being killed at; None while it starts, or once it was killed.
+    pid: Option<u32>,
+    /// A process is starting: its calls wait until the chain knows its pid.
+    starting: bool,
+    /// What the current process asked, and how often.
+    asked: HashMap<String, u32>,
+    /// Every call (what, which time, how far) a process of the chain made.
+    seen: HashSet<String>,
+    /// The changes that reached AWS: how far the run has got.
+    changes: HashSet<String>,
+    /// The actions this chain kills at (the others are other chains', in other worlds).
+    actions: HashSet<String>,
+    fired: bool,
+    /// The kills, by action.
+    pub killed: BTreeMap<String, u32>,
+}
+
+impl Chain {
+    pub fn new(after_aws_acts: bool, actions: HashSet<String>) -> Chain {
+        Chain {
+            after_aws_acts,
+            pid: None,
+            starting: false,
+            asked: HashMap::new(),
+            seen: HashSet::new(),
+            changes: HashSet::new(),
+            actions,
+            fired: false,
+            killed: BTreeMap::new(),
+        }
+    }
+
+    /// The next process is starting: hold its calls until `process` names it.
+    pub fn expect_process(&mut self) {
+        self.pid = None;
+        self.starting = true;
+        self.asked.clear();
+        self.fired = false;
+    }
+
+    pub fn process(&mut self, pid: u32) {
+        self.pid = Some(pid);
+        self.starting = false;
+    }
+
+    pub fn starting(&self) -> bool {
+        self.starting
+    }
+
+    /// Whether the current process was killed.
+    pub fn fired(&self) -> bool {
+        self.fired
+    }
+
+    /// Whether this call comes from a process the chain has killed (it may still be dying, its
+    /// other branches asking): such calls are dropped before AWS, so every call a run makes is
+    /// met first by a process the chain can kill at it.
+    pub fn from_the_killed(&self) -> bool {
+        self.pid.is_none() && !self.starting
+    }
+
+    /// The SIGKILL this call meets (pid, after AWS acted), if no process of the chain made it
+    /// before and it is of an action this chain kills at.
+    pub fn kill_at(&mut self, action: &str, what: String) -> Option<(u32, bool)> {
+        let pid = self.pid?;
+        let times = self.asked.entry(what.clone()).or_insert(0);
+        *times += 1;
+        let change = !["Describe", "List", "Get", "Head", "route53 GET"].iter().any(|r| action.starts_with(r));
+        let far = self.changes.len();
+        // A change is the same change however far the run got: a resumed run asking again what
+        // AWS already did goes through.
+        let key = if change { format!("{what}#{times}") } else { format!("{what}#{times}@{far}") };
+        let kill = self.seen.insert(key) && self.actions.contains(action);
+        if change && (!kill || self.after_aws_acts) {
+            self.changes.insert(what);
+        }
+        if !kill {
+            return None;
+        }
+        self.pid = None;
+        self.fired = true;
+        *self.killed.entry(action.to_string()).or_insert(0) += 1;
+        Some((pid, self.after_aws_acts))
+    }
+}
+
+/// What a request asks, the same each time a run asks it: pagination tokens are dropped (an
+/// emulator may make them anew each listing); idempotency tokens stay (a step's are its own).
+pub fn what_it_asks(head: &str, body: &[u8]) -> String {
+    const PAGING: [&str; 8] = [
+        "NextToken",
+        "Marker",
+        "marker",
+        "PaginationToken",
+        "continuation-token",
+        "key-marker",
+        "version-id-marker",
+        "StartRecordName",
+    ];
+    let keep = |p: &&str| !PAGING.iter().any(|k| p.starts_with(&format!("{k}=")));
+    let (method, path, query) = super::authz::request_line(head);
+    let query: Vec<&str> = query.split('&').filter(keep).collect();
+    let body = String::from_utf8_lossy(body);
+    let body = if body.trim_start().starts_with('{') {
+        match serde_json::from_str::<serde_json::Value>(&body) {
+            Ok(serde_json::Value::Object(mut m)) => {
+                m.remove("PaginationToken");
+                serde_json::Value::Object(m).to_string()
+            }
+            _ => body.to_string(),
+        }
+    } else if body.contains("Action=") {
+        body.split('&').filter(keep).collect::<Vec<_>>().join("&")
+    } else {
+        body.to_string()
+    };
+    format!("{method} {path}?{} {body}", query.join("&"))
+}
