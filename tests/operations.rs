@@ -105,6 +105,34 @@ fn a_policy_for_an_unknown_workflow_exits_2_naming_the_known_ones() {
     assert!(stderr(&out).contains("unknown workflow \"provision-infr\"") && stderr(&out).contains("provision-infra"));
 }
 
+/// The trust policy of a role the daemon assumes (issue 34): its principal may assume it, and
+/// only with the external id when one is named; a principal that is not one is bad input.
+#[test]
+fn the_trust_policy_names_the_daemons_principal_and_its_external_id() {
+    let out = policy(&["--trust-for", "arn:aws:iam::999999999999:role/infraflow-daemon", "--external-id", "team-a"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["Version"], "2012-10-17");
+    let s = &doc["Statement"][0];
+    assert_eq!((s["Effect"].as_str(), s["Action"].as_str()), (Some("Allow"), Some("sts:AssumeRole")));
+    assert_eq!(s["Principal"]["AWS"], "arn:aws:iam::999999999999:role/infraflow-daemon");
+    assert_eq!(s["Condition"]["StringEquals"]["sts:ExternalId"], "team-a");
+    let plain: Value = serde_json::from_slice(&policy(&["--trust-for", "999999999999"]).stdout).unwrap();
+    assert!(plain["Statement"][0].get("Condition").is_none(), "{plain}");
+    for bad in [
+        &["--trust-for", "arn:aws:sts::999999999999:assumed-role/daemon/s"][..],
+        &["--trust-for", "999999999999", "--external-id", "x"],
+        &["--trust-for", "999999999999", "teardown"],
+        &["--external-id", "team-a"],
+    ] {
+        let out = policy(bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty(), "{bad:?}");
+    }
+    let err = stderr(&policy(&["--trust-for", "daemon"]));
+    assert!(err.contains("\"daemon\" is not an account id or an IAM role or user ARN"), "{err}");
+}
+
 #[test]
 #[should_panic(expected = "lacks [\"ec2:CreateVpc\"]")]
 fn a_call_the_policy_does_not_grant_fails_the_completeness_check() {

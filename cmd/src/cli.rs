@@ -138,6 +138,13 @@ pub enum Command {
         /// (`kubernetes.io/cluster/ID=owned`): the role cannot touch another cluster.
         #[arg(long, value_name = "ID")]
         infra_id: Option<String>,
+        /// Print instead the trust policy a role needs so that PRINCIPAL (the role or user the
+        /// daemon runs as, or its account id) may assume it.
+        #[arg(long, value_name = "PRINCIPAL")]
+        trust_for: Option<String>,
+        /// With --trust-for: the external id the role requires (sts:ExternalId).
+        #[arg(long, value_name = "ID", requires = "trust_for")]
+        external_id: Option<String>,
     },
     /// Measure the engine on this disk: durable no-op steps per second against SQLite's ceiling.
     Bench {

@@ -74,7 +74,12 @@ pub fn main_infraflow() -> ExitCode {
             Command::History { id, json } => status::history(&db, &id, json),
             Command::Wait { id, timeout, json } => status::wait(&db, &id, timeout, json),
             Command::Prune { before, json } => status::prune(&db, before, json),
-            Command::Policy { workflows, infra_id } => policy::policy(&workflows, infra_id.as_deref()),
+            Command::Policy { workflows, infra_id, trust_for: None, .. } => {
+                policy::policy(&workflows, infra_id.as_deref())
+            }
+            Command::Policy { workflows, infra_id, trust_for: Some(principal), external_id } => {
+                policy::trust(&principal, external_id.as_deref(), !workflows.is_empty() || infra_id.is_some())
+            }
             Command::Graph { target, format } => graph::graph(&db, &target, format),
             command => runtime()?.block_on(async {
                 match command {

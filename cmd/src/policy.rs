@@ -1,5 +1,6 @@
 //! `infraflow policy`: the least-privilege IAM policy of the named workflows, as IAM JSON; with
-//! `--infra-id`, conditioned on that cluster's ownership tag.
+//! `--infra-id`, conditioned on that cluster's ownership tag; with `--trust-for`, the trust
+//! policy of a role the daemon's principal assumes.
 
 use std::collections::BTreeSet;
 
@@ -29,6 +30,20 @@ pub fn policy(workflows: &[String], infra_id: Option<&str>) -> CmdResult {
             infraflow_workflows::policy::scoped::document(id, &all).map_err(|e| Failure::usage(e.to_string()))?
         }
     };
+    println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| Failure::other(e.to_string()))?);
+    Ok(OK)
+}
+
+/// `policy --trust-for PRINCIPAL [--external-id ID]`: the role's trust policy, alone (a role's
+/// trust and permissions are two documents wherever a role is written down).
+pub fn trust(principal: &str, external_id: Option<&str>, with_permissions: bool) -> CmdResult {
+    if with_permissions {
+        return Err(Failure::usage(
+            "--trust-for prints the role's trust policy alone; run `infraflow policy [WORKFLOW…] [--infra-id ID]` for the permissions it needs",
+        ));
+    }
+    let doc = infraflow_workflows::policy::trust::document(principal, external_id)
+        .map_err(|e| Failure::usage(e.to_string()))?;
     println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| Failure::other(e.to_string()))?);
     Ok(OK)
 }

@@ -11,7 +11,7 @@
 //! distinct changes (calls other than reads) that had reached AWS. The last tells a confirming
 //! round's reads from the first round's, which ask the same.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 pub struct Chain {
     after_aws_acts: bool,
@@ -28,8 +28,14 @@ pub struct Chain {
     /// The actions this chain kills at (the others are other chains', in other worlds).
     actions: HashSet<String>,
     fired: bool,
-    /// The kills, by action.
+    pub kills: Kills,
+}
+
+/// What a chain killed at, by action, and every action its processes called.
+#[derive(Clone, Debug, Default)]
+pub struct Kills {
     pub killed: BTreeMap<String, u32>,
+    pub called: BTreeSet<String>,
 }
 
 impl Chain {
@@ -43,7 +49,7 @@ impl Chain {
             changes: HashSet::new(),
             actions,
             fired: false,
-            killed: BTreeMap::new(),
+            kills: Kills::default(),
         }
     }
 
@@ -80,6 +86,7 @@ impl Chain {
     /// before and it is of an action this chain kills at.
     pub fn kill_at(&mut self, action: &str, what: String) -> Option<(u32, bool)> {
         let pid = self.pid?;
+        self.kills.called.insert(action.to_string());
         let times = self.asked.entry(what.clone()).or_insert(0);
         *times += 1;
         let change = !["Describe", "List", "Get", "Head", "route53 GET"].iter().any(|r| action.starts_with(r));
@@ -96,7 +103,7 @@ impl Chain {
         }
         self.pid = None;
         self.fired = true;
-        *self.killed.entry(action.to_string()).or_insert(0) += 1;
+        *self.kills.killed.entry(action.to_string()).or_insert(0) += 1;
         Some((pid, self.after_aws_acts))
     }
 }

@@ -179,8 +179,22 @@ pub fn sample(body: &str, name_and_labels: &str) -> f64 {
     body.lines().find_map(|l| l.strip_prefix(name_and_labels).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
 }
 
+/// A free port for a daemon's `--listen`, below the kernel's ephemeral range (32768–60999 on
+/// Linux): a port bind(0) hands out could be taken, between this check and the daemon's bind,
+/// by another test's proxy or moto, which bind port 0.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    use std::hash::{BuildHasher, Hasher};
+    let mut tries = 0;
+    loop {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        let port = 20_000 + (h.finish() % 12_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+        tries += 1;
+        assert!(tries < 1000, "no free port in 20000-31999");
+    }
 }
 
 pub fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::authz::{Authz, DroppedTags, authorizations, dropped_tags};
 use super::buckets::{BucketReport, Buckets, Rate, class_of};
-use super::chain::{Chain, what_it_asks};
+use super::chain::{Chain, Kills, what_it_asks};
 use super::moto::Clients;
 use super::strict::{Strict, StrictState};
 
@@ -241,9 +241,9 @@ impl Proxy {
         self.state.lock().unwrap().chain.as_ref().is_some_and(Chain::fired)
     }
 
-    /// Ends the chain: its kills, by action.
-    pub fn chain_finish(&self) -> BTreeMap<String, u32> {
-        self.state.lock().unwrap().chain.take().map(|c| c.killed).unwrap_or_default()
+    /// Ends the chain: its kills.
+    pub fn chain_finish(&self) -> Kills {
+        self.state.lock().unwrap().chain.take().map(|c| c.kills).unwrap_or_default()
     }
 
     /// Whether the kill armed by `kill_at_action` fired.

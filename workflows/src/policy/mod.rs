@@ -9,6 +9,7 @@ use infraflow_activities as act;
 use serde_json::{Value, json};
 
 pub mod scoped;
+pub mod trust;
 
 /// One activities file's declared actions.
 #[derive(Clone, Copy)]
