@@ -6,6 +6,9 @@
 //! run call by call — every call once, each kill's recovery itself killed — at the cost of about
 //! one run, not a run a call.
 //!
+//! A chain kills at the calls of the actions it is given (`sweep::every_call_chained` shares a
+//! run's actions out to chains in worlds of their own); the others go through.
+//!
 //! A call is known by what it asks (method, path, query and body, less pagination tokens), how
 //! many times its process asked the same before, and how far the run had got: the number of
 //! distinct changes (calls other than reads) that had reached AWS. The last tells a confirming
