@@ -171,12 +171,6 @@ fn a_provision_adopting_hypershifts_resources_killed_at_every_aws_call_after_aws
     adoption_sweep(true);
 }
 
-/// What a mutating call is: anything but a read. Route53's REST calls are named by method.
-fn mutating(action: &str) -> bool {
-    let read = ["Describe", "List", "Get"].iter().any(|p| action.starts_with(p)) || action.starts_with("route53 GET");
-    !read
-}
-
 /// A cluster HyperShift made whole is taken over by its identity marks alone: one CreateTags per
 /// EC2 resource, the comment and tags of each private zone (and its SOA minimum where it is not
 /// 60 yet), and nothing else HyperShift made is
@@ -195,7 +189,7 @@ fn provision_over_a_whole_hypershift_cluster_writes_only_identity_marks_and_soa_
     proxy.reset_counts();
     let out = ok(&e.cli_at(&proxy.endpoint(), &["run", "provision-infra", "--input", &input, "--id", "hw"]));
     let mutations: std::collections::BTreeMap<String, u32> =
-        proxy.counts().into_iter().filter(|(a, _)| mutating(a)).collect();
+        proxy.counts().into_iter().filter(|(a, _)| support::chain::is_change(a)).collect();
     let ec2_made = made.keys().filter(|role| !role.ends_with("-zone")).count() as u32;
     let expected: std::collections::BTreeMap<String, u32> = [
         ("CreateTags", ec2_made),

@@ -92,7 +92,7 @@ impl Chain {
         self.kills.called.insert(action.to_string());
         let times = self.asked.entry(what.clone()).or_insert(0);
         *times += 1;
-        let change = !["Describe", "List", "Get", "Head", "route53 GET"].iter().any(|r| action.starts_with(r));
+        let change = is_change(action);
         let far = self.changes.len();
         // A change is the same change however far the run got: a resumed run asking again what
         // AWS already did goes through.
@@ -109,6 +109,12 @@ impl Chain {
         *self.kills.killed.entry(action.to_string()).or_insert(0) += 1;
         Some((pid, self.after_aws_acts))
     }
+}
+
+/// Whether an action changes something in AWS (any call but a read). Route53's REST calls are
+/// named by method.
+pub fn is_change(action: &str) -> bool {
+    !["Describe", "List", "Get", "Head", "route53 GET"].iter().any(|r| action.starts_with(r))
 }
 
 /// What a request asks, the same each time a run asks it: pagination tokens are dropped (an
