@@ -20,6 +20,9 @@ pub struct Chain {
     after_aws_acts: bool,
     /// The process being killed at; None while it starts, or once it was killed.
     pid: Option<u32>,
+    /// A call asked for its process's death: the chain's thread, which holds the process,
+    /// kills it (`Proxy::chain_wait`) and clears this; the call is held until then.
+    doomed: bool,
     /// A process is starting: its calls wait until the chain knows its pid.
     starting: bool,
     /// What the current process asked, and how often.
@@ -46,6 +49,7 @@ impl Chain {
         Chain {
             after_aws_acts,
             pid: None,
+            doomed: false,
             starting: false,
             asked: HashMap::new(),
             seen: HashSet::new(),
@@ -59,6 +63,7 @@ impl Chain {
     /// The next process is starting: hold its calls until `process` names it.
     pub fn expect_process(&mut self) {
         self.pid = None;
+        self.doomed = false;
         self.starting = true;
         self.asked.clear();
         self.fired = false;
@@ -85,10 +90,22 @@ impl Chain {
         self.pid.is_none() && !self.starting
     }
 
-    /// The SIGKILL this call meets (pid, after AWS acted), if no process of the chain made it
-    /// before and it is of an action this chain kills at.
-    pub fn kill_at(&mut self, action: &str, what: String) -> Option<(u32, bool)> {
-        let pid = self.pid?;
+    /// Whether a call asked for the current process's death and the chain's thread has not yet
+    /// seen it dead.
+    pub fn doomed(&self) -> bool {
+        self.doomed
+    }
+
+    /// The chain's thread has the doomed process dead (killed, or it ended first).
+    pub fn buried(&mut self) {
+        self.doomed = false;
+    }
+
+    /// Whether this call meets the process's death (and whether after AWS acted), if no process
+    /// of the chain made it before and it is of an action this chain kills at. The caller asks
+    /// for the death (`doom`) when it is time: at once, or once AWS acted.
+    pub fn kill_at(&mut self, action: &str, what: String) -> Option<bool> {
+        self.pid?;
         self.kills.called.insert(action.to_string());
         let times = self.asked.entry(what.clone()).or_insert(0);
         *times += 1;
@@ -107,7 +124,12 @@ impl Chain {
         self.pid = None;
         self.fired = true;
         *self.kills.killed.entry(action.to_string()).or_insert(0) += 1;
-        Some((pid, self.after_aws_acts))
+        Some(self.after_aws_acts)
+    }
+
+    /// The process this chain killed at a call is to die now.
+    pub fn doom(&mut self) {
+        self.doomed = true;
     }
 }
 

@@ -41,15 +41,30 @@ impl Moto {
             .expect("cannot start moto_server");
         let (tx, rx) = std::sync::mpsc::channel();
         let stderr = child.stderr.take().unwrap();
-        // moto logs every request on stderr: read it to the end, or a full pipe would stall it.
+        // moto logs every request on stderr: read it to the end whatever it writes (a reader
+        // that stopped would close the pipe, and moto's next log line would fail the request it
+        // serves). What is not a request's log line (a traceback) is shown with the test's
+        // output, a few hundred lines at most.
         std::thread::spawn(move || {
             let mut tx = Some(tx);
-            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
-                let Ok(line) = line else { break };
+            let mut reader = std::io::BufReader::new(stderr);
+            let (mut buf, mut shown) = (Vec::new(), 0);
+            loop {
+                buf.clear();
+                match std::io::BufRead::read_until(&mut reader, b'\n', &mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+                let line = String::from_utf8_lossy(&buf);
                 if let Some(port) = line.split("Running on http://127.0.0.1:").nth(1)
                     && let Some(tx) = tx.take()
                 {
                     let _ = tx.send(port.trim().parse::<u16>().ok());
+                } else if tx.is_none() && !line.starts_with("127.0.0.1 - - [") && shown < 300 {
+                    shown += 1;
+                    eprint!("moto: {line}");
                 }
             }
         });

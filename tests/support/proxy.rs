@@ -236,6 +236,30 @@ impl Proxy {
         self.state.lock().unwrap().chain.as_mut().expect("a chain started").process(pid);
     }
 
+    /// Waits for the chain's process `child` to end, killing it (SIGKILL) when one of its calls
+    /// asks (`bury`). The chain's own thread kills it, through the handle it holds: a process
+    /// named by pid could have ended and its pid gone to another.
+    pub fn chain_wait(&self, child: &mut std::process::Child) -> std::process::ExitStatus {
+        loop {
+            let ended = child.try_wait().expect("waiting for a chain's process");
+            let doomed = self.state.lock().unwrap().chain.as_ref().is_some_and(Chain::doomed);
+            if doomed || ended.is_some() {
+                let status = match ended {
+                    Some(status) => status,
+                    None => {
+                        child.kill().expect("killing a chain's process");
+                        child.wait().expect("waiting for a killed chain's process")
+                    }
+                };
+                if let Some(chain) = self.state.lock().unwrap().chain.as_mut() {
+                    chain.buried();
+                }
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Whether the chain killed its current process.
     pub fn chain_fired(&self) -> bool {
         self.state.lock().unwrap().chain.as_ref().is_some_and(Chain::fired)
@@ -416,6 +440,10 @@ enum Fault {
         pid: u32,
         after_aws_acts: bool,
     },
+    /// A chain's kill: its thread, which holds the process, kills it (`Proxy::chain_wait`).
+    ChainKill {
+        after_aws_acts: bool,
+    },
 }
 
 fn decide(st: &Mutex<State>, action: &str, class: Option<&str>, asks: Option<String>) -> Fault {
@@ -426,8 +454,8 @@ fn decide(st: &Mutex<State>, action: &str, class: Option<&str>, asks: Option<Str
         if chain.from_the_killed() {
             return Fault::DropBefore;
         }
-        if let Some((pid, after_aws_acts)) = chain.kill_at(action, asks) {
-            return Fault::Kill { pid, after_aws_acts };
+        if let Some(after_aws_acts) = chain.kill_at(action, asks) {
+            return Fault::ChainKill { after_aws_acts };
         }
     }
     if let Some((a, k)) = &s.kill_on
@@ -478,6 +506,18 @@ fn decide(st: &Mutex<State>, action: &str, class: Option<&str>, asks: Option<Str
     };
     *s.faults.entry(name).or_insert(0) += 1;
     fault
+}
+
+/// Asks the chain's thread for its doomed process's death and holds the call until it is dead.
+fn bury(st: &Mutex<State>) {
+    if let Some(chain) = st.lock().unwrap().chain.as_mut() {
+        chain.doom();
+    }
+    let start = std::time::Instant::now();
+    while st.lock().unwrap().chain.as_ref().is_some_and(Chain::doomed) {
+        assert!(start.elapsed() < Duration::from_secs(60), "a chain's process was not killed within a minute");
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// Whether a chain of kills is on; a call made while its process starts waits until the chain
@@ -592,6 +632,22 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Reader
             }
             let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
             return Ok(());
+        }
+        Fault::ChainKill { after_aws_acts } => {
+            // Whatever happens to the call (AWS unreachable), its process dies before the caller
+            // hears anything: a process the chain took for killed, living on, would have every
+            // later call dropped as a dead process's.
+            let forwarded = if after_aws_acts { Some(forward(&req, upstream)) } else { None };
+            let failed = match forwarded {
+                Some(Ok(answer)) => {
+                    st.lock().unwrap().strict.after(&act, &req.body, answer);
+                    None
+                }
+                Some(Err(e)) => Some(e),
+                None => None,
+            };
+            bury(st);
+            return failed.map_or(Ok(()), Err);
         }
     };
     conn.write_all(&reply)?;

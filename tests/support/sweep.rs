@@ -93,7 +93,7 @@ pub fn chain(e: &AwsEnv, proxy: &Proxy, part: &Part, args: &[&str]) -> Kills {
         proxy.chain_expect();
         let mut child = e.spawn_cli_at(&proxy.endpoint(), if retrying { &retry } else { args });
         proxy.chain_process(child.id());
-        let status = child.wait().unwrap();
+        let status = proxy.chain_wait(&mut child);
         retrying = false;
         if !proxy.chain_fired() {
             let st = e.s.status(id);
