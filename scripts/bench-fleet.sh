@@ -5,10 +5,11 @@
 # describe 100 / 20; Route53 5 / 5; ELB 20 / 10). Prints, per phase, the wall time, the buckets' floor for the requests they
 # admitted, and the throttled requests: the table BENCHMARKS.md records.
 # INFRAFLOW_BENCH_BASELINE=/path/to/another/infraflow measures that build too, in the same run
-# (build an earlier commit in a worktree with its own CARGO_TARGET_DIR).
+# (build an earlier commit in a worktree with its own CARGO_TARGET_DIR). A second benchmark puts
+# half of N in a second account (roleARN) against N/2 alone: each account has its own buckets.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 INFRAFLOW_MOTO_SERVER="$(scripts/moto.sh install)"
 export INFRAFLOW_MOTO_SERVER
-cargo test -p infraflow-cmd --test fleet_bench -- --ignored --nocapture 2>&1 | grep -E '^(\||[0-9]+ x )'
+cargo test -p infraflow-cmd --test fleet_bench -- --ignored --nocapture --test-threads=1 2>&1 | grep -E '^(\||[0-9]+ x )'

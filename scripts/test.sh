@@ -22,7 +22,7 @@ rm -f target/test-times.tsv target/test-passes.tsv target/test-counts.tsv
 jobs="${INFRAFLOW_TEST_JOBS:-3}"
 status=0
 if [ "$#" -eq 0 ]; then
-  scripts/run-tests.py run --label plain --jobs "$jobs" --first cross_journal,aws_provision,aws_iam,hypershift_adoption,cluster_that_ran,crash_sweep -- --test-threads=2 \
+  scripts/run-tests.py run --label plain --jobs "$jobs" --first cross_journal,aws_provision,aws_iam,hypershift_adoption,cluster_that_ran,roles,crash_sweep -- --test-threads=2 \
     --skip several_hosts || status=1
   # Daemons on three hosts (network namespaces) sharing PostgreSQL, one test at a time and alone
   # on the machine (they measure takeover times), with the figures they print.
@@ -33,7 +33,7 @@ if [ "$#" -eq 0 ]; then
   # Tests that set their own lag on their proxy already ran under it above, and are not run twice.
   skip_lagged=(--skip consistency_lag --skip follow_up_call_fails --skip subnet_was_made_under_lag --skip long_tag_lag)
   scripts/run-tests.py run --label strict --jobs "$jobs" --first aws_provision --env INFRAFLOW_TEST_STRICT=1 \
-    --only aws_provision,aws_teardown,aws_privatelink,aws_nodepool,operator_sequences,hypershift_adoption,hypershift_today,aws_iam,cross_journal,janitor,cluster_that_ran -- \
+    --only aws_provision,aws_teardown,aws_privatelink,aws_nodepool,operator_sequences,hypershift_adoption,hypershift_today,aws_iam,cross_journal,janitor,cluster_that_ran,roles -- \
     --test-threads=2 "${skip_lagged[@]}" --skip every_aws_call || status=1
   scripts/run-tests.py run --label strict-hosts --env INFRAFLOW_TEST_STRICT=1 --only multi_host -- --test-threads=2 || status=1
 else

@@ -2,7 +2,8 @@
 //! one daemon, then their N teardowns, through a proxy answering like AWS's account-wide request
 //! buckets (`support/buckets.rs`). Run by `scripts/bench-fleet.sh`; prints, per phase, the wall
 //! time, the buckets' floor for the requests they admitted and the throttled requests, for this
-//! build and (`INFRAFLOW_BENCH_BASELINE=<binary>`) another one, each on a fresh moto.
+//! build and (`INFRAFLOW_BENCH_BASELINE=<binary>`) another one, each on a fresh moto. A second
+//! run puts half the fleet in another account (`roleARN`), against half the fleet alone.
 
 mod support;
 
@@ -14,7 +15,11 @@ use support::aws::AwsEnv;
 use support::buckets::aws_account;
 use support::fleet::{Phase, create_cluster_input, daemon, submit_all, wait_all};
 use support::inventory::Inventory;
+use support::moto::Clients;
 use support::*;
+
+/// The role of the second account's half of a fleet.
+const SECOND_ACCOUNT: &str = "arn:aws:iam::111111111111:role/infraflow";
 
 fn phase(e: &AwsEnv, bin: &Path, workflow: &str, prefix: &str, inputs: &[serde_json::Value]) -> Phase {
     // AWS's buckets are full after a quiet spell; each phase starts so.
@@ -36,20 +41,37 @@ fn phase(e: &AwsEnv, bin: &Path, workflow: &str, prefix: &str, inputs: &[serde_j
 
 /// The fleet on a fresh moto with `bin`: (create phase, teardown phase).
 fn fleet(bin: &Path, n: usize) -> (Phase, Phase) {
+    fleet_across(bin, n, 0)
+}
+
+/// `fleet`, its last `elsewhere` clusters in a second account (through `SECOND_ACCOUNT`).
+fn fleet_across(bin: &Path, n: usize, elsewhere: usize) -> (Phase, Phase) {
     let e = AwsEnv::new();
+    let second = Clients::as_role(&e.moto.endpoint(), SECOND_ACCOUNT);
+    second.create_public_zone("example.com");
     // moto builds each service's state on its first request (seconds, once): not AWS's cost.
-    e.c.block_on(e.c.ec2.describe_availability_zones().send()).unwrap();
-    e.c.block_on(e.c.elb.describe_load_balancers().send()).unwrap();
-    let inputs: Vec<_> = (0..n).map(create_cluster_input).collect();
+    for c in [&e.c, &second] {
+        c.block_on(c.ec2.describe_availability_zones().send()).unwrap();
+        c.block_on(c.elb.describe_load_balancers().send()).unwrap();
+    }
+    let account = |i: usize| if i >= n - elsewhere { &second } else { &e.c };
+    let with_role = |i: usize, mut input: serde_json::Value| {
+        if i >= n - elsewhere {
+            input["roleARN"] = json!(SECOND_ACCOUNT);
+        }
+        input
+    };
+    let inputs: Vec<_> = (0..n).map(|i| with_role(i, create_cluster_input(i))).collect();
     let create = phase(&e, bin, "create-cluster", "c", &inputs);
     for i in 0..n {
-        let inv = Inventory::read(&e.c, &format!("fleet{i}-abcde"));
-        inv.assert_provisioned_with_extras(&e.c, 3, 3, &format!("fleet{i}"), "example.com");
+        let inv = Inventory::read(account(i), &format!("fleet{i}-abcde"));
+        inv.assert_provisioned_with_extras(account(i), 3, 3, &format!("fleet{i}"), "example.com");
     }
-    let downs: Vec<_> = (0..n).map(|i| json!({"infraID": format!("fleet{i}-abcde"), "region": "us-east-1"})).collect();
+    let downs: Vec<_> =
+        (0..n).map(|i| with_role(i, json!({"infraID": format!("fleet{i}-abcde"), "region": "us-east-1"}))).collect();
     let teardown = phase(&e, bin, "teardown", "t", &downs);
     for i in 0..n {
-        let left = Inventory::read(&e.c, &format!("fleet{i}-abcde"));
+        let left = Inventory::read(account(i), &format!("fleet{i}-abcde"));
         assert_eq!(left.total(), 0, "cluster {i} left {:?}", left.counts());
     }
     (create, teardown)
@@ -71,4 +93,26 @@ fn a_fleet_of_create_clusters_and_teardowns_under_the_account_buckets() {
         println!("| {name} | create-cluster, most requested | {} |", create.top_actions(12));
         println!("| {name} | teardown, most requested | {} |", teardown.top_actions(12));
     }
+}
+
+#[test]
+#[ignore = "a benchmark: scripts/bench-fleet.sh runs it"]
+fn a_fleet_across_two_accounts_is_paced_per_account() {
+    let n: usize = std::env::var("INFRAFLOW_FLEET_N").ok().and_then(|v| v.parse().ok()).unwrap_or(12);
+    let half = n / 2;
+    let alone = fleet(&infraflow(), half);
+    let across = fleet_across(&infraflow(), 2 * half, half);
+    println!("{half} x 3-zone create-cluster in one account, against {half} + {half} in two accounts (one daemon)");
+    for (name, (create, teardown)) in
+        [(format!("{half} in one account"), &alone), (format!("{half} + {half} in two"), &across)]
+    {
+        println!("| {name} | create-cluster | {} |", create.line());
+        println!("| {name} | teardown | {} |", teardown.line());
+    }
+    let ratio = |a: &Phase, b: &Phase| b.wall.as_secs_f64() / a.wall.as_secs_f64();
+    println!(
+        "| two accounts / one | wall ratio | create-cluster {:.2}, teardown {:.2} |",
+        ratio(&alone.0, &across.0),
+        ratio(&alone.1, &across.1)
+    );
 }

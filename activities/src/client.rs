@@ -1,20 +1,27 @@
 //! AWS clients, configured the standard way (profiles, env credentials, AWS_ENDPOINT_URL), one
-//! set per region, created on first use.
+//! set per region and role, created on first use.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use aws_config::BehaviorVersion;
+use aws_config::sts::AssumeRoleProvider;
 use aws_smithy_http_client::tls;
 use tokio::sync::Mutex;
 
 use crate::pacing::{GlobalBuckets, PaceTag, PacedHttpClient, Pacer, PacingConfig, Service};
+use crate::role::AssumedRole;
 
 /// The service clients of one region.
 #[derive(Clone, Debug)]
 pub struct Aws {
     pub region: String,
+    /// The role these clients act through; None: the process's own credentials.
+    pub role: Option<AssumedRole>,
+    /// The role's credentials, for the environment probe to tell a role that cannot be assumed
+    /// from a call that failed.
+    assumed: Option<aws_credential_types::provider::SharedCredentialsProvider>,
     pub ec2: aws_sdk_ec2::Client,
     pub elb: aws_sdk_elasticloadbalancingv2::Client,
     /// Classic load balancers: only read and deleted (a cluster's cloud provider makes them).
@@ -33,16 +40,16 @@ impl Aws {
     /// Clients for `region`; an empty region means the SDK's default chain (AWS_REGION, profile).
     /// Every request waits for its turn in the region's buckets (`pacing`).
     pub async fn connect(region: &str, pacing: &PacingConfig) -> Aws {
-        Aws::connect_sharing(region, pacing, &crate::pacing::global_buckets(pacing)).await
+        Aws::connect_sharing(region, Pacer::new(pacing, &crate::pacing::global_buckets(pacing)), None).await
     }
 
-    /// `connect`, its global request classes (IAM, Route53) paced in `global`'s buckets.
-    async fn connect_sharing(region: &str, pacing: &PacingConfig, global: &GlobalBuckets) -> Aws {
+    /// `connect` through `role` (None: the process's own credentials), every request paced by
+    /// `pacer`: its account's buckets in the region.
+    async fn connect_sharing(region: &str, pacer: Arc<Pacer>, role: Option<&AssumedRole>) -> Aws {
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
         if !region.is_empty() {
             loader = loader.region(aws_config::Region::new(region.to_string()));
         }
-        let pacer = Pacer::new(pacing, global);
         let https = aws_smithy_http_client::Builder::new()
             .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::AwsLc))
             .build_https();
@@ -63,57 +70,78 @@ impl Aws {
             )
             .load()
             .await;
+        // The role's session comes from STS with the process's own credentials (through the same
+        // endpoint and pacing); the SDK's identity cache renews it before it expires, so a run
+        // longer than a session goes on.
+        let assumed = match role {
+            Some(role) => {
+                let mut provider = AssumeRoleProvider::builder(&role.arn).session_name(role.session_name());
+                if let Some(id) = &role.external_id {
+                    provider = provider.external_id(id);
+                }
+                let provider = provider.configure(&conf).build().await;
+                Some(aws_credential_types::provider::SharedCredentialsProvider::new(provider))
+            }
+            None => None,
+        };
+        let conf = match &assumed {
+            Some(p) => conf.into_builder().credentials_provider(p.clone()).build(),
+            None => conf,
+        };
         // Every client counts its calls for the daemon's metrics (`observe`) and names each
         // call's request classes for the pacer.
         use crate::observe::CallCounter;
+        let account: Arc<str> = role.map(|r| r.account()).unwrap_or_default().into();
         let tag = |service| PaceTag::new(service, &pacer);
         Aws {
             region: conf.region().map(|r| r.to_string()).unwrap_or_else(|| region.to_string()),
+            role: role.cloned(),
+            assumed,
             ec2: aws_sdk_ec2::Client::from_conf(
                 aws_sdk_ec2::config::Builder::from(&conf)
-                    .interceptor(CallCounter)
+                    .interceptor(CallCounter(account.clone()))
                     .interceptor(tag(Service::Ec2))
                     .build(),
             ),
             elb: aws_sdk_elasticloadbalancingv2::Client::from_conf(
                 aws_sdk_elasticloadbalancingv2::config::Builder::from(&conf)
-                    .interceptor(CallCounter)
+                    .interceptor(CallCounter(account.clone()))
                     .interceptor(tag(Service::Elb))
                     .build(),
             ),
             classic_elb: aws_sdk_elasticloadbalancing::Client::from_conf(
                 aws_sdk_elasticloadbalancing::config::Builder::from(&conf)
-                    .interceptor(CallCounter)
+                    .interceptor(CallCounter(account.clone()))
                     .interceptor(tag(Service::Elb))
                     .build(),
             ),
             r53: aws_sdk_route53::Client::from_conf(
                 aws_sdk_route53::config::Builder::from(&conf)
-                    .interceptor(CallCounter)
+                    .interceptor(CallCounter(account.clone()))
                     .interceptor(tag(Service::Route53))
                     .build(),
             ),
             sts: aws_sdk_sts::Client::from_conf(
                 aws_sdk_sts::config::Builder::from(&conf)
-                    .interceptor(CallCounter)
+                    .interceptor(CallCounter(account.clone()))
                     .interceptor(tag(Service::Sts))
                     .build(),
             ),
             iam: aws_sdk_iam::Client::from_conf(
                 aws_sdk_iam::config::Builder::from(&conf)
-                    .interceptor(CallCounter)
+                    .interceptor(CallCounter(account.clone()))
                     .interceptor(tag(Service::Iam))
                     .build(),
             ),
             tagging: aws_sdk_resourcegroupstagging::Client::from_conf(
                 aws_sdk_resourcegroupstagging::config::Builder::from(&conf)
-                    .interceptor(CallCounter)
+                    .interceptor(CallCounter(account.clone()))
                     .interceptor(tag(Service::Tagging))
                     .build(),
             ),
             s3: aws_sdk_s3::Client::from_conf(
                 aws_sdk_s3::config::Builder::from(&conf)
-                    .interceptor(CallCounter)
+                    .interceptor(CallCounter(account.clone()))
                     .interceptor(tag(Service::S3))
                     // An endpoint of one's own (an emulator, a proxy) has no per-bucket host names.
                     .force_path_style(conf.endpoint_url().is_some())
@@ -145,6 +173,32 @@ impl Aws {
                 "no AWS region: set region in the input, AWS_REGION, or the profile's region".to_string(),
             ));
         }
+        if let (Some(role), Some(assumed)) = (&self.role, &self.assumed) {
+            use aws_credential_types::provider::ProvideCredentials;
+            use aws_credential_types::provider::error::CredentialsError;
+            match assumed.provide_credentials().await {
+                Ok(_) => {}
+                // STS answered and refused (AccessDenied, a role that does not exist or does not
+                // trust this principal, a wrong external id): the operator's to fix.
+                Err(e @ CredentialsError::ProviderError(_)) => {
+                    let why = crate::error::sources(&e);
+                    return Err(crate::error::AwsError::operator(
+                        "AssumeRole",
+                        format!(
+                            "cannot assume role {} ({why}): check that it exists, that its trust policy admits this process's principal (`infraflow policy --trust-for`) and the external id",
+                            role.arn
+                        ),
+                    ));
+                }
+                Err(e) => {
+                    let why = crate::error::sources(&e);
+                    return Err(crate::error::AwsError::not_yet(
+                        "AssumeRole",
+                        format!("cannot assume role {} yet ({why})", role.arn),
+                    ));
+                }
+            }
+        }
         let out =
             self.sts.get_caller_identity().send().await.map_err(|e| crate::error::classify("GetCallerIdentity", e))?;
         let account = out.account().filter(|a| !a.is_empty()).ok_or_else(|| {
@@ -154,14 +208,23 @@ impl Aws {
     }
 }
 
-/// Clients by region, shared by every workflow of a process — and with them each region's
-/// request buckets, and the global services' (IAM, Route53) one set for all regions: the pacing
-/// is account-wide as far as this process can make it.
+/// Clients by region and role, shared by every workflow of a process — and with them each
+/// account's request buckets: per region, and the global services' (IAM, Route53) one set for
+/// all regions. The pacing is account-wide as far as this process can make it; clusters in two
+/// accounts never wait for each other. A pool scoped to a role (`assuming`) hands out that role's
+/// clients.
 #[derive(Clone)]
 pub struct AwsPool {
-    clients: Arc<Mutex<HashMap<String, Aws>>>,
+    shared: Arc<Shared>,
+    role: Option<AssumedRole>,
+}
+
+struct Shared {
     pacing: PacingConfig,
-    global: Arc<GlobalBuckets>,
+    clients: Mutex<HashMap<(String, Option<AssumedRole>), Aws>>,
+    /// Pacers by (account, region); the process's own account is "".
+    pacers: Mutex<HashMap<(String, String), Arc<Pacer>>>,
+    global: Mutex<HashMap<String, Arc<GlobalBuckets>>>,
 }
 
 impl Default for AwsPool {
@@ -177,17 +240,47 @@ impl AwsPool {
     }
 
     pub fn with_pacing(pacing: PacingConfig) -> AwsPool {
-        let global = Arc::new(crate::pacing::global_buckets(&pacing));
-        AwsPool { clients: Arc::default(), pacing, global }
+        let shared = Shared { pacing, clients: Mutex::default(), pacers: Mutex::default(), global: Mutex::default() };
+        AwsPool { shared: Arc::new(shared), role: None }
+    }
+
+    /// This pool's clients acting through `role` (None: the process's own credentials), sharing
+    /// every client and bucket with it.
+    pub fn assuming(&self, role: Option<&AssumedRole>) -> AwsPool {
+        AwsPool { shared: self.shared.clone(), role: role.cloned() }
+    }
+
+    /// The role this pool's clients act through.
+    pub fn role(&self) -> Option<&AssumedRole> {
+        self.role.as_ref()
     }
 
     pub async fn region(&self, region: &str) -> Aws {
-        let mut map = self.clients.lock().await;
-        if let Some(aws) = map.get(region) {
+        let key = (region.to_string(), self.role.clone());
+        let mut map = self.shared.clients.lock().await;
+        if let Some(aws) = map.get(&key) {
             return aws.clone();
         }
-        let aws = Aws::connect_sharing(region, &self.pacing, &self.global).await;
-        map.insert(region.to_string(), aws.clone());
+        let account = self.role.as_ref().map(|r| r.account().to_string()).unwrap_or_default();
+        let pacer = self.pacer(&account, region).await;
+        let aws = Aws::connect_sharing(region, pacer, self.role.as_ref()).await;
+        map.insert(key, aws.clone());
         aws
+    }
+
+    /// The buckets of `account` in `region`: two roles of one account share them.
+    async fn pacer(&self, account: &str, region: &str) -> Arc<Pacer> {
+        let global = {
+            let mut global = self.shared.global.lock().await;
+            global
+                .entry(account.to_string())
+                .or_insert_with(|| Arc::new(crate::pacing::global_buckets(&self.shared.pacing)))
+                .clone()
+        };
+        let mut pacers = self.shared.pacers.lock().await;
+        pacers
+            .entry((account.to_string(), region.to_string()))
+            .or_insert_with(|| Pacer::of_account(account, &self.shared.pacing, &global))
+            .clone()
     }
 }

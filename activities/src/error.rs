@@ -30,6 +30,11 @@ impl AwsError {
         AwsError { operation, message: message.into(), retryable: true, ..AwsError::default() }
     }
 
+    /// A condition only the operator can fix, found by our own checks: the workflow pauses.
+    pub fn operator(operation: &'static str, message: impl Into<String>) -> AwsError {
+        AwsError { operation, message: message.into(), operator: true, ..AwsError::default() }
+    }
+
     pub fn code_is(&self, code: &str) -> bool {
         self.code.as_deref() == Some(code)
     }
@@ -127,6 +132,11 @@ fn shorten(detail: &str) -> String {
         return detail.to_string();
     }
     format!("{}…", detail.chars().take(MAX).collect::<String>())
+}
+
+/// An error and its causes on one line, shortened.
+pub(crate) fn sources(e: &(dyn std::error::Error + 'static)) -> String {
+    shorten(&aws_smithy_types::error::display::DisplayErrorContext(e).to_string())
 }
 
 /// Classifies an SDK error. NotFound counts as retryable: right after a create, AWS is

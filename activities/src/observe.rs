@@ -11,8 +11,9 @@ use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 
-/// Called once per AWS call: (service, operation, HTTP status; None when no response came back).
-pub type CallObserver = Arc<dyn Fn(&str, &str, Option<u16>) + Send + Sync>;
+/// Called once per AWS call: (account, service, operation, HTTP status; None when no response
+/// came back). The account is the role's the call went through, "" for the process's own.
+pub type CallObserver = Arc<dyn Fn(&str, &str, &str, Option<u16>) + Send + Sync>;
 
 static OBSERVER: OnceLock<CallObserver> = OnceLock::new();
 
@@ -38,7 +39,7 @@ pub(crate) fn error_seen(operation: &str, code: &str) {
 }
 
 #[derive(Debug)]
-pub(crate) struct CallCounter;
+pub(crate) struct CallCounter(pub(crate) Arc<str>);
 
 impl Intercept for CallCounter {
     fn name(&self) -> &'static str {
@@ -52,7 +53,7 @@ impl Intercept for CallCounter {
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         if let (Some(observe), Some(meta)) = (OBSERVER.get(), cfg.load::<Metadata>()) {
-            observe(meta.service(), meta.name(), context.response().map(|r| r.status().as_u16()));
+            observe(&self.0, meta.service(), meta.name(), context.response().map(|r| r.status().as_u16()));
         }
         Ok(())
     }

@@ -22,6 +22,14 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
+/// `labels`, led by `account` when the calls went through a role (another account); the
+/// process's own account is left unlabelled, as before roles.
+fn with_account(account: &str, pairs: &[(&str, &str)]) -> Labels {
+    let mut l = if account.is_empty() { Labels::new() } else { labels(&[("account", account)]) };
+    l.extend(labels(pairs));
+    l
+}
+
 fn step_histogram() -> Histogram {
     // 10 ms to ~20 min: a no-op step to a NAT gateway's wait.
     Histogram::new(exponential_buckets(0.01, 3.0, 12))
@@ -184,13 +192,16 @@ impl Metrics {
             m.commit_batch.observe(size as f64);
         }));
         let m = self.clone();
-        infraflow_activities::observe::observe_calls(Arc::new(move |service, operation, status| {
+        infraflow_activities::observe::observe_calls(Arc::new(move |account, service, operation, status| {
             let status = status.map_or_else(|| "none".to_string(), |s| s.to_string());
             // "Route 53" -> "route53", "Elastic Load Balancing v2" -> "elasticloadbalancingv2".
             let service: String = service.chars().filter(|c| !c.is_whitespace()).flat_map(char::to_lowercase).collect();
             let service = service.as_str();
             m.aws_calls
-                .get_or_create(&labels(&[("service", service), ("operation", operation), ("status", &status)]))
+                .get_or_create(&with_account(
+                    account,
+                    &[("service", service), ("operation", operation), ("status", &status)],
+                ))
                 .inc();
         }));
         let m = self.clone();
@@ -199,14 +210,14 @@ impl Metrics {
         }));
         let (waits, throttles) = (self.clone(), self.clone());
         infraflow_activities::pacing::observe_pacing(
-            Arc::new(move |class, waited| {
+            Arc::new(move |account, class, waited| {
                 waits
                     .rate_wait_seconds
-                    .get_or_create(&labels(&[("class", class.as_str())]))
+                    .get_or_create(&with_account(account, &[("class", class.as_str())]))
                     .inc_by(waited.as_secs_f64());
             }),
-            Arc::new(move |class| {
-                throttles.throttles.get_or_create(&labels(&[("class", class.as_str())])).inc();
+            Arc::new(move |account, class| {
+                throttles.throttles.get_or_create(&with_account(account, &[("class", class.as_str())])).inc();
             }),
         );
     }

@@ -57,9 +57,24 @@ pub fn waiting_text(w: &WaitingFor) -> Option<String> {
     w.as_ref().map(|(id, workflow, state)| format!("{workflow} workflow {id} ({state}) on the same cluster"))
 }
 
-/// `status ID --json`: the contract's fields, plus the lease, timestamps and what it waits for.
+/// The AWS account a workflow acts in, as its environment probe journaled it (under its role,
+/// if it names one), and that role.
+fn acts_as(view: &WorkflowView) -> (Option<&str>, Option<&str>) {
+    let account = view
+        .step(infraflow_engine::ENVIRONMENT_STEP)
+        .and_then(|s| s.output.as_ref())
+        .and_then(|o| o.get("account"))
+        .and_then(Value::as_str);
+    (account, view.input.get("roleARN").and_then(Value::as_str))
+}
+
+/// `status ID --json`: the contract's fields, plus the lease, timestamps and what it waits for,
+/// and the AWS account it acts in (and through which role).
 pub fn view_json(row: &WorkflowRow, view: &WorkflowView, waiting: &WaitingFor) -> Value {
+    let (account, role) = acts_as(view);
     json!({
+        "account": account,
+        "role": role,
         "waitingFor": waiting.as_ref().map(|(id, workflow, state)| json!({"id": id, "workflow": workflow, "state": state})),
         "id": view.id,
         "workflow": view.workflow,
@@ -89,6 +104,12 @@ pub fn view_text(row: &WorkflowRow, view: &WorkflowView, waiting: &WaitingFor, n
     out.push_str(&format!("workflow:  {}\n", view.workflow));
     out.push_str(&format!("state:     {}\n", row.state));
     out.push_str(&format!("created:   {} ({} ago)\n", iso_time(view.created_at), age(now_ms - view.created_at)));
+    match acts_as(view) {
+        (Some(account), Some(role)) => out.push_str(&format!("account:   {account} (role {role})\n")),
+        (Some(account), None) => out.push_str(&format!("account:   {account}\n")),
+        (None, Some(role)) => out.push_str(&format!("role:      {role}\n")),
+        (None, None) => {}
+    }
     if let Some(owner) = &row.lease_owner {
         out.push_str(&format!("owner:     {owner}\n"));
     }

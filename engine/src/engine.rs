@@ -421,6 +421,8 @@ impl Engine {
             remaining.dedup();
             remaining
         };
+        // Where the workflow acts, for every undo (its role): from its journaled input.
+        let context = self.registry.workflow(&view.workflow).map(|d| d.undo_context(&view.input)).unwrap_or_default();
         let ctx = WfCtx::new(run.clone());
         for (i, (step_key, undo_key, undo)) in todo.iter().enumerate() {
             if done(undo_key) {
@@ -435,7 +437,10 @@ impl Engine {
             let result = match self.registry.undo(&undo.activity) {
                 Some(handler) => {
                     let options = StepOptions { retry: Some(self.config.undo_retry.clone()), undo: None, settle: None };
-                    let input = with_step_output(&undo.input, view.step(step_key));
+                    let mut input = with_step_output(&undo.input, view.step(step_key));
+                    if let Value::Object(m) = &mut input {
+                        m.extend(context.clone());
+                    }
                     ctx.step_with(undo_key, &undo.activity, &undo.input, options, || handler(input.clone()))
                         .await
                         .map(|_: Value| ())

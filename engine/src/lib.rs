@@ -20,7 +20,7 @@ mod signals;
 pub use clock::{Clock, Sleep, SystemClock, TestClock};
 pub use context::{Signals, StepOptions, WfCtx, input_hash, join_branches, join_pair};
 pub use current_step::{StepId, current_step};
-pub use engine::{Engine, EngineConfig, Submission, Submitted, UNDO_PREFIX};
+pub use engine::{ENVIRONMENT_STEP, Engine, EngineConfig, Submission, Submitted, UNDO_PREFIX};
 pub use error::{ActivityError, EngineError, InputError, StepError};
 pub use ids::{check_id, new_id};
 pub use progress::{Observer, Progress, silent};

@@ -51,6 +51,12 @@ pub trait WorkflowDef: Send + Sync + 'static {
     fn environment(&self, _input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
         None
     }
+    /// What every undo of this workflow is given beside its journaled input, merged in at
+    /// compensation and never journaled: for AWS, the role the workflow acts through (from its
+    /// journaled input, so undos journaled before roles existed still run where they should).
+    fn undo_context(&self, _input: &Value) -> serde_json::Map<String, Value> {
+        serde_json::Map::new()
+    }
     /// Every AWS action this workflow may call, compensation included (the workflows' `policy` module composes it): what
     /// `infraflow policy` grants. Empty for workflows that never call AWS.
     fn iam_actions(&self) -> std::collections::BTreeSet<&'static str> {

@@ -89,10 +89,12 @@ impl Buckets {
         Buckets { rates, buckets: BTreeMap::new() }
     }
 
-    /// Takes a token for a request `action` of `class`: false when its bucket is empty (throttle it).
-    pub fn admit(&mut self, class: &str, action: &str) -> bool {
+    /// Takes a token for a request `action` of `class` in `account` ("" for the process's own;
+    /// each account has buckets of its own, as on AWS): false when its bucket is empty (throttle
+    /// it).
+    pub fn admit(&mut self, account: &str, class: &str, action: &str) -> bool {
         let Some((&class, &rate)) = self.rates.get_key_value(class) else { return true };
-        let key = if per_api(class) { format!("{class} {action}") } else { class.to_string() };
+        let key = if per_api(class) { format!("{account} {class} {action}") } else { format!("{account} {class}") };
         let now = Instant::now();
         let b = self.buckets.entry(key).or_insert_with(|| Bucket {
             class,

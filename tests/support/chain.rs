@@ -20,8 +20,11 @@ pub struct Chain {
     after_aws_acts: bool,
     /// The process being killed at; None while it starts, or once it was killed.
     pid: Option<u32>,
-    /// A call asked for its process's death: the chain's thread, which holds the process,
-    /// kills it (`Proxy::chain_wait`) and clears this; the call is held until then.
+    /// A call met its process's death: until the chain's thread has the process dead, every call
+    /// of it is held (it hears nothing after the call it was killed at).
+    dying: bool,
+    /// The killing call asks for the death now (before AWS, or once AWS acted): the chain's
+    /// thread, which holds the process, kills it (`Proxy::chain_wait`).
     doomed: bool,
     /// A process is starting: its calls wait until the chain knows its pid.
     starting: bool,
@@ -49,6 +52,7 @@ impl Chain {
         Chain {
             after_aws_acts,
             pid: None,
+            dying: false,
             doomed: false,
             starting: false,
             asked: HashMap::new(),
@@ -63,6 +67,7 @@ impl Chain {
     /// The next process is starting: hold its calls until `process` names it.
     pub fn expect_process(&mut self) {
         self.pid = None;
+        self.dying = false;
         self.doomed = false;
         self.starting = true;
         self.asked.clear();
@@ -90,14 +95,19 @@ impl Chain {
         self.pid.is_none() && !self.starting
     }
 
-    /// Whether a call asked for the current process's death and the chain's thread has not yet
-    /// seen it dead.
+    /// Whether the killing call asks for the process's death now.
     pub fn doomed(&self) -> bool {
         self.doomed
     }
 
-    /// The chain's thread has the doomed process dead (killed, or it ended first).
+    /// Whether the process met its death at a call and is not dead yet.
+    pub fn dying(&self) -> bool {
+        self.dying
+    }
+
+    /// The chain's thread has the process dead (killed, or it ended first).
     pub fn buried(&mut self) {
+        self.dying = false;
         self.doomed = false;
     }
 
@@ -123,6 +133,7 @@ impl Chain {
         }
         self.pid = None;
         self.fired = true;
+        self.dying = true;
         *self.kills.killed.entry(action.to_string()).or_insert(0) += 1;
         Some(self.after_aws_acts)
     }
@@ -140,7 +151,8 @@ pub fn is_change(action: &str) -> bool {
 }
 
 /// What a request asks, the same each time a run asks it: pagination tokens are dropped (an
-/// emulator may make them anew each listing); idempotency tokens stay (a step's are its own).
+/// emulator may make them anew each listing); idempotency tokens stay (a step's are its own);
+/// the ids of what moto makes untagged are masked (`moto_made`).
 pub fn what_it_asks(head: &str, body: &[u8]) -> String {
     const PAGING: [&str; 8] = [
         "NextToken",
@@ -154,6 +166,8 @@ pub fn what_it_asks(head: &str, body: &[u8]) -> String {
     ];
     let keep = |p: &&str| !PAGING.iter().any(|k| p.starts_with(&format!("{k}=")));
     let (method, path, query) = super::authz::request_line(head);
+    let (path, query, body) = (moto_made(&path), moto_made(&query), moto_made(&String::from_utf8_lossy(body)));
+    let body = body.as_bytes();
     let query: Vec<&str> = query.split('&').filter(keep).collect();
     let body = String::from_utf8_lossy(body);
     let body = if body.trim_start().starts_with('{') {
@@ -170,4 +184,25 @@ pub fn what_it_asks(head: &str, body: &[u8]) -> String {
         body.to_string()
     };
     format!("{method} {path}?{} {body}", query.join("&"))
+}
+
+/// `text` with the ids of DHCP options sets masked (`dopt-*`). moto drops the tags a
+/// CreateDhcpOptions gives (MOTO-NOTES), so a run killed before its CreateTags leaves the set
+/// untagged, and its resume, finding none, makes another: that CreateTags names a new id every
+/// time, and a chain keyed by it would kill at it forever (each round leaking a set AWS would
+/// have tagged at creation). Masked, the resume's CreateTags is the killed call asked again.
+fn moto_made(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("dopt-") {
+        out.push_str(&rest[..at + 5]);
+        rest = &rest[at + 5..];
+        let hex = rest.bytes().take_while(u8::is_ascii_hexdigit).count();
+        if hex >= 8 {
+            out.push('*');
+            rest = &rest[hex..];
+        }
+    }
+    out.push_str(rest);
+    out
 }

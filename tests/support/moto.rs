@@ -22,17 +22,29 @@ fn moto_server() -> PathBuf {
 }
 
 impl Moto {
+    /// A moto server whose default account is 123456789012. Credentials of a role assumed
+    /// through it act in the role's account (moto looks the account up by access key), as on
+    /// AWS.
     pub fn start() -> Moto {
-        Moto::start_as("123456789012")
+        Moto::start_with(None)
     }
 
-    /// A moto server whose account is `account` (moto reads MOTO_ACCOUNT_ID): another AWS account.
+    /// A moto server whose every request is in `account` (moto reads MOTO_ACCOUNT_ID): another AWS
+    /// account, whatever the credentials.
+    pub fn start_as(account: &str) -> Moto {
+        Moto::start_with(Some(account))
+    }
+
     /// moto binds a port of the kernel's choosing and says which: a port picked here and handed
     /// over could be taken in between by another test's proxy, which would then serve this
     /// test's calls while its own moto never started.
-    pub fn start_as(account: &str) -> Moto {
-        let mut child = Command::new(moto_server())
-            .env("MOTO_ACCOUNT_ID", account)
+    fn start_with(account: Option<&str>) -> Moto {
+        let mut command = Command::new(moto_server());
+        match account {
+            Some(account) => command.env("MOTO_ACCOUNT_ID", account),
+            None => command.env_remove("MOTO_ACCOUNT_ID"),
+        };
+        let mut child = command
             .args(["-H", "127.0.0.1", "-p", "0"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -135,6 +147,15 @@ pub struct Clients {
     pub s3: aws_sdk_s3::Client,
 }
 
+async fn own_config(endpoint: &str) -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(aws_sdk_ec2::config::Credentials::new("testing", "testing", None, None, "test"))
+        .load()
+        .await
+}
+
 impl Clients {
     pub fn new(endpoint: &str) -> Clients {
         Clients::on(endpoint, tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap())
@@ -149,14 +170,33 @@ impl Clients {
         )
     }
 
-    fn on(endpoint: &str, rt: tokio::runtime::Runtime) -> Clients {
-        let conf = rt.block_on(
+    /// Clients acting through `role_arn` (moto: in the role's account), assumed with the test's
+    /// own credentials: what a test reads of another account.
+    pub fn as_role(endpoint: &str, role_arn: &str) -> Clients {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let conf = rt.block_on(async {
+            let own = own_config(endpoint).await;
+            let role = aws_config::sts::AssumeRoleProvider::builder(role_arn)
+                .session_name("test")
+                .configure(&own)
+                .build()
+                .await;
             aws_config::defaults(aws_config::BehaviorVersion::latest())
                 .region(aws_config::Region::new("us-east-1"))
                 .endpoint_url(endpoint)
-                .credentials_provider(aws_sdk_ec2::config::Credentials::new("testing", "testing", None, None, "test"))
-                .load(),
-        );
+                .credentials_provider(role)
+                .load()
+                .await
+        });
+        Clients::of(conf, rt)
+    }
+
+    fn on(endpoint: &str, rt: tokio::runtime::Runtime) -> Clients {
+        let conf = rt.block_on(own_config(endpoint));
+        Clients::of(conf, rt)
+    }
+
+    fn of(conf: aws_config::SdkConfig, rt: tokio::runtime::Runtime) -> Clients {
         Clients {
             ec2: aws_sdk_ec2::Client::new(&conf),
             elb: aws_sdk_elasticloadbalancingv2::Client::new(&conf),

@@ -48,6 +48,11 @@ struct State {
     /// A kill-at-every-call sweep runs here: its runs repeat the clean run's calls (checked), and
     /// reading every named resource's tags on each would double the sweep's time.
     authz_off: bool,
+    /// The access keys, secrets and session tokens STS issued through this proxy: what must
+    /// never be written down.
+    issued: Vec<String>,
+    /// The account of each access key STS issued (a role's): whose buckets its requests take.
+    accounts: HashMap<String, String>,
 }
 
 /// Every live proxy by port, so that a command run against one can be checked against the IAM
@@ -218,6 +223,11 @@ impl Proxy {
     /// Arms one SIGKILL of the process `at.pid` at its next call of `action` (`at.call` unused).
     pub fn kill_at_action(&self, action: &str, at: KillAt) {
         self.state.lock().unwrap().kill_on = Some((action.to_string(), at));
+    }
+
+    /// Every access key id, secret access key and session token STS issued through this proxy.
+    pub fn issued_credentials(&self) -> Vec<String> {
+        self.state.lock().unwrap().issued.clone()
     }
 
     /// Starts a chain of kills (`sweep::chain`) at the calls of `actions`.
@@ -444,15 +454,18 @@ enum Fault {
     ChainKill {
         after_aws_acts: bool,
     },
+    /// A call of a process a chain killed (its other branches): held until it is dead, then
+    /// dropped, so that the process hears nothing after the call it was killed at.
+    FromTheKilled,
 }
 
-fn decide(st: &Mutex<State>, action: &str, class: Option<&str>, asks: Option<String>) -> Fault {
+fn decide(st: &Mutex<State>, action: &str, class: Option<(&str, &str)>, asks: Option<String>) -> Fault {
     let mut s = st.lock().unwrap();
     *s.counts.entry(action.to_string()).or_insert(0) += 1;
     s.seen += 1;
     if let (Some(chain), Some(asks)) = (s.chain.as_mut(), asks) {
         if chain.from_the_killed() {
-            return Fault::DropBefore;
+            return Fault::FromTheKilled;
         }
         if let Some(after_aws_acts) = chain.kill_at(action, asks) {
             return Fault::ChainKill { after_aws_acts };
@@ -481,8 +494,8 @@ fn decide(st: &Mutex<State>, action: &str, class: Option<&str>, asks: Option<Str
         *s.faults.entry("coded").or_insert(0) += 1;
         return Fault::Code(code);
     }
-    if let (Some(buckets), Some(class)) = (s.buckets.as_mut(), class)
-        && !buckets.admit(class, action)
+    if let (Some(buckets), Some((account, class))) = (s.buckets.as_mut(), class)
+        && !buckets.admit(account, class, action)
     {
         return Fault::Bucket;
     }
@@ -508,14 +521,51 @@ fn decide(st: &Mutex<State>, action: &str, class: Option<&str>, asks: Option<Str
     fault
 }
 
+/// The account a request acts in, by its access key: a role's, as STS issued it through this
+/// proxy; "" for the process's own.
+fn account_of(st: &Mutex<State>, head: &str) -> String {
+    let key = head
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("authorization:"))
+        .and_then(|l| l.split("Credential=").nth(1))
+        .and_then(|c| c.split('/').next())
+        .unwrap_or_default();
+    st.lock().unwrap().accounts.get(key).cloned().unwrap_or_default()
+}
+
+/// The account of the role an AssumeRole answer is for (`arn:aws:sts::ACCOUNT:assumed-role/…`).
+fn assumed_account(answer: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(answer);
+    let rest = text.split("arn:aws:sts::").nth(1)?;
+    Some(rest.split(':').next()?.to_string())
+}
+
+/// The credentials in an AssumeRole answer: access key id first.
+fn credentials_in(answer: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(answer);
+    ["AccessKeyId", "SecretAccessKey", "SessionToken"]
+        .iter()
+        .filter_map(|tag| {
+            let start = text.find(&format!("<{tag}>"))? + tag.len() + 2;
+            let end = start + text[start..].find('<')?;
+            Some(text[start..end].to_string())
+        })
+        .collect()
+}
+
 /// Asks the chain's thread for its doomed process's death and holds the call until it is dead.
 fn bury(st: &Mutex<State>) {
     if let Some(chain) = st.lock().unwrap().chain.as_mut() {
         chain.doom();
     }
+    wait_buried(st);
+}
+
+/// Waits until the chain's doomed process, if any, is dead.
+fn wait_buried(st: &Mutex<State>) {
     let start = std::time::Instant::now();
-    while st.lock().unwrap().chain.as_ref().is_some_and(Chain::doomed) {
-        assert!(start.elapsed() < Duration::from_secs(60), "a chain's process was not killed within a minute");
+    while st.lock().unwrap().chain.as_ref().is_some_and(Chain::dying) {
+        assert!(start.elapsed() < Duration::from_secs(180), "a chain's process was not killed within three minutes");
         std::thread::sleep(Duration::from_millis(1));
     }
 }
@@ -586,7 +636,8 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Reader
     std::thread::sleep(latency);
     let class = class_of(&act, &String::from_utf8_lossy(&req.body));
     let asks = chained_call(st).then(|| what_it_asks(&req.head, &req.body));
-    let reply = match decide(st, &act, class, asks) {
+    let account = account_of(st, &req.head);
+    let reply = match decide(st, &act, class.map(|c| (account.as_str(), c)), asks) {
         Fault::None => {
             let early = st.lock().unwrap().strict.before(&act, &req.body);
             match early {
@@ -594,6 +645,14 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Reader
                 Some(Err((status, code, message))) => error_response(status, ec2, code, &message),
                 None => {
                     let answer = forward(&req, upstream)?;
+                    if act == "AssumeRole" {
+                        let issued = credentials_in(&answer);
+                        let mut s = st.lock().unwrap();
+                        if let (Some(key), Some(account)) = (issued.first(), assumed_account(&answer)) {
+                            s.accounts.insert(key.clone(), account);
+                        }
+                        s.issued.extend(issued);
+                    }
                     if recording && let Some((id, tags)) = dropped_tags(&act, &req.body, &answer) {
                         st.lock().unwrap().authz_dropped.insert(id, tags);
                     }
@@ -631,6 +690,10 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Reader
                 st.lock().unwrap().strict.after(&act, &req.body, answer);
             }
             let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
+            return Ok(());
+        }
+        Fault::FromTheKilled => {
+            wait_buried(st);
             return Ok(());
         }
         Fault::ChainKill { after_aws_acts } => {

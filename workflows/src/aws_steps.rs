@@ -4,7 +4,7 @@
 
 use infraflow_activities::dns::WrittenCname;
 use infraflow_activities::resources::Scope;
-use infraflow_activities::{AwsError, AwsPool, Environment, Identity, Kind, resources};
+use infraflow_activities::{AssumedRole, AwsError, AwsPool, Environment, Identity, Kind, resources};
 use infraflow_journal::Undo;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -76,6 +76,21 @@ pub fn probe_environment(pool: &AwsPool, region: &str) -> BoxFuture<Result<Value
     })
 }
 
+/// The role a workflow's (validated, journaled) input names: what its calls go through.
+pub fn role_of(input: &Value) -> Option<AssumedRole> {
+    crate::validate::role(input).ok().flatten()
+}
+
+/// What every undo of a workflow is given (`WorkflowDef::undo_context`): the role it acts
+/// through, under `role`, which every undo input of this module reads.
+pub fn role_context(input: &Value) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    if let Some(role) = role_of(input) {
+        m.insert("role".into(), serde_json::to_value(role).unwrap_or(Value::Null));
+    }
+    m
+}
+
 /// The region a workflow acts in: the one journaled with its environment (resolved once, so
 /// that every undo names it explicitly), else `given`.
 pub fn acting_region(ctx: &WfCtx, given: &str) -> String {
@@ -121,6 +136,10 @@ pub struct DeleteByIdentity {
     /// here): the ids it made, deleted by id as well when they carry this identity and creator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_output: Option<Value>,
+    /// The role the workflow acts through: given at compensation (`role_context`), never
+    /// journaled here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<AssumedRole>,
 }
 
 impl DeleteByIdentity {
@@ -146,8 +165,14 @@ pub struct DeleteOne {
 pub fn undo(region: &str, kind: Kind, id: &Identity) -> Undo {
     debug_assert!(!id.workflow.is_empty(), "a create step's identity names its workflow");
     let created_by = Some(id.workflow.clone()).filter(|w| !w.is_empty());
-    let input =
-        DeleteByIdentity { region: region.to_string(), kind, identity: id.key(), created_by, step_output: None };
+    let input = DeleteByIdentity {
+        region: region.to_string(),
+        kind,
+        identity: id.key(),
+        created_by,
+        step_output: None,
+        role: None,
+    };
     Undo { activity: DELETE_BY_IDENTITY.to_string(), input: serde_json::to_value(input).unwrap_or(Value::Null) }
 }
 
@@ -164,6 +189,10 @@ pub struct RestoreRecords {
     pub region: String,
     pub zone_id: String,
     pub written: Vec<WrittenCname>,
+    /// The role the workflow acts through: given at compensation (`role_context`), never
+    /// journaled here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<AssumedRole>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -172,6 +201,8 @@ struct DeleteRecords {
     region: String,
     zone_id: String,
     names: Vec<String>,
+    #[serde(default)]
+    role: Option<AssumedRole>,
 }
 
 fn decode<T: serde::de::DeserializeOwned>(input: Value) -> Result<T, ActivityError> {
@@ -184,7 +215,7 @@ pub fn register(r: &mut Registry, pool: AwsPool) {
         let pool = p.clone();
         async move {
             let d: RestoreRecords = decode(input)?;
-            let aws = pool.region(&d.region).await;
+            let aws = pool.assuming(d.role.as_ref()).region(&d.region).await;
             let n = infraflow_activities::dns::restore_cnames(&aws, &d.zone_id, &d.written).await.map_err(from_aws)?;
             Ok(serde_json::json!({ "restored": n }))
         }
@@ -194,7 +225,7 @@ pub fn register(r: &mut Registry, pool: AwsPool) {
         let pool = p.clone();
         async move {
             let d: DeleteRecords = decode(input)?;
-            let aws = pool.region(&d.region).await;
+            let aws = pool.assuming(d.role.as_ref()).region(&d.region).await;
             let n =
                 infraflow_activities::dns::delete_records_named(&aws, &d.zone_id, &d.names).await.map_err(from_aws)?;
             Ok(serde_json::json!({ "deleted": n }))
@@ -204,7 +235,7 @@ pub fn register(r: &mut Registry, pool: AwsPool) {
         let pool = pool.clone();
         async move {
             let d: DeleteByIdentity = decode(input)?;
-            let aws = pool.region(&d.region).await;
+            let aws = pool.assuming(d.role.as_ref()).region(&d.region).await;
             let mut deleted = resources::delete_in_scope(&aws, d.kind, &d.scope()).await.map_err(from_aws)?;
             // What the tag query did not list (AWS lists new resources by tag late): the ids the
             // completed step returned, each only if its own tags name this identity and creator.

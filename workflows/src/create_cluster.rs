@@ -63,6 +63,10 @@ impl IamSpec {
     fn input(&self, infra: &ProvisionInput, zones: [Option<String>; 3]) -> CreateIamInput {
         let [public_zone_id, private_zone_id, local_zone_id] = zones;
         CreateIamInput {
+            // The pool the parts are given acts through create-cluster's role.
+            role_arn: None,
+            external_id: None,
+            session_name: None,
             name: Some(infra.name.clone()),
             infra_id: infra.infra_id().to_string(),
             region: infra.region.clone(),
@@ -84,6 +88,15 @@ impl IamSpec {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateClusterInput {
     pub infra: ProvisionInput,
+    /// The role every AWS call of this workflow and its parts goes through (assumed with the process's own
+    /// credentials); left out, the process's own credentials. `externalID` and `sessionName`
+    /// are given to STS with it.
+    #[serde(rename = "roleARN", default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
+    #[serde(rename = "externalID", default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
     pub node_pool: NodePoolSpec,
     #[serde(default)]
     pub private_link: PrivateLinkSpec,
@@ -118,6 +131,10 @@ fn scale_input(
     endpoints: Vec<String>,
 ) -> ScaleInput {
     ScaleInput {
+        // The pool the parts are given acts through create-cluster's role.
+        role_arn: None,
+        external_id: None,
+        session_name: None,
         infra_id: infra.infra_id.clone(),
         node_pool: format!("{}-{zone}", c.infra.name),
         replicas: c.node_pool.replicas,
@@ -169,6 +186,12 @@ impl WorkflowDef for CreateCluster {
             }
             c.infra.expires_in = Some(whole);
         }
+        if c.infra.role_arn.is_some() || c.infra.external_id.is_some() || c.infra.session_name.is_some() {
+            return Err(InputError::field(
+                "infra.roleARN",
+                "give roleARN at the top of the input: every part acts through it",
+            ));
+        }
         c.infra = c
             .infra
             .validate(id)
@@ -188,6 +211,9 @@ impl WorkflowDef for CreateCluster {
             user_data_file: None,
             user_data_sha256: None,
             expires_in: None,
+            role_arn: None,
+            external_id: None,
+            session_name: None,
         };
         probe.check().map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: nodePool.", 1)))?;
         if let Some(iam) = &c.iam {
@@ -196,12 +222,12 @@ impl WorkflowDef for CreateCluster {
                 .check()
                 .map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: iam.", 1)))?;
         }
-        let cluster = c.infra.infra_id().to_string();
+        let cluster = validate::cluster_key(c.infra.infra_id(), validate::role(input)?.as_ref());
         Ok(Validated { input: serde_json::to_value(&c).map_err(|e| InputError(e.to_string()))?, cluster })
     }
 
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
-        let pool = self.pool.clone();
+        let pool = self.pool.assuming(crate::aws_steps::role_of(&input).as_ref());
         Box::pin(async move {
             let c: CreateClusterInput = serde_json::from_value(input)
                 .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
@@ -224,6 +250,10 @@ impl WorkflowDef for CreateCluster {
                     subnet_ids: infra.public_subnet_ids.clone(),
                 });
                 let input = PrivateLinkInput {
+                    // The pool the parts are given acts through create-cluster's role.
+                    role_arn: None,
+                    external_id: None,
+                    session_name: None,
                     name: c.infra.name.clone(),
                     infra_id: infra.infra_id.clone(),
                     region: infra.region.clone(),
@@ -263,9 +293,13 @@ impl WorkflowDef for CreateCluster {
         all
     }
 
+    fn undo_context(&self, input: &Value) -> serde_json::Map<String, Value> {
+        crate::aws_steps::role_context(input)
+    }
+
     fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
         let region =
             serde_json::from_value::<CreateClusterInput>(input.clone()).map(|c| c.infra.region).unwrap_or_default();
-        Some(probe_environment(&self.pool, &region))
+        Some(probe_environment(&self.pool.assuming(crate::aws_steps::role_of(input).as_ref()), &region))
     }
 }

@@ -28,6 +28,15 @@ pub struct CreateIamInput {
     #[serde(rename = "infraID")]
     pub infra_id: String,
     pub region: String,
+    /// The role every AWS call of this workflow goes through (assumed with the process's own
+    /// credentials); left out, the process's own credentials. `externalID` and `sessionName`
+    /// are given to STS with it.
+    #[serde(rename = "roleARN", default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
+    #[serde(rename = "externalID", default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
     /// The issuer, when it is not `https://<oidcBucket>.s3.<oidcBucketRegion>.amazonaws.com/<infraID>`.
     #[serde(rename = "issuerURL", default, skip_serializing_if = "Option::is_none")]
     pub issuer_url: Option<String>,
@@ -191,11 +200,12 @@ impl WorkflowDef for CreateIam {
     fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
         let p: CreateIamInput = validate::decode(input)?;
         p.check()?;
-        Ok(Validated { input: serde_json::to_value(&p).map_err(|e| InputError(e.to_string()))?, cluster: p.infra_id })
+        let cluster = validate::cluster_key(&p.infra_id, validate::role(input)?.as_ref());
+        Ok(Validated { input: serde_json::to_value(&p).map_err(|e| InputError(e.to_string()))?, cluster })
     }
 
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
-        let pool = self.pool.clone();
+        let pool = self.pool.assuming(crate::aws_steps::role_of(&input).as_ref());
         Box::pin(async move {
             let p: CreateIamInput = serde_json::from_value(input)
                 .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
@@ -210,9 +220,13 @@ impl WorkflowDef for CreateIam {
         actions(&[(IAM, Use::Manage)])
     }
 
+    fn undo_context(&self, input: &Value) -> serde_json::Map<String, Value> {
+        crate::aws_steps::role_context(input)
+    }
+
     fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
         let region = serde_json::from_value::<CreateIamInput>(input.clone()).map(|p| p.region).unwrap_or_default();
-        Some(probe_environment(&self.pool, &region))
+        Some(probe_environment(&self.pool.assuming(crate::aws_steps::role_of(input).as_ref()), &region))
     }
 }
 

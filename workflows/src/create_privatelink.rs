@@ -47,6 +47,15 @@ pub struct PrivateLinkInput {
     #[serde(rename = "infraID")]
     pub infra_id: String,
     pub region: String,
+    /// The role every AWS call of this workflow goes through (assumed with the process's own
+    /// credentials); left out, the process's own credentials. `externalID` and `sessionName`
+    /// are given to STS with it.
+    #[serde(rename = "roleARN", default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
+    #[serde(rename = "externalID", default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
     pub management: ManagementSide,
     pub guest: GuestSide,
     #[serde(default)]
@@ -136,11 +145,12 @@ impl WorkflowDef for CreatePrivateLink {
     fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
         let p: PrivateLinkInput = validate::decode(input)?;
         p.check()?;
-        Ok(Validated { input: serde_json::to_value(&p).map_err(|e| InputError(e.to_string()))?, cluster: p.infra_id })
+        let cluster = validate::cluster_key(&p.infra_id, validate::role(input)?.as_ref());
+        Ok(Validated { input: serde_json::to_value(&p).map_err(|e| InputError(e.to_string()))?, cluster })
     }
 
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
-        let pool = self.pool.clone();
+        let pool = self.pool.assuming(crate::aws_steps::role_of(&input).as_ref());
         Box::pin(async move {
             let p: PrivateLinkInput = serde_json::from_value(input)
                 .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
@@ -162,9 +172,13 @@ impl WorkflowDef for CreatePrivateLink {
         ])
     }
 
+    fn undo_context(&self, input: &Value) -> serde_json::Map<String, Value> {
+        crate::aws_steps::role_context(input)
+    }
+
     fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
         let region = serde_json::from_value::<PrivateLinkInput>(input.clone()).map(|p| p.region).unwrap_or_default();
-        Some(probe_environment(&self.pool, &region))
+        Some(probe_environment(&self.pool.assuming(crate::aws_steps::role_of(input).as_ref()), &region))
     }
 }
 
@@ -424,7 +438,12 @@ pub async fn create_privatelink(
         })
         .collect();
     if !written.is_empty() {
-        let undo = RestoreRecords { region: region.clone(), zone_id: pre.zone_id.clone(), written: written.clone() };
+        let undo = RestoreRecords {
+            region: region.clone(),
+            zone_id: pre.zone_id.clone(),
+            written: written.clone(),
+            role: None,
+        };
         let options = StepOptions {
             retry: Some(aws_retry()),
             undo: Some(Undo {

@@ -37,6 +37,15 @@ pub struct ProvisionInput {
     #[serde(rename = "infraID", default, skip_serializing_if = "Option::is_none")]
     pub infra_id: Option<String>,
     pub region: String,
+    /// The role every AWS call of this workflow goes through (assumed with the process's own
+    /// credentials); left out, the process's own credentials. `externalID` and `sessionName`
+    /// are given to STS with it.
+    #[serde(rename = "roleARN", default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
+    #[serde(rename = "externalID", default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zones: Option<Vec<String>>,
     #[serde(rename = "vpcCIDR", default = "default_cidr")]
@@ -251,12 +260,12 @@ impl WorkflowDef for ProvisionInfra {
     fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError> {
         let p: ProvisionInput = validate::decode(input)?;
         let p = p.validate(id)?;
-        let cluster = p.infra_id().to_string();
+        let cluster = validate::cluster_key(p.infra_id(), validate::role(input)?.as_ref());
         Ok(Validated { input: serde_json::to_value(&p).map_err(|e| InputError(e.to_string()))?, cluster })
     }
 
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
-        let pool = self.pool.clone();
+        let pool = self.pool.assuming(crate::aws_steps::role_of(&input).as_ref());
         Box::pin(async move {
             let p: ProvisionInput = serde_json::from_value(input)
                 .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
@@ -278,9 +287,13 @@ impl WorkflowDef for ProvisionInfra {
         ])
     }
 
+    fn undo_context(&self, input: &Value) -> serde_json::Map<String, Value> {
+        crate::aws_steps::role_context(input)
+    }
+
     fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
         let region = serde_json::from_value::<ProvisionInput>(input.clone()).map(|p| p.region).unwrap_or_default();
-        Some(probe_environment(&self.pool, &region))
+        Some(probe_environment(&self.pool.assuming(crate::aws_steps::role_of(input).as_ref()), &region))
     }
 }
 

@@ -50,6 +50,15 @@ pub struct ScaleInput {
     /// Defaults to the SDK's region (AWS_REGION or the profile's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
+    /// The role every AWS call of this workflow goes through (assumed with the process's own
+    /// credentials); left out, the process's own credentials. `externalID` and `sessionName`
+    /// are given to STS with it.
+    #[serde(rename = "roleARN", default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
+    #[serde(rename = "externalID", default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
     /// `expirationDate` on what this workflow creates: submission + this (`6h`, `3d`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_in: Option<String>,
@@ -170,11 +179,12 @@ impl WorkflowDef for ScaleNodePool {
             let (path, digest) = user_data::pin(file, s.user_data_sha256.as_deref())?;
             (s.user_data_file, s.user_data_sha256) = (Some(path), Some(digest));
         }
-        Ok(Validated { input: serde_json::to_value(&s).map_err(|e| InputError(e.to_string()))?, cluster: s.infra_id })
+        let cluster = validate::cluster_key(&s.infra_id, validate::role(input)?.as_ref());
+        Ok(Validated { input: serde_json::to_value(&s).map_err(|e| InputError(e.to_string()))?, cluster })
     }
 
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
-        let pool = self.pool.clone();
+        let pool = self.pool.assuming(crate::aws_steps::role_of(&input).as_ref());
         Box::pin(async move {
             let s: ScaleInput = serde_json::from_value(input)
                 .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
@@ -188,11 +198,15 @@ impl WorkflowDef for ScaleNodePool {
         actions(&[(NETWORK, Use::Read), (COMPUTE, Use::Manage), (ENDPOINTS, Use::Manage), (RESOURCES, Use::Read)])
     }
 
+    fn undo_context(&self, input: &Value) -> serde_json::Map<String, Value> {
+        crate::aws_steps::role_context(input)
+    }
+
     fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
         let region = serde_json::from_value::<ScaleInput>(input.clone())
             .map(|s| s.region.unwrap_or_default())
             .unwrap_or_default();
-        Some(probe_environment(&self.pool, &region))
+        Some(probe_environment(&self.pool.assuming(crate::aws_steps::role_of(input).as_ref()), &region))
     }
 }
 

@@ -26,6 +26,15 @@ pub struct TeardownInput {
     #[serde(rename = "infraID")]
     pub infra_id: String,
     pub region: String,
+    /// The role every AWS call of this workflow goes through (assumed with the process's own
+    /// credentials); left out, the process's own credentials. `externalID` and `sessionName`
+    /// are given to STS with it.
+    #[serde(rename = "roleARN", default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
+    #[serde(rename = "externalID", default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_domain: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,11 +107,12 @@ impl WorkflowDef for Teardown {
         if t.max_delete_attempts.is_some_and(|n| !(1..=50).contains(&n)) {
             return Err(InputError::field("maxDeleteAttempts", "must be between 1 and 50"));
         }
-        Ok(Validated { input: serde_json::to_value(&t).map_err(|e| InputError(e.to_string()))?, cluster: t.infra_id })
+        let cluster = validate::cluster_key(&t.infra_id, validate::role(input)?.as_ref());
+        Ok(Validated { input: serde_json::to_value(&t).map_err(|e| InputError(e.to_string()))?, cluster })
     }
 
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
-        let pool = self.pool.clone();
+        let pool = self.pool.assuming(crate::aws_steps::role_of(&input).as_ref());
         Box::pin(async move {
             let t: TeardownInput = serde_json::from_value(input)
                 .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
@@ -168,9 +178,13 @@ impl WorkflowDef for Teardown {
         ])
     }
 
+    fn undo_context(&self, input: &Value) -> serde_json::Map<String, Value> {
+        crate::aws_steps::role_context(input)
+    }
+
     fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
         let region = serde_json::from_value::<TeardownInput>(input.clone()).map(|t| t.region).unwrap_or_default();
-        Some(probe_environment(&self.pool, &region))
+        Some(probe_environment(&self.pool.assuming(crate::aws_steps::role_of(input).as_ref()), &region))
     }
 }
 

@@ -6,6 +6,7 @@ use std::net::Ipv4Addr;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use infraflow_activities::AssumedRole;
 use infraflow_engine::InputError;
 
 /// Decodes `input`, rejecting unknown fields; errors name the field path (`zones[2]`).
@@ -182,6 +183,24 @@ fn reserved_tag(key: &str) -> Option<&'static str> {
         Some("infraflow names resources as HyperShift does")
     } else {
         None
+    }
+}
+
+/// The role an input names: `roleARN`, `externalID` and `sessionName`, alike at the top of every
+/// AWS workflow's input.
+pub fn role(input: &Value) -> Result<Option<AssumedRole>, InputError> {
+    let s = |k: &str| input.get(k).and_then(Value::as_str);
+    AssumedRole::from_input(s("roleARN"), s("externalID"), s("sessionName"))
+        .map_err(|e| InputError(format!("invalid input: {e}")))
+}
+
+/// The key under which a cluster's workflows never interleave: its infraID in its account (the
+/// same infraID in two accounts is two clusters). Without a role the account is the process's
+/// own, which only AWS can name: the infraID alone.
+pub fn cluster_key(infra_id: &str, role: Option<&AssumedRole>) -> String {
+    match role {
+        Some(r) => format!("{infra_id}@{}", r.account()),
+        None => infra_id.to_string(),
     }
 }
 

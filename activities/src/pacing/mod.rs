@@ -173,10 +173,11 @@ impl PacingConfig {
     }
 }
 
-/// Called when a request of a class has waited for its turn: (class, how long).
-pub type WaitObserver = Arc<dyn Fn(RateClass, Duration) + Send + Sync>;
-/// Called for every throttle AWS answers: (class).
-pub type ThrottleObserver = Arc<dyn Fn(RateClass) + Send + Sync>;
+/// Called when a request of a class has waited for its turn: (account, class, how long). The
+/// account is the role's, "" for the process's own credentials.
+pub type WaitObserver = Arc<dyn Fn(&str, RateClass, Duration) + Send + Sync>;
+/// Called for every throttle AWS answers: (account, class).
+pub type ThrottleObserver = Arc<dyn Fn(&str, RateClass) + Send + Sync>;
 
 /// Called in the waiting task when a request starts to wait for its class's rate; what it returns
 /// is dropped when the wait ends (the daemon names the step that waits: `engine::current_step`).
@@ -239,6 +240,8 @@ pub(crate) fn global_buckets(config: &PacingConfig) -> GlobalBuckets {
 /// per-API classes' buckets made for each API on its first call.
 #[derive(Debug)]
 pub(crate) struct Pacer {
+    /// The account whose buckets these are ("" for the process's own): the metrics' label.
+    account: String,
     buckets: BTreeMap<RateClass, Arc<Bucket>>,
     /// The limit of each per-API class, and the bucket of each API of it met so far.
     per_api_limits: BTreeMap<RateClass, Limit>,
@@ -247,6 +250,11 @@ pub(crate) struct Pacer {
 
 impl Pacer {
     pub(crate) fn new(config: &PacingConfig, global: &GlobalBuckets) -> Arc<Pacer> {
+        Pacer::of_account("", config, global)
+    }
+
+    /// The buckets of `account` in one region, `global` being that account's.
+    pub(crate) fn of_account(account: &str, config: &PacingConfig, global: &GlobalBuckets) -> Arc<Pacer> {
         let buckets = RateClass::ALL
             .into_iter()
             .filter(|c| !c.is_per_api())
@@ -261,7 +269,7 @@ impl Pacer {
             .filter(|c| c.is_per_api())
             .filter_map(|c| config.limit(c).map(|l| (c, l)))
             .collect();
-        Arc::new(Pacer { buckets, per_api_limits, per_api: Mutex::new(HashMap::new()) })
+        Arc::new(Pacer { account: account.to_string(), buckets, per_api_limits, per_api: Mutex::new(HashMap::new()) })
     }
 
     /// The bucket a call of `operation` draws from for `class` (None: the class is not paced).
@@ -291,7 +299,7 @@ impl Pacer {
                 tokio::time::sleep(wait + wait.mul_f64(fastrand::f64() * 0.25)).await;
             }
             if let (Some(_), Some(observe)) = (waiting, WAITS.get()) {
-                observe(class, started.elapsed());
+                observe(&self.account, class, started.elapsed());
             }
         }
     }
@@ -312,7 +320,7 @@ impl Pacer {
                 bucket.throttled(now);
             }
             if let Some(observe) = THROTTLES.get() {
-                observe(class);
+                observe(&self.account, class);
             }
         }
     }

@@ -1,0 +1,115 @@
+//! The role a workflow acts through: an IAM role of (usually) another account, assumed with the
+//! process's own credentials, so that one daemon serves clusters in many accounts.
+
+use serde::{Deserialize, Serialize};
+
+/// A role to assume, as a workflow's input names it. Never a credential: the session's keys live
+/// in the SDK's identity cache only, refreshed before they expire.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssumedRole {
+    pub arn: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
+}
+
+/// The session name when the input gives none: what CloudTrail shows as the role's user.
+pub const DEFAULT_SESSION_NAME: &str = "infraflow";
+
+impl AssumedRole {
+    /// The role of an input's `roleARN`, `externalID` and `sessionName`: None without a role; an
+    /// error (one line, naming the field) for a value AWS would refuse.
+    pub fn from_input(
+        arn: Option<&str>,
+        external_id: Option<&str>,
+        session_name: Option<&str>,
+    ) -> Result<Option<AssumedRole>, String> {
+        let Some(arn) = arn else {
+            if external_id.is_some() || session_name.is_some() {
+                return Err("externalID and sessionName need a roleARN: the role they are for".into());
+            }
+            return Ok(None);
+        };
+        account_of(arn).ok_or_else(|| {
+            format!("roleARN {arn:?} is not a role's ARN: expected arn:<partition>:iam::<12-digit account>:role/<name>")
+        })?;
+        if let Some(id) = external_id {
+            let ok = |c: char| c.is_ascii_alphanumeric() || "+=,.@:/-_".contains(c);
+            if !(2..=1224).contains(&id.len()) || !id.chars().all(ok) {
+                return Err("externalID must be 2 to 1224 characters of letters, digits and +=,.@:/-_".into());
+            }
+        }
+        if let Some(name) = session_name {
+            let ok = |c: char| c.is_ascii_alphanumeric() || "+=,.@-_".contains(c);
+            if !(2..=64).contains(&name.len()) || !name.chars().all(ok) {
+                return Err(format!("sessionName {name:?} must be 2 to 64 characters of letters, digits and +=,.@-_"));
+            }
+        }
+        Ok(Some(AssumedRole {
+            arn: arn.to_string(),
+            external_id: external_id.map(str::to_string),
+            session_name: session_name.map(str::to_string),
+        }))
+    }
+
+    /// The account the role belongs to: where what the workflow makes lives.
+    pub fn account(&self) -> &str {
+        account_of(&self.arn).unwrap_or_default()
+    }
+
+    pub fn session_name(&self) -> &str {
+        self.session_name.as_deref().unwrap_or(DEFAULT_SESSION_NAME)
+    }
+}
+
+/// The account of a role's ARN (`arn:aws:iam::111111111111:role/path/name`), if it is one.
+fn account_of(arn: &str) -> Option<&str> {
+    let mut parts = arn.splitn(6, ':');
+    let (arn_, partition, service, region, account, resource) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let name = resource.strip_prefix("role/")?.rsplit('/').next()?;
+    let name_ok =
+        (1..=64).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || "+=,.@-_".contains(c));
+    let fits = arn_ == "arn"
+        && partition.starts_with("aws")
+        && service == "iam"
+        && region.is_empty()
+        && account.len() == 12
+        && account.chars().all(|c| c.is_ascii_digit())
+        && name_ok;
+    fits.then_some(account)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_role_arn_names_its_account() {
+        let r = AssumedRole::from_input(Some("arn:aws:iam::111111111111:role/ops/infraflow"), None, None);
+        let r = r.unwrap().unwrap();
+        assert_eq!(r.account(), "111111111111");
+        assert_eq!(r.session_name(), DEFAULT_SESSION_NAME);
+    }
+
+    #[test]
+    fn what_is_not_a_role_arn_is_refused_naming_the_field() {
+        for bad in [
+            "arn:aws:iam::11111111111:role/x",
+            "arn:aws:iam::111111111111:user/x",
+            "arn:aws:sts::111111111111:role/x",
+            "111111111111",
+            "arn:aws:iam::111111111111:role/",
+            "arn:aws:iam:us-east-1:111111111111:role/x",
+        ] {
+            let e = AssumedRole::from_input(Some(bad), None, None).unwrap_err();
+            assert!(e.starts_with("roleARN"), "{bad}: {e}");
+        }
+        let e = AssumedRole::from_input(None, Some("abc"), None).unwrap_err();
+        assert!(e.contains("need a roleARN"), "{e}");
+        let e = AssumedRole::from_input(Some("arn:aws:iam::111111111111:role/x"), None, Some("has space"));
+        assert!(e.unwrap_err().starts_with("sessionName"));
+    }
+}
