@@ -31,7 +31,8 @@ fn account(e: &Env, role: &str) -> Clients {
 fn one_daemon_makes_each_cluster_in_its_roles_account_and_a_teardown_under_one_role_leaves_the_other() {
     let e = Env::new();
     let (a, b) = (account(&e, ROLE_A), account(&e, ROLE_B));
-    let mut daemon = e.daemon_at(&e.proxy.endpoint());
+    let port = free_port();
+    let mut daemon = e.daemon_with(&e.proxy.endpoint(), &["--listen", &format!("127.0.0.1:{port}")]);
     // The same infraID in two accounts is two clusters: they run side by side.
     let infra = "twin-abcde";
     for (id, role) in [("in-a", ROLE_A), ("in-b", ROLE_B)] {
@@ -52,6 +53,10 @@ fn one_daemon_makes_each_cluster_in_its_roles_account_and_a_teardown_under_one_r
     assert_ne!(st_a["cluster"], st_b["cluster"], "one cluster key for two accounts' clusters");
     let text = e.s.cli(&["status", "in-a"]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("account:   111111111111 (role"), "{text:?}");
+    let (code, page) = http_get(port, "/workflows/in-b");
+    assert_eq!(code, 200, "{page}");
+    // The page escapes the ARN's slash (`&#x2f;`).
+    assert!(page.contains(r#"class="account">222222222222 (role arn:aws:iam::222222222222:role"#), "{page}");
 
     // Nothing STS issued is written down: not in the journal, its WAL, nor the daemon's log.
     let issued = e.proxy.issued_credentials();
@@ -189,6 +194,13 @@ fn a_resume_whose_role_resolves_to_another_account_pauses_naming_both_and_change
     let writes: Vec<_> =
         there.counts().into_iter().filter(|(a, _)| support::chain::is_change(a) && a != "AssumeRole").collect();
     assert!(writes.is_empty(), "no mutating call in the other account: {writes:?}");
+    assert_eq!(Inventory::read(&Clients::new(&elsewhere.endpoint()), "moved-abcde").total(), 0);
+
+    // A retry there pauses again, naming both.
+    let out = e.cli_at(&there.endpoint(), &["retry", "moved"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = e.s.status("moved")["error"].as_str().unwrap_or_default().to_string();
+    assert!(err.contains("account 111111111111") && err.contains("account 333333333333"), "{err}");
     assert_eq!(Inventory::read(&Clients::new(&elsewhere.endpoint()), "moved-abcde").total(), 0);
 
     ok(&e.cli(&["retry", "moved"]));

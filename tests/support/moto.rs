@@ -74,7 +74,11 @@ impl Moto {
                     && let Some(tx) = tx.take()
                 {
                     let _ = tx.send(port.trim().parse::<u16>().ok());
-                } else if tx.is_none() && !line.starts_with("127.0.0.1 - - [") && shown < 300 {
+                } else if tx.is_none()
+                    && !line.starts_with("127.0.0.1 - - [")
+                    && !line.contains("CTRL+C")
+                    && shown < 300
+                {
                     shown += 1;
                     eprint!("moto: {line}");
                 }
