@@ -102,17 +102,27 @@ fn a_fleet_across_two_accounts_is_paced_per_account() {
     let half = n / 2;
     let alone = fleet(&infraflow(), half);
     let across = fleet_across(&infraflow(), 2 * half, half);
-    println!("{half} x 3-zone create-cluster in one account, against {half} + {half} in two accounts (one daemon)");
-    for (name, (create, teardown)) in
-        [(format!("{half} in one account"), &alone), (format!("{half} + {half} in two"), &across)]
-    {
+    let together = fleet(&infraflow(), 2 * half);
+    println!(
+        "{half} x 3-zone create-cluster in one account, {half} + {half} in two accounts, {} in one (one daemon)",
+        2 * half
+    );
+    let runs = [
+        (format!("{half} in one account"), &alone),
+        (format!("{half} + {half} in two accounts"), &across),
+        (format!("{} in one account", 2 * half), &together),
+    ];
+    for (name, (create, teardown)) in runs {
         println!("| {name} | create-cluster | {} |", create.line());
         println!("| {name} | teardown | {} |", teardown.line());
     }
     let ratio = |a: &Phase, b: &Phase| b.wall.as_secs_f64() / a.wall.as_secs_f64();
     println!(
-        "| two accounts / one | wall ratio | create-cluster {:.2}, teardown {:.2} |",
+        "| wall against {half} in one account | | {half} + {half} in two: create-cluster {:.2}, teardown {:.2}; {} in one: create-cluster {:.2}, teardown {:.2} |",
         ratio(&alone.0, &across.0),
-        ratio(&alone.1, &across.1)
+        ratio(&alone.1, &across.1),
+        2 * half,
+        ratio(&alone.0, &together.0),
+        ratio(&alone.1, &together.1)
     );
 }

@@ -88,9 +88,8 @@ impl IamSpec {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateClusterInput {
     pub infra: ProvisionInput,
-    /// The role every AWS call of this workflow and its parts goes through (assumed with the process's own
-    /// credentials); left out, the process's own credentials. `externalID` and `sessionName`
-    /// are given to STS with it.
+    /// The role the AWS calls of it and its parts go through, with STS's `externalID` and
+    /// `sessionName` (read by `validate::role`); left out, the process's own credentials.
     #[serde(rename = "roleARN", default, skip_serializing_if = "Option::is_none")]
     pub role_arn: Option<String>,
     #[serde(rename = "externalID", default, skip_serializing_if = "Option::is_none")]

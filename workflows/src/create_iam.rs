@@ -28,9 +28,8 @@ pub struct CreateIamInput {
     #[serde(rename = "infraID")]
     pub infra_id: String,
     pub region: String,
-    /// The role every AWS call of this workflow goes through (assumed with the process's own
-    /// credentials); left out, the process's own credentials. `externalID` and `sessionName`
-    /// are given to STS with it.
+    /// The role its AWS calls go through, with STS's `externalID` and `sessionName` (read by
+    /// `validate::role`); left out, the process's own credentials.
     #[serde(rename = "roleARN", default, skip_serializing_if = "Option::is_none")]
     pub role_arn: Option<String>,
     #[serde(rename = "externalID", default, skip_serializing_if = "Option::is_none")]

@@ -50,9 +50,8 @@ pub struct ScaleInput {
     /// Defaults to the SDK's region (AWS_REGION or the profile's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
-    /// The role every AWS call of this workflow goes through (assumed with the process's own
-    /// credentials); left out, the process's own credentials. `externalID` and `sessionName`
-    /// are given to STS with it.
+    /// The role its AWS calls go through, with STS's `externalID` and `sessionName` (read by
+    /// `validate::role`); left out, the process's own credentials.
     #[serde(rename = "roleARN", default, skip_serializing_if = "Option::is_none")]
     pub role_arn: Option<String>,
     #[serde(rename = "externalID", default, skip_serializing_if = "Option::is_none")]

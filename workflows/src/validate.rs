@@ -187,7 +187,8 @@ fn reserved_tag(key: &str) -> Option<&'static str> {
 }
 
 /// The role an input names: `roleARN`, `externalID` and `sessionName`, alike at the top of every
-/// AWS workflow's input.
+/// AWS workflow's input. Each input struct declares the three fields itself: serde cannot
+/// flatten a shared struct into one that refuses unknown fields, as every input does.
 pub fn role(input: &Value) -> Result<Option<AssumedRole>, InputError> {
     let s = |k: &str| input.get(k).and_then(Value::as_str);
     AssumedRole::from_input(s("roleARN"), s("externalID"), s("sessionName"))
