@@ -18,6 +18,9 @@ fi
 # cores; it keeps every test's time and prints the ten slowest at the end).
 cargo build --workspace --all-targets
 cargo test --workspace --no-run --message-format=json 2>/dev/null | scripts/run-tests.py list
+# A cold build leaves gigabytes of artifacts to write back: flushed now, they do not stall the
+# first tests' journal fsyncs (and with them their lease renewals).
+sync
 rm -f target/test-times.tsv target/test-passes.tsv target/test-counts.tsv
 jobs="${INFRAFLOW_TEST_JOBS:-3}"
 status=0

@@ -39,6 +39,11 @@ impl Moto {
     /// over could be taken in between by another test's proxy, which would then serve this
     /// test's calls while its own moto never started.
     fn start_with(account: Option<&str>) -> Moto {
+        // One moto boots at a time in a test binary: a boot is a second or two of Python imports
+        // at full CPU, and a sweep starting six worlds at once, beside other sweeps, starved the
+        // other tests' processes long enough to miss their lease renewals (CI of ff1fe46).
+        static BOOTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _booting = BOOTING.lock().unwrap_or_else(|e| e.into_inner());
         let mut command = Command::new(moto_server());
         match account {
             Some(account) => command.env("MOTO_ACCOUNT_ID", account),
