@@ -224,3 +224,4 @@ pub mod proxy;
 pub mod strict;
 pub mod sweep;
 pub mod transitions;
+pub mod wire;
