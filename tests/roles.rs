@@ -74,6 +74,13 @@ fn one_daemon_makes_each_cluster_in_its_roles_account_and_a_teardown_under_one_r
     assert!(written.contains(ROLE_A), "the journal records the role");
 
     let t = e.input("t.json", json!({"infraID": infra, "region": "us-east-1", "roleARN": ROLE_A}));
+    // The dry run reads through the role too: account A's cluster, all of it.
+    let plan = ok(&e.cli(&["run", "teardown", "--input", &t, "--dry-run", "--json"]));
+    assert_eq!(plan["account"], "111111111111", "{plan}");
+    let planned: std::collections::BTreeSet<String> =
+        plan["delete"].as_array().unwrap().iter().filter_map(|p| p["id"].as_str().map(str::to_string)).collect();
+    let in_a = Inventory::read(&a, infra).ids();
+    assert!(in_a.iter().all(|id| planned.contains(id)), "the plan misses some of A's cluster: {plan}");
     let out = e.cli(&["submit", "teardown", "--input", &t, "--id", "down-a"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let st = e.s.wait_for_state("down-a", &["completed", "paused", "failed"], Duration::from_secs(240));

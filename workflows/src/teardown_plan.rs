@@ -45,6 +45,8 @@ pub async fn plan(pool: &AwsPool, input: &Value) -> Result<TeardownPlan, PlanErr
     let def = Teardown { pool: pool.clone() };
     let validated = def.validate("dry-run", input)?;
     let t: TeardownInput = serde_json::from_value(validated.input).map_err(|e| InputError(e.to_string()))?;
+    // Read where the teardown would act: through its role, in the role's account.
+    let pool = &pool.assuming(crate::aws_steps::role_of(input).as_ref());
     let policy = crate::aws_steps::aws_retry();
     let mut attempt = 0;
     loop {
