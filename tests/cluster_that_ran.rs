@@ -1,6 +1,6 @@
 //! The teardown of a cluster that ran: what its controllers made in the account — EBS volumes
-//! (one still attached to its node), a snapshot, network interfaces left available in its subnet
-//! (tagged, and untagged), the image registry's versioned bucket full of object versions and
+//! with the CSI driver's marks (one still attached to its node), a snapshot, a network interface
+//! the VPC CNI left available in its subnet, the image registry's versioned bucket full of object versions and
 //! delete markers — goes with it; another cluster's volume and bucket, an untagged volume and
 //! snapshot, a bucket with the registry's name but not the cluster's tag stay. A volume on an instance that is not the cluster's pauses the teardown naming
 //! it. And the teardown killed at every AWS call, before and after AWS acted, converges.
@@ -20,6 +20,19 @@ use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
 fn owned_spec(kind: ResourceType, infra: &str) -> TagSpecification {
     let tag = Tag::builder().key(format!("kubernetes.io/cluster/{infra}")).value("owned").build();
     TagSpecification::builder().resource_type(kind).tags(tag).build()
+}
+
+/// What the cluster's own controllers write beside its ownership tag: the EBS CSI driver's
+/// marks on its volumes and snapshots (the proof a teardown deletes them on).
+fn driver_spec(kind: ResourceType, infra: &str) -> TagSpecification {
+    let mark = match kind {
+        ResourceType::Snapshot => ("CSIVolumeSnapshotName", "snapshot-0a1b2c"),
+        _ => ("CSIVolumeName", "pvc-0a1b2c"),
+    };
+    let own = Tag::builder().key(format!("kubernetes.io/cluster/{infra}")).value("owned").build();
+    let cluster = Tag::builder().key("ebs.csi.aws.com/cluster").value("true").build();
+    let mark = Tag::builder().key(mark.0).value(mark.1).build();
+    TagSpecification::builder().resource_type(kind).tags(own).tags(cluster).tags(mark).build()
 }
 
 /// What a running cluster's controllers leave, made straight on moto.
@@ -94,7 +107,7 @@ fn node(e: &Env, infra: &str, subnet: &str) -> String {
 fn volume(e: &Env, tagged_for: Option<&str>) -> String {
     let mut call = e.c.ec2.create_volume().availability_zone("us-east-1a").size(10);
     if let Some(infra) = tagged_for {
-        call = call.tag_specifications(owned_spec(ResourceType::Volume, infra));
+        call = call.tag_specifications(driver_spec(ResourceType::Volume, infra));
     }
     e.c.block_on(call.send()).unwrap().volume_id().unwrap().to_string()
 }
@@ -102,13 +115,14 @@ fn volume(e: &Env, tagged_for: Option<&str>) -> String {
 fn snapshot(e: &Env, volume: &str, tagged_for: Option<&str>) -> String {
     let mut call = e.c.ec2.create_snapshot().volume_id(volume);
     if let Some(infra) = tagged_for {
-        call = call.tag_specifications(owned_spec(ResourceType::Snapshot, infra));
+        call = call.tag_specifications(driver_spec(ResourceType::Snapshot, infra));
     }
     e.c.block_on(call.send()).unwrap().snapshot_id().unwrap().to_string()
 }
 
 fn interface(e: &Env, subnet: &str, tagged_for: Option<&str>) -> String {
-    let mut call = e.c.ec2.create_network_interface().subnet_id(subnet);
+    // Described as the AWS VPC CNI describes the interfaces it makes: a controller's proof.
+    let mut call = e.c.ec2.create_network_interface().subnet_id(subnet).description("aws-K8S-i-0a1b2c3d4e5f60718");
     if let Some(infra) = tagged_for {
         call = call.tag_specifications(owned_spec(ResourceType::NetworkInterface, infra));
     }
@@ -127,7 +141,6 @@ fn what_it_ran(e: &Env, infra: &str, subnet: &str, instance: &str, another_regis
     attach(e, &held, instance);
     let snap = snapshot(e, &free, Some(infra));
     let tagged_eni = interface(e, subnet, Some(infra));
-    let left_eni = interface(e, subnet, None);
     let other = volume(e, Some("someone-else"));
     let untagged = volume(e, None);
     let untagged_snap = snapshot(e, &untagged, None);
@@ -141,7 +154,7 @@ fn what_it_ran(e: &Env, infra: &str, subnet: &str, instance: &str, another_regis
     Ran {
         volumes: vec![free, held],
         snapshot: snap,
-        interfaces: vec![tagged_eni, left_eni],
+        interfaces: vec![tagged_eni],
         kept: vec![other, untagged, untagged_snap],
         bucket,
         untagged_bucket,

@@ -207,8 +207,8 @@ pub async fn terminate_instance(aws: &Aws, instance_id: &str) -> AwsResult<bool>
     Ok(acted)
 }
 
-/// Whether instance `id` belongs to one of the clusters `owners` names (shares one of its ownership
-/// tags); None if it is gone. What a delete asks before it takes a volume or an interface off an
+/// Whether instance `id` belongs to exactly the clusters `owners` names (`tags::same_owners`);
+/// None if it is gone. What a delete asks before it takes a volume or an interface off an
 /// instance: the cluster's own instance may be detached from, anyone else's never.
 pub(crate) async fn instance_shares_owner(aws: &Aws, id: &str, owners: &[(String, String)]) -> AwsResult<Option<bool>> {
     let described =
@@ -218,8 +218,7 @@ pub(crate) async fn instance_shares_owner(aws: &Aws, id: &str, owners: &[(String
         Err(e) if e.is_not_found() => None,
         Err(e) => return Err(e),
     };
-    Ok(found.map(|i| {
-        let theirs = crate::adopt::pairs(i.tags());
-        owners.iter().any(|o| theirs.contains(o))
-    }))
+    // The same clusters exactly: an instance that shares one owner but also names another
+    // cluster is that other cluster's node as much (review F7).
+    Ok(found.map(|i| crate::tags::same_owners(&crate::adopt::pairs(i.tags()), owners)))
 }

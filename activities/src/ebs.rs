@@ -1,6 +1,8 @@
 //! EBS volumes and snapshots a running cluster's CSI driver made (infraflow creates neither):
-//! found by the cluster's ownership tag, a volume detached first when the instance holding it is
-//! the cluster's, and deleted. A volume on someone else's instance pauses, naming it.
+//! found by the cluster's ownership tag and kept only on the driver's proof (`provenance`), a
+//! volume detached first when the instance holding it is the cluster's, and deleted. A volume on
+//! someone else's instance, or tagged for two clusters, pauses naming them; so does a snapshot
+//! an image is made from.
 
 use aws_sdk_ec2::types::{VolumeAttachmentState, VolumeState};
 
@@ -17,8 +19,8 @@ pub const IAM_WRITE: &[&str] = &[];
 /// The IAM actions of its deletes.
 pub const IAM_DELETE: &[&str] = &["ec2:DetachVolume", "ec2:DeleteVolume", "ec2:DeleteSnapshot"];
 
-/// Volumes carrying the tag `q`, in any state but deleted.
-pub async fn find_volumes(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
+/// Volumes carrying the tag `q`, in any state but deleted, with their tags.
+pub async fn find_volumes(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, Vec<(String, String)>)>> {
     let mut ids = Vec::new();
     let mut token: Option<String> = None;
     loop {
@@ -34,7 +36,7 @@ pub async fn find_volumes(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
             out.volumes()
                 .iter()
                 .filter(|v| q.matches(v.tags()) && !matches!(v.state(), Some(VolumeState::Deleted)))
-                .filter_map(|v| v.volume_id().map(str::to_string)),
+                .filter_map(|v| Some((v.volume_id()?.to_string(), pairs(v.tags())))),
         );
         token = out.next_token().map(str::to_string);
         if token.is_none() {
@@ -43,8 +45,9 @@ pub async fn find_volumes(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
     }
 }
 
-/// This account's snapshots carrying the tag `q` (never a public or shared one of another).
-pub async fn find_snapshots(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
+/// This account's snapshots carrying the tag `q` (never a public or shared one of another),
+/// with their tags.
+pub async fn find_snapshots(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, Vec<(String, String)>)>> {
     let mut ids = Vec::new();
     let mut token: Option<String> = None;
     loop {
@@ -58,7 +61,10 @@ pub async fn find_snapshots(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
             .await
             .map_err(|e| classify("DescribeSnapshots", e))?;
         ids.extend(
-            out.snapshots().iter().filter(|s| q.matches(s.tags())).filter_map(|s| s.snapshot_id().map(str::to_string)),
+            out.snapshots()
+                .iter()
+                .filter(|s| q.matches(s.tags()))
+                .filter_map(|s| Some((s.snapshot_id()?.to_string(), pairs(s.tags())))),
         );
         token = out.next_token().map(str::to_string);
         if token.is_none() {
@@ -95,7 +101,11 @@ async fn delete_volume_once(aws: &Aws, id: &str) -> AwsResult<bool> {
     if matches!(volume.state(), Some(VolumeState::Deleted | VolumeState::Deleting)) {
         return Ok(false);
     }
-    let ours = ownership_pairs(&pairs(volume.tags()));
+    let tags = pairs(volume.tags());
+    if let Some(owners) = crate::provenance::other_owners(&tags) {
+        return Err(crate::provenance::two_owners("DeleteVolume", "volume", id, &owners));
+    }
+    let ours = ownership_pairs(&tags);
     let held: Vec<&str> = volume
         .attachments()
         .iter()
@@ -133,9 +143,22 @@ async fn delete_volume_once(aws: &Aws, id: &str) -> AwsResult<bool> {
         .map_err(|e| if e.code_is("VolumeInUse") { AwsError { retryable: true, ..e } } else { e })
 }
 
-/// Deletes snapshot `id`; false if it was gone.
+/// Deletes snapshot `id`; false if it was gone. One an image is made from pauses naming it
+/// (`InvalidSnapshot.InUse`): the image is someone's, deregistering it is theirs to decide.
 pub async fn delete_snapshot(aws: &Aws, id: &str) -> AwsResult<bool> {
-    gone_ok(
-        aws.ec2.delete_snapshot().snapshot_id(id).send().await.map(|_| ()).map_err(|e| classify("DeleteSnapshot", e)),
-    )
+    let r = aws.ec2.delete_snapshot().snapshot_id(id).send().await.map(|_| ()).map_err(|e| classify("DeleteSnapshot", e));
+    gone_ok(r).map_err(|e| {
+        if !e.code_is("InvalidSnapshot.InUse") {
+            return e;
+        }
+        let image = e.message.split_whitespace().find(|w| w.starts_with("ami-")).map(|w| w.trim_end_matches(['.', ',', ')']));
+        let by = image.map(|i| format!("image {i}")).unwrap_or_else(|| "an image".into());
+        AwsError {
+            operator: true,
+            ..AwsError::terminal(
+                "DeleteSnapshot",
+                format!("snapshot {id} is in use by {by}: it is left; deregister the image (or delete the snapshot yourself when it is free), then `infraflow retry`"),
+            )
+        }
+    })
 }

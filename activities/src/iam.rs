@@ -541,8 +541,7 @@ pub async fn delete_role(aws: &Aws, name: &str) -> AwsResult<bool> {
         };
         for profile in profiles {
             let Some(p) = get_instance_profile(aws, &profile).await? else { continue };
-            let tags = pairs(&p.tags);
-            if !owners.iter().any(|o| tags.contains(o)) {
+            if !crate::tags::same_owners(&pairs(&p.tags), &owners) {
                 return Err(AwsError {
                     operator: true,
                     ..AwsError::terminal(

@@ -1,6 +1,7 @@
 //! Network interfaces a running cluster left behind (its controllers' and its nodes' secondary
-//! interfaces): those tagged as the cluster's and those left `available` in its subnets, deleted
-//! before its subnets and groups. One in use by an instance that is not the cluster's pauses.
+//! interfaces): those tagged as the cluster's and those left `available` in its subnets, kept
+//! only on a controller's proof (`provenance::interface`) and deleted before its subnets and
+//! groups. One in use by an instance that is not the cluster's, or tagged for two, pauses.
 
 use aws_sdk_ec2::types::NetworkInterfaceStatus;
 
@@ -11,17 +12,51 @@ use crate::network::{find_subnets, gone_ok};
 use crate::tags::{TagQuery, filter, ownership_pairs};
 
 /// The IAM actions this file's lookups call.
-pub const IAM_READ: &[&str] = &["ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets", "ec2:DescribeInstances"];
+pub const IAM_READ: &[&str] = &[
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeInstances",
+    "ec2:DescribeNatGateways",
+    "ec2:DescribeVpcEndpoints",
+];
 /// It creates nothing.
 pub const IAM_WRITE: &[&str] = &[];
 /// The IAM actions of its deletes.
 pub const IAM_DELETE: &[&str] = &["ec2:DeleteNetworkInterface"];
 
+/// One interface as a teardown judges it (`provenance::interface`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    pub id: String,
+    pub tags: Vec<(String, String)>,
+    pub description: String,
+    pub requester_managed: bool,
+    /// The cluster's subnet it was found in, untagged and available (None: found by its tag).
+    pub in_cluster_subnet: Option<String>,
+    /// The cluster's NAT gateway or VPC endpoint that names it as its own interface: it goes with
+    /// that owner, never deleted on its own. (On AWS such an interface is in use; moto leaves it
+    /// `available` and behind once its owner is deleted.)
+    pub named_by: Option<String>,
+}
+
+impl Found {
+    fn of(n: &aws_sdk_ec2::types::NetworkInterface) -> Option<Found> {
+        Some(Found {
+            id: n.network_interface_id()?.to_string(),
+            tags: pairs(n.tag_set()),
+            description: n.description().unwrap_or_default().to_string(),
+            requester_managed: n.requester_managed().unwrap_or(false),
+            in_cluster_subnet: None,
+            named_by: None,
+        })
+    }
+}
+
 /// Interfaces carrying the tag `q`; with `subnets_of`, also those left `available` (attached to
-/// nothing) in the subnets carrying that tag and carrying no cluster's ownership tag — what a
-/// controller made and never tagged.
-pub async fn find_interfaces(aws: &Aws, q: &TagQuery, subnets_of: Option<&TagQuery>) -> AwsResult<Vec<String>> {
-    let mut ids = Vec::new();
+/// nothing) in the subnets carrying that tag and carrying no cluster's ownership tag. Whose they
+/// are is not decided here: `provenance::interface` judges each.
+pub async fn find_interfaces(aws: &Aws, q: &TagQuery, subnets_of: Option<&TagQuery>) -> AwsResult<Vec<Found>> {
+    let mut found: Vec<Found> = Vec::new();
     let mut token: Option<String> = None;
     loop {
         let out = aws
@@ -32,18 +67,13 @@ pub async fn find_interfaces(aws: &Aws, q: &TagQuery, subnets_of: Option<&TagQue
             .send()
             .await
             .map_err(|e| classify("DescribeNetworkInterfaces", e))?;
-        ids.extend(
-            out.network_interfaces()
-                .iter()
-                .filter(|n| q.matches(n.tag_set()))
-                .filter_map(|n| n.network_interface_id().map(str::to_string)),
-        );
+        found.extend(out.network_interfaces().iter().filter(|n| q.matches(n.tag_set())).filter_map(Found::of));
         token = out.next_token().map(str::to_string);
         if token.is_none() {
             break;
         }
     }
-    let Some(owned) = subnets_of else { return Ok(ids) };
+    let Some(owned) = subnets_of else { return Ok(found) };
     let subnets: Vec<String> = find_subnets(aws, owned).await?.into_iter().map(|s| s.subnet_id).collect();
     for chunk in subnets.chunks(100) {
         let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
@@ -55,7 +85,7 @@ pub async fn find_interfaces(aws: &Aws, q: &TagQuery, subnets_of: Option<&TagQue
             .send()
             .await
             .map_err(|e| classify("DescribeNetworkInterfaces", e))?;
-        ids.extend(
+        found.extend(
             out.network_interfaces()
                 .iter()
                 // Only what nobody claims: one tagged as another cluster's is that cluster's to
@@ -65,12 +95,39 @@ pub async fn find_interfaces(aws: &Aws, q: &TagQuery, subnets_of: Option<&TagQue
                         && n.subnet_id().is_some_and(|s| chunk.contains(&s))
                         && ownership_pairs(&pairs(n.tag_set())).is_empty()
                 })
-                .filter_map(|n| n.network_interface_id().map(str::to_string)),
+                .filter_map(|n| Some(Found { in_cluster_subnet: n.subnet_id().map(str::to_string), ..Found::of(n)? })),
         );
     }
-    ids.sort();
-    ids.dedup();
-    Ok(ids)
+    if found.iter().any(|f| f.in_cluster_subnet.is_some()) {
+        let named = interfaces_named_by(aws, owned).await?;
+        for f in found.iter_mut().filter(|f| f.in_cluster_subnet.is_some()) {
+            f.named_by = named.iter().find(|(eni, _)| *eni == f.id).map(|(_, by)| by.clone());
+        }
+    }
+    // One found both ways (tagged, and available in a subnet) counts once, as found by its tag.
+    found.sort_by(|a, b| a.id.cmp(&b.id).then(a.in_cluster_subnet.is_some().cmp(&b.in_cluster_subnet.is_some())));
+    found.dedup_by(|a, b| a.id == b.id);
+    Ok(found)
+}
+
+/// The interfaces the cluster's own NAT gateways and VPC endpoints (found by its tag) name as
+/// theirs: (interface, "NAT gateway nat-…").
+async fn interfaces_named_by(aws: &Aws, owned: &TagQuery) -> AwsResult<Vec<(String, String)>> {
+    let nats = aws.ec2.describe_nat_gateways().filter(owned.filter()).send();
+    let endpoints = aws.ec2.describe_vpc_endpoints().filters(owned.filter()).send();
+    let (nats, endpoints) = futures::join!(nats, endpoints);
+    let nats = nats.map_err(|e| classify("DescribeNatGateways", e))?;
+    let endpoints = endpoints.map_err(|e| classify("DescribeVpcEndpoints", e))?;
+    let mut named = Vec::new();
+    for n in nats.nat_gateways().iter().filter(|n| owned.matches(n.tags())) {
+        let by = format!("NAT gateway {}", n.nat_gateway_id().unwrap_or_default());
+        named.extend(n.nat_gateway_addresses().iter().filter_map(|a| Some((a.network_interface_id()?.to_string(), by.clone()))));
+    }
+    for v in endpoints.vpc_endpoints().iter().filter(|v| owned.matches(v.tags())) {
+        let by = format!("VPC endpoint {}", v.vpc_endpoint_id().unwrap_or_default());
+        named.extend(v.network_interface_ids().iter().map(|i| (i.clone(), by.clone())));
+    }
+    Ok(named)
 }
 
 /// Deletes interface `id`; false if it was gone. In use by one of its cluster's instances
@@ -92,8 +149,12 @@ pub async fn delete_interface(aws: &Aws, id: &str) -> AwsResult<bool> {
         Err(e) if e.is_not_found() => return Ok(false),
         Err(e) => return Err(e),
     };
+    let tags = pairs(eni.tag_set());
+    if let Some(owners) = crate::provenance::other_owners(&tags) {
+        return Err(crate::provenance::two_owners("DeleteNetworkInterface", "network interface", id, &owners));
+    }
     if let Some(instance) = eni.attachment().and_then(|a| a.instance_id()).filter(|_| !is_available(&eni)) {
-        let ours = ownership_pairs(&pairs(eni.tag_set()));
+        let ours = ownership_pairs(&tags);
         if crate::compute::instance_shares_owner(aws, instance, &ours).await? == Some(false) {
             return Err(AwsError {
                 operator: true,

@@ -3,6 +3,7 @@
 //! Knows nothing of the journal or the engine.
 
 pub mod adopt;
+pub mod anchor;
 pub mod census;
 pub mod classic_elb;
 mod client;
@@ -14,6 +15,7 @@ pub mod elb;
 pub mod endpoints;
 mod error;
 pub mod iam;
+pub mod look_alikes;
 pub mod interfaces;
 pub mod inventory;
 pub mod nat;
@@ -21,6 +23,7 @@ pub mod network;
 pub mod observe;
 pub mod pacing;
 pub mod privatelink;
+pub mod provenance;
 pub mod resources;
 pub mod role;
 pub mod routing;

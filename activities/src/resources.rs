@@ -257,16 +257,12 @@ async fn find_matching(aws: &Aws, kind: Kind, scope: &Scope, q: TagQuery) -> Aws
     let f = &q;
     let mut ids = match kind {
         Kind::Instance => compute::find_instances(aws, f).await?.into_iter().map(|m| m.instance_id).collect(),
-        Kind::Volume => ebs::find_volumes(aws, f).await?,
-        Kind::Snapshot => ebs::find_snapshots(aws, f).await?,
+        // Only what a controller of the cluster is shown to have made: the rest is left, named.
+        Kind::Volume | Kind::Snapshot | Kind::NetworkInterface => crate::look_alikes::split(aws, kind, scope, f).await?.0,
         // Only a teardown looks for them: no identity of infraflow's names a bucket.
         Kind::RegistryBucket => match scope {
             Scope::Owned(infra) => s3::find_registry_buckets(aws, infra, f).await?.owned,
             _ => Vec::new(),
-        },
-        Kind::NetworkInterface => match scope {
-            Scope::Owned(infra) => interfaces::find_interfaces(aws, f, Some(&owned(infra))).await?,
-            _ => interfaces::find_interfaces(aws, f, None).await?,
         },
         Kind::VpcEndpoint => {
             endpoints::find_vpc_endpoints_to_delete(aws, f).await?.into_iter().map(|(id, _)| id).collect()

@@ -48,6 +48,17 @@ pub fn ownership_pairs(tags: &[(String, String)]) -> Vec<(String, String)> {
     tags.iter().filter(|(k, v)| k.starts_with(OWNERSHIP_PREFIX) && v == OWNED).cloned().collect()
 }
 
+/// Whether two resources are tagged owned by exactly the same clusters (at least one): what a
+/// delete asks of the thing holding a cluster's resource (an instance holding a volume, a VPC
+/// holding a gateway, a profile holding a role) before it takes that resource away from it. One
+/// shared owner is not enough: the holder also being another cluster's makes it that cluster's.
+pub fn same_owners(a: &[(String, String)], b: &[(String, String)]) -> bool {
+    let (mut a, mut b) = (ownership_pairs(a), ownership_pairs(b));
+    a.sort();
+    b.sort();
+    !a.is_empty() && a == b
+}
+
 /// Who a resource belongs to and what it is: everything needed to tag it and to find it again.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -143,17 +154,22 @@ impl Identity {
         format!("{readable}-{h:016x}")
     }
 
-    /// The tags written at creation, the created-by tag included.
+    /// The tags written at creation, the created-by tag and the expiration date included.
     pub fn tags(&self) -> Vec<(String, String)> {
         let mut t = self.adoption_tags();
         if !self.workflow.is_empty() {
             t.insert(3, (CREATED_BY_TAG.to_string(), self.workflow.clone()));
         }
+        if let Some(date) = self.tag(EXPIRATION_TAG) {
+            t.push((EXPIRATION_TAG.to_string(), date.to_string()));
+        }
         t
     }
 
     /// The tags that may be (re)applied to a resource this workflow found rather than made:
-    /// everything but created-by, which must keep naming the creator.
+    /// everything but created-by, which must keep naming the creator, and `expirationDate`: a
+    /// cluster's expiry is its creator's word, and a later workflow that finds the cluster (an
+    /// "ensure" run, a CI template with `expiresIn`) must never move it (review F2).
     pub fn adoption_tags(&self) -> Vec<(String, String)> {
         let mut t = vec![
             (ownership_key(&self.infra_id), OWNED.to_string()),
@@ -161,7 +177,7 @@ impl Identity {
             (IDENTITY_TAG.to_string(), self.key()),
         ];
         for (k, v) in self.extra_tags.iter().chain(&self.unjournaled_tags) {
-            if !t.iter().any(|(tk, _)| tk == k) && k != CREATED_BY_TAG {
+            if !t.iter().any(|(tk, _)| tk == k) && k != CREATED_BY_TAG && k != EXPIRATION_TAG {
                 t.push((k.clone(), v.clone()));
             }
         }
@@ -306,6 +322,19 @@ mod tests {
         assert!(tags.contains(&("team".into(), "sre".into())));
         assert!(tags.contains(&(CREATED_BY_TAG.into(), "wf-1".into())));
         assert!(!id.adoption_tags().iter().any(|(k, _)| k == CREATED_BY_TAG), "adoption never rewrites the creator");
+    }
+
+    #[test]
+    fn adoption_never_moves_a_clusters_expiration_date() {
+        let dated = Identity::new("infra1", "vpc", None, "n".into())
+            .with_tags(&[], "wf-1")
+            .with_expiration(Some("2026-11-26T00:00:00Z"));
+        assert!(dated.tags().contains(&(EXPIRATION_TAG.into(), "2026-11-26T00:00:00Z".into())), "written at creation");
+        assert!(!dated.adoption_tags().iter().any(|(k, _)| k == EXPIRATION_TAG), "never on what it finds");
+        let by_tag =
+            Identity::new("infra1", "vpc", None, "n".into()).with_tags(&[(EXPIRATION_TAG.into(), "x".into())], "wf-1");
+        assert!(!by_tag.adoption_tags().iter().any(|(k, _)| k == EXPIRATION_TAG), "not through additionalTags either");
+        assert_eq!(by_tag.tags().iter().filter(|(k, _)| k == EXPIRATION_TAG).count(), 1);
     }
 
     #[test]

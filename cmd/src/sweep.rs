@@ -25,17 +25,32 @@ pub type SharedSweep = Arc<Mutex<Option<LastSweep>>>;
 
 /// Reads and classifies the clusters of `regions`; `journal` says which are busy (none without).
 pub async fn classify(pool: &AwsPool, journal: Option<&Journal>, regions: &[String]) -> Result<Vec<Swept>, Failure> {
+    // By infraID, whatever the account in the cluster key (`<infraID>@<account>` under a role):
+    // a workflow of the cluster under a role in this very account is as busy as one without.
     let busy: BTreeSet<String> = match journal {
-        Some(j) => j.list()?.into_iter().filter(|r| !r.state.is_finished()).map(|r| r.cluster).collect(),
+        Some(j) => j
+            .list()?
+            .into_iter()
+            .filter(|r| !r.state.is_finished())
+            .map(|r| r.cluster.split('@').next().unwrap_or_default().to_string())
+            .collect(),
         None => BTreeSet::new(),
     };
     let now = infraflow_engine::SystemClock.now() / 1000;
     let mut out = Vec::new();
     for region in regions {
-        let found = read_census(pool, region)
-            .await
-            .map_err(|e| Failure::other(format!("cannot read the clusters of {region}: {e}")))?;
-        out.extend(janitor::classify(region, &found, &busy, now));
+        let cannot = |e: AwsError| Failure::other(format!("cannot read the clusters of {region}: {e}"));
+        let found = read_census(pool, region).await.map_err(cannot)?;
+        let mut swept = janitor::classify(region, &found, &busy, now);
+        if swept.iter().any(|s| s.evidence.is_some()) {
+            // The account the census was read in travels with the evidence: a teardown that
+            // runs elsewhere deletes nothing.
+            let account = pool.region(region).await.environment().await.map_err(cannot)?.account;
+            for e in swept.iter_mut().filter_map(|s| s.evidence.as_mut()) {
+                e.account = Some(account.clone());
+            }
+        }
+        out.extend(swept);
     }
     Ok(out)
 }
@@ -62,14 +77,21 @@ pub async fn submit_teardowns(engine: &Engine, swept: &mut [Swept]) -> Result<Ve
     let mut submitted = Vec::new();
     for s in swept.iter_mut().filter(|s| s.class == Class::Expired) {
         let id = janitor::teardown_id(s);
-        let done = engine
-            .submit(Submission {
-                workflow: "teardown".into(),
-                input: janitor::teardown_input(s),
-                id: Some(id.clone()),
-                no_rollback: false,
-            })
-            .await?;
+        let submission = Submission {
+            workflow: "teardown".into(),
+            input: janitor::teardown_input(s),
+            id: Some(id.clone()),
+            no_rollback: false,
+        };
+        // One cluster's refusal (an id pruned and refused, a protection met at submit) is said
+        // on its row; the other expired clusters are still submitted.
+        let done = match engine.submit(submission).await {
+            Ok(done) => done,
+            Err(e) => {
+                s.reason = format!("{}; its teardown {id} was refused: {e}", s.reason);
+                continue;
+            }
+        };
         if done.created {
             submitted.push(id.clone());
         } else if let Some(row) = engine.journal().row(&id)? {

@@ -149,7 +149,8 @@ fn scale_input(
         public_ips: infra.public_only,
         user_data_file: None,
         user_data_sha256: None,
-        expires_in: c.infra.expires_in.clone(),
+        // The cluster's expiry is its anchor's (the VPC's); its parts carry none of their own.
+        expires_in: None,
     }
 }
 
@@ -265,7 +266,7 @@ impl WorkflowDef for CreateCluster {
                     allowed_principals: c.private_link.allowed_principals.clone(),
                     expose_api_server: c.private_link.expose_api_server,
                     local_zone_id: Some(infra.local_zone_id.clone()),
-                    expires_in: c.infra.expires_in.clone(),
+                    expires_in: None,
                 };
                 Some(create_privatelink::create_privatelink(&ctx.scoped("privatelink"), &pool, &input).await?)
             };

@@ -113,7 +113,7 @@ impl PrivateLinkInput {
         validate::dns_label("name", &self.name, 40)?;
         validate::dns_label("infraID", &self.infra_id, 60)?;
         validate::region("region", &self.region)?;
-        crate::expiry::validate(self.expires_in.as_deref(), &Default::default())?;
+        crate::expiry::refuse_on_a_part(self.expires_in.as_deref(), "a private link")?;
         ids("management.vpcID", std::slice::from_ref(&self.management.vpc_id), "vpc-")?;
         ids("management.subnetIDs", &self.management.subnet_ids, "subnet-")?;
         ids("guest.vpcID", std::slice::from_ref(&self.guest.vpc_id), "vpc-")?;

@@ -39,6 +39,22 @@ pub fn validate(
     Ok(())
 }
 
+/// `expiresIn` on a workflow that makes a part of a cluster (a node pool, a private link): refused.
+/// A cluster expires as a whole, by the date its anchor carries; a part's date would either be
+/// read as the cluster's (a burst pool "for 6h" tearing down a long-lived cluster, review F2) or
+/// mean nothing. Runs journaled with it before keep running; the janitor reads no part's date.
+pub fn refuse_on_a_part(expires_in: Option<&str>, part: &str) -> Result<(), InputError> {
+    match expires_in {
+        None => Ok(()),
+        Some(_) => Err(InputError::field(
+            "expiresIn",
+            format!(
+                "{part} does not expire on its own: a cluster expires as a whole, by the expiresIn given to provision-infra or create-cluster; drop the field"
+            ),
+        )),
+    }
+}
+
 /// The `expirationDate` of what this workflow creates: its submission time plus `expires_in`
 /// (validated at submit), the same on every replay and resume.
 pub fn date(ctx: &WfCtx, expires_in: Option<&str>) -> Option<String> {

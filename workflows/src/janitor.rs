@@ -4,9 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use infraflow_activities::anchor;
 use infraflow_activities::census::Tagged;
-use infraflow_activities::tags::{EXPIRATION_TAG, PROTECTION_TAG};
-use serde::Serialize;
+use infraflow_activities::tags::{CREATED_BY_TAG, EXPIRATION_TAG, PROTECTION_TAG};
+use serde::{Deserialize, Serialize};
 
 use crate::expiry::{parse_rfc3339, rfc3339};
 
@@ -46,19 +47,49 @@ pub struct Swept {
     pub region: String,
     pub class: Class,
     pub reason: String,
-    /// The earliest `expirationDate` its resources carry, when any can be read.
+    /// The cluster's expiry as its anchor says it (the latest of its anchors', when two
+    /// journals made two), when it can be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expiration_date: Option<String>,
+    /// The anchor the class was read from (`vpc vpc-…`, `oidc-provider arn:…`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<String>,
+    /// `expirationDate`s on resources that are not the cluster's anchor: reported, never deciding.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<String>,
     /// Its resources by kind.
     pub resources: BTreeMap<String, usize>,
     /// The teardown the sweep submitted (or had submitted before) for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub teardown: Option<String>,
+    /// What the sweep saw, carried by its teardown and checked again before each round of deletes.
+    #[serde(skip)]
+    pub evidence: Option<Evidence>,
+}
+
+/// What a sweep saw of an expired cluster: the anchor it read the date from. The teardown it
+/// submits deletes nothing unless this still holds (review F4: a cluster re-dated, re-created
+/// or in another account is not the one the sweep judged).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Evidence {
+    /// `vpc` or `oidc-provider`.
+    pub anchor_kind: String,
+    pub anchor_id: String,
+    /// The anchor's creator (`infraflow.io/created-by`), none for HyperShift's VPC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
+    /// The `expirationDate` the sweep read on it, verbatim.
+    pub expiration_date: String,
+    /// The account the census was read in (the teardown runs in it, or deletes nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
 /// Classifies every cluster that has a resource in `region` (a regional one, or IAM recording
 /// this region): `census` is what AWS holds, `busy` the infraIDs with an unfinished workflow in
-/// this journal, `now` seconds since the epoch.
+/// this journal, `now` seconds since the epoch. A cluster's expiry is read from its anchor only
+/// (`anchor::anchor_of`); a cluster with no anchor in the region is never expired.
 pub fn classify(region: &str, census: &[Tagged], busy: &BTreeSet<String>, now: i64) -> Vec<Swept> {
     let mut by_cluster: BTreeMap<&str, Vec<&Tagged>> = BTreeMap::new();
     for r in census {
@@ -73,47 +104,100 @@ pub fn classify(region: &str, census: &[Tagged], busy: &BTreeSet<String>, now: i
         .collect()
 }
 
+/// An expiration date as the janitor reads it: RFC 3339, or HyperShift CI's
+/// `date --iso=minutes --utc` (`2026-11-25T19:00+00:00`, no seconds).
+pub fn parse_expiration(v: &str) -> Option<i64> {
+    parse_rfc3339(v).or_else(|| {
+        let (head, zone) = v.split_at_checked(16)?;
+        parse_rfc3339(&format!("{head}:00{zone}"))
+    })
+}
+
 fn classify_one(region: &str, infra: &str, rs: &[&Tagged], busy: &BTreeSet<String>, now: i64) -> Swept {
     let mut resources: BTreeMap<String, usize> = BTreeMap::new();
     for r in rs {
         *resources.entry(r.kind.to_string()).or_default() += 1;
     }
-    let dates: Vec<(i64, &str, &Tagged)> = rs
+    let anchors = anchor::anchors(infra, region, rs);
+    let ignored: Vec<String> = rs
         .iter()
-        .filter_map(|r| {
-            let v = r.tag(EXPIRATION_TAG)?;
-            Some((parse_rfc3339(v)?, v, *r))
-        })
+        .filter(|r| !anchors.iter().any(|a| a.id == r.id))
+        .filter_map(|r| Some(format!("{} {} says {}: not the cluster's anchor, ignored", r.kind, r.id, r.tag(EXPIRATION_TAG)?)))
         .collect();
-    let earliest = dates.iter().min_by_key(|(t, _, _)| *t);
-    let unreadable = rs.iter().find(|r| r.tag(EXPIRATION_TAG).is_some_and(|v| parse_rfc3339(v).is_none()));
+    // Every anchor must have expired: two journals racing may have made two VPCs, and the one
+    // still in use may be the later-dated one.
+    let dates: Vec<Option<(i64, &str)>> =
+        anchors.iter().map(|a| a.tag(EXPIRATION_TAG).and_then(|v| Some((parse_expiration(v)?, v)))).collect();
+    let latest = anchors.iter().zip(&dates).filter_map(|(a, d)| d.map(|(t, v)| (t, v, *a))).max_by_key(|(t, _, _)| *t);
+    let undated = anchors.iter().zip(&dates).find(|(_, d)| d.is_none()).map(|(a, _)| *a);
     let (class, reason) = if let Some(p) = rs.iter().find(|r| r.tag(PROTECTION_TAG).is_some()) {
         (Class::Protected, format!("{} {} carries {PROTECTION_TAG}", p.kind, p.id))
     } else if busy.contains(infra) {
         (Class::Active, "a workflow of this cluster is unfinished in this journal".to_string())
+    } else if anchors.is_empty() {
+        (
+            Class::Unexpired,
+            "no anchor (the VPC or OIDC provider its creator made and tagged for it alone): nothing says when it expires".into(),
+        )
+    } else if let Some(a) = undated {
+        let why = match a.tag(EXPIRATION_TAG) {
+            Some(_) => format!("has an {EXPIRATION_TAG} that is not an RFC 3339 time: left alone"),
+            None => format!("has no {EXPIRATION_TAG} tag"),
+        };
+        (Class::Unexpired, format!("its anchor {} {} {why}", a.kind, a.id))
     } else {
-        match earliest {
-            Some((t, v, r)) if *t <= now => {
-                (Class::Expired, format!("{} {} expired at {v} ({} ago)", r.kind, r.id, age(now - t)))
+        match latest {
+            Some((t, v, a)) if t <= now => {
+                (Class::Expired, format!("its anchor {} {} expired at {v} ({} ago)", a.kind, a.id, age(now - t)))
             }
-            Some((t, _, _)) => (Class::Unexpired, format!("expires at {} (in {})", rfc3339(*t), age(t - now))),
-            None => match unreadable {
-                Some(r) => (
-                    Class::Unexpired,
-                    format!("{} {} has an {EXPIRATION_TAG} that is not an RFC 3339 time: left alone", r.kind, r.id),
-                ),
-                None => (Class::Unexpired, format!("no {EXPIRATION_TAG} tag")),
-            },
+            Some((t, _, _)) => (Class::Unexpired, format!("expires at {} (in {})", rfc3339(t), age(t - now))),
+            None => (Class::Unexpired, format!("no {EXPIRATION_TAG} tag")),
         }
     };
+    let evidence = (class == Class::Expired)
+        .then(|| latest.map(|(_, v, a)| Evidence {
+            anchor_kind: a.kind.to_string(),
+            anchor_id: a.id.clone(),
+            created_by: a.tag(CREATED_BY_TAG).map(str::to_string),
+            expiration_date: v.to_string(),
+            account: None,
+        }))
+        .flatten();
     Swept {
         infra_id: infra.to_string(),
         region: region.to_string(),
         class,
         reason,
-        expiration_date: earliest.map(|(t, _, _)| rfc3339(*t)),
+        expiration_date: latest.map(|(t, _, _)| rfc3339(t)),
+        anchor: latest.map(|(_, _, a)| format!("{} {}", a.kind, a.id)).or(anchors.first().map(|a| format!("{} {}", a.kind, a.id))),
+        ignored,
         resources,
         teardown: None,
+        evidence,
+    }
+}
+
+/// Why the sweep's evidence no longer holds for the anchors AWS shows now (`live`), if it does
+/// not: the anchor gone (when `gone_is_change`), replaced, re-dated to the future, or of another
+/// creator. None: the teardown may go on.
+pub fn evidence_broken(e: &Evidence, live: &[Tagged], gone_is_change: bool, now: i64) -> Option<String> {
+    if let Some(other) = live.iter().find(|a| a.id != e.anchor_id) {
+        return Some(format!(
+            "the cluster has another anchor now ({} {}), not the {} {} the sweep judged expired: it was made again",
+            other.kind, other.id, e.anchor_kind, e.anchor_id
+        ));
+    }
+    let Some(anchor) = live.iter().find(|a| a.id == e.anchor_id) else {
+        return gone_is_change.then(|| format!("its anchor {} {} is gone", e.anchor_kind, e.anchor_id));
+    };
+    if anchor.tag(CREATED_BY_TAG) != e.created_by.as_deref() {
+        return Some(format!("its anchor {} {} has another creator now: it was made again", e.anchor_kind, e.anchor_id));
+    }
+    match anchor.tag(EXPIRATION_TAG) {
+        Some(v) if v == e.expiration_date => None,
+        Some(v) if parse_expiration(v).is_some_and(|t| t <= now) => None,
+        Some(v) => Some(format!("its anchor {} {} says {EXPIRATION_TAG}={v} now", e.anchor_kind, e.anchor_id)),
+        None => Some(format!("its anchor {} {} has no {EXPIRATION_TAG} any more", e.anchor_kind, e.anchor_id)),
     }
 }
 
@@ -148,9 +232,14 @@ pub fn teardown_id(s: &Swept) -> String {
     format!("sweep-{}-{h:016x}", head.trim_end_matches('-'))
 }
 
-/// The teardown input of an expired cluster.
+/// The teardown input of an expired cluster: with the sweep's evidence, which the teardown
+/// checks before each round of deletes.
 pub fn teardown_input(s: &Swept) -> serde_json::Value {
-    serde_json::json!({ "infraID": s.infra_id, "region": s.region })
+    let mut input = serde_json::json!({ "infraID": s.infra_id, "region": s.region });
+    if let Some(e) = &s.evidence {
+        input["sweptExpired"] = serde_json::to_value(e).unwrap_or_default();
+    }
+    input
 }
 
 #[cfg(test)]
@@ -173,13 +262,13 @@ mod tests {
         let own = |i: &str| format!("kubernetes.io/cluster/{i}");
         let (a, b, c, d, e) = (own("a"), own("b"), own("c"), own("d"), own("e"));
         let census = vec![
-            res("vpc", "vpc-a", &[(&a, "owned"), ("expirationDate", "2026-11-26T00:00:00Z")], true),
-            res("vpc", "vpc-b", &[(&b, "owned"), ("expirationDate", "2026-11-25T16:00:00Z")], true),
+            res("vpc", "vpc-a", &[(&a, "owned"), ("Name", "a-vpc"), ("expirationDate", "2026-11-26T00:00:00Z")], true),
+            res("vpc", "vpc-b", &[(&b, "owned"), ("Name", "b-vpc"), ("expirationDate", "2026-11-25T16:00:00Z")], true),
             res("subnet", "subnet-b", &[(&b, "owned")], true),
-            res("vpc", "vpc-c", &[(&c, "owned"), ("expirationDate", "2026-11-25T16:00:00Z")], true),
+            res("vpc", "vpc-c", &[(&c, "owned"), ("Name", "c-vpc"), ("expirationDate", "2026-11-25T16:00:00Z")], true),
             res("iam-role", "c-role", &[(&c, "owned"), (PROTECTION_TAG, "")], false),
-            res("vpc", "vpc-d", &[(&d, "owned"), ("expirationDate", "2026-11-20T00:00:00Z")], true),
-            res("vpc", "vpc-e", &[(&e, "owned")], true),
+            res("vpc", "vpc-d", &[(&d, "owned"), ("Name", "d-vpc"), ("expirationDate", "2026-11-20T00:00:00Z")], true),
+            res("vpc", "vpc-e", &[(&e, "owned"), ("Name", "e-vpc")], true),
             res("vpc", "vpc-shared", &[(&e, "shared")], true),
         ];
         let busy: BTreeSet<String> = ["d".to_string()].into();
@@ -198,7 +287,7 @@ mod tests {
         let b = &swept[1];
         assert_eq!(b.resources, [("subnet".to_string(), 1), ("vpc".to_string(), 1)].into());
         assert_eq!(b.expiration_date.as_deref(), Some("2026-11-25T16:00:00Z"));
-        assert!(b.reason.contains("vpc vpc-b expired at 2026-11-25T16:00:00Z (3h0m ago)"), "{}", b.reason);
+        assert!(b.reason.contains("its anchor vpc vpc-b expired at 2026-11-25T16:00:00Z (3h0m ago)"), "{}", b.reason);
         assert!(swept[2].reason.contains("iam-role c-role"), "{}", swept[2].reason);
         assert_eq!(teardown_id(b), "sweep-b-us-east-1-20261125t160000z");
         let long = Swept { infra_id: "x".repeat(60), ..b.clone() };
@@ -208,17 +297,62 @@ mod tests {
     }
 
     #[test]
-    fn the_earliest_date_counts_and_a_garbled_one_never_expires_a_cluster() {
+    fn only_the_anchors_date_counts_and_a_garbled_one_never_expires_a_cluster() {
         let k = "kubernetes.io/cluster/x";
-        let census = vec![
-            res("vpc", "vpc-1", &[(k, "owned"), ("expirationDate", "2027-01-01T00:00:00Z")], true),
-            res("subnet", "subnet-1", &[(k, "owned"), ("expirationDate", "2026-11-01T00:00:00Z")], true),
-        ];
-        assert_eq!(classify("us-east-1", &census, &BTreeSet::new(), NOW)[0].class, Class::Expired);
-        let garbled = vec![res("vpc", "vpc-1", &[(k, "owned"), ("expirationDate", "yesterday")], true)];
+        let anchor = |date: &'static str| res("vpc", "vpc-1", &[(k, "owned"), ("Name", "x-vpc"), ("expirationDate", date)], true);
+        let forged = res("security-group", "sg-1", &[(k, "owned"), ("expirationDate", "2020-01-01T00:00:00Z")], true);
+        let s = &classify("us-east-1", &[anchor("2027-01-01T00:00:00Z"), forged.clone()], &BTreeSet::new(), NOW)[0];
+        assert_eq!(s.class, Class::Unexpired, "{s:?}");
+        assert_eq!(s.ignored.len(), 1, "{s:?}");
+        assert!(s.ignored[0].contains("security-group sg-1"), "{s:?}");
+        let alone = &classify("us-east-1", std::slice::from_ref(&forged), &BTreeSet::new(), NOW)[0];
+        assert_eq!(alone.class, Class::Unexpired, "no anchor, no expiry: {alone:?}");
+        let garbled = vec![anchor("yesterday")];
         let s = &classify("us-east-1", &garbled, &BTreeSet::new(), NOW)[0];
         assert_eq!(s.class, Class::Unexpired);
         assert!(s.reason.contains("not an RFC 3339 time"), "{}", s.reason);
+        let ci = &classify("us-east-1", &[anchor("2026-11-25T18:00+00:00")], &BTreeSet::new(), NOW)[0];
+        assert_eq!(ci.class, Class::Expired, "HyperShift CI's --iso=minutes is read: {ci:?}");
+        assert_eq!(ci.expiration_date.as_deref(), Some("2026-11-25T18:00:00Z"));
+        let e = ci.evidence.clone().unwrap();
+        assert_eq!((e.anchor_kind.as_str(), e.anchor_id.as_str()), ("vpc", "vpc-1"));
+        assert_eq!(teardown_input(ci)["sweptExpired"]["expirationDate"], "2026-11-25T18:00+00:00");
+    }
+
+    #[test]
+    fn two_anchors_expire_a_cluster_only_when_both_have() {
+        let k = "kubernetes.io/cluster/x";
+        let vpc = |id: &str, date: &str| {
+            let tags = [(k, "owned"), ("infraflow.io/identity", "x/vpc"), ("infraflow.io/created-by", id), ("expirationDate", date)];
+            res("vpc", id, &tags, true)
+        };
+        let census = vec![vpc("vpc-1", "2026-11-01T00:00:00Z"), vpc("vpc-2", "2027-01-01T00:00:00Z")];
+        assert_eq!(classify("us-east-1", &census, &BTreeSet::new(), NOW)[0].class, Class::Unexpired);
+        let census = vec![vpc("vpc-1", "2026-11-01T00:00:00Z"), vpc("vpc-2", "2026-11-02T00:00:00Z")];
+        assert_eq!(classify("us-east-1", &census, &BTreeSet::new(), NOW)[0].class, Class::Expired);
+    }
+
+    #[test]
+    fn a_sweeps_evidence_breaks_when_the_cluster_is_re_dated_or_made_again() {
+        let k = "kubernetes.io/cluster/x";
+        let vpc = |id: &str, by: &str, date: &str| {
+            let tags = [(k, "owned"), ("infraflow.io/identity", "x/vpc"), ("infraflow.io/created-by", by), ("expirationDate", date)];
+            res("vpc", id, &tags, true)
+        };
+        let seen = Evidence {
+            anchor_kind: "vpc".into(),
+            anchor_id: "vpc-1".into(),
+            created_by: Some("w@1".into()),
+            expiration_date: "2026-11-01T00:00:00Z".into(),
+            account: None,
+        };
+        assert_eq!(evidence_broken(&seen, &[vpc("vpc-1", "w@1", "2026-11-01T00:00:00Z")], true, NOW), None);
+        assert_eq!(evidence_broken(&seen, &[vpc("vpc-1", "w@1", "2026-11-20T00:00:00Z")], true, NOW), None);
+        assert!(evidence_broken(&seen, &[vpc("vpc-1", "w@1", "2099-01-01T00:00:00Z")], true, NOW).unwrap().contains("2099"));
+        assert!(evidence_broken(&seen, &[vpc("vpc-1", "v@2", "2026-11-01T00:00:00Z")], true, NOW).is_some());
+        assert!(evidence_broken(&seen, &[vpc("vpc-9", "v@2", "2026-11-01T00:00:00Z")], false, NOW).is_some());
+        assert!(evidence_broken(&seen, &[], true, NOW).unwrap().contains("gone"));
+        assert_eq!(evidence_broken(&seen, &[], false, NOW), None, "gone by this teardown's own deletes");
     }
 
     #[test]

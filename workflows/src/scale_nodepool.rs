@@ -82,7 +82,7 @@ impl ScaleInput {
     pub fn check(&self) -> Result<(), InputError> {
         validate::dns_label("infraID", &self.infra_id, 60)?;
         validate::dns_label("nodePool", &self.node_pool, 40)?;
-        crate::expiry::validate(self.expires_in.as_deref(), &Default::default())?;
+        crate::expiry::refuse_on_a_part(self.expires_in.as_deref(), "a node pool")?;
         if self.replicas < 0 {
             return Err(InputError::field(
                 "replicas",

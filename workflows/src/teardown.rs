@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use infraflow_activities::tags::owned;
-use infraflow_activities::{Aws, AwsError, AwsPool, Kind, Scope, census, classic_elb, dns, elb, resources, s3};
+use infraflow_activities::{Aws, AwsError, AwsPool, Kind, Scope, census, classic_elb, dns, elb, look_alikes, resources, s3};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::aws_steps::{DELETE, DeleteOne, from_aws, probe_environment, read_opts};
+use crate::janitor::Evidence;
 use crate::teardown_plan::Planned;
 use crate::validate;
 use infraflow_engine::RetryPolicy;
@@ -42,6 +43,11 @@ pub struct TeardownInput {
     /// about fifteen minutes of waiting).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_delete_attempts: Option<u32>,
+    /// Written by `sweep` only: the anchor and date it judged expired. Checked again before
+    /// each round of deletes; when it no longer holds, the teardown deletes nothing more and
+    /// says why (`stopped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swept_expired: Option<Evidence>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -55,6 +61,10 @@ pub struct TeardownOutput {
     /// What carries the cluster's name but not its tag, left, and why (version 3 on).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left: Vec<Planned>,
+    /// Why a sweep's teardown stopped before deleting (more): the cluster is not the one the
+    /// sweep judged expired any more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 pub struct Teardown {
@@ -146,7 +156,7 @@ impl WorkflowDef for Teardown {
                 }
                 _ => None,
             };
-            let mut out = teardown(&ctx, &pool, &t.infra_id, &t.region, attempts).await?;
+            let mut out = teardown(&ctx, &pool, &t, attempts).await?;
             if let Some(record) = public_record {
                 out.deleted.entry("public-record".into()).or_default().push(record);
             }
@@ -191,6 +201,22 @@ impl WorkflowDef for Teardown {
 /// Only an operator can decide (remove the tag, then `retry`): the teardown pauses.
 fn protected_error(infra: &str, kind: Kind, id: &str) -> ActivityError {
     ActivityError { operator: true, ..ActivityError::terminal(protected_message(infra, kind, id)) }
+}
+
+/// Why a teardown stops before deleting: interfaces that are not the cluster's hold its subnets.
+fn held_subnets_error(held: &[look_alikes::Left]) -> ActivityError {
+    let named: Vec<String> = held
+        .iter()
+        .map(|l| format!("network interface {} in subnet {} ({})", l.id, l.holds.as_deref().unwrap_or("?"), l.reason))
+        .collect();
+    ActivityError {
+        operator: true,
+        ..ActivityError::terminal(format!(
+            "not the cluster's, and never deleted by its teardown: {}; move or delete {}, then `infraflow retry`",
+            named.join("; "),
+            if held.len() == 1 { "it" } else { "them" }
+        ))
+    }
 }
 
 /// The one line naming the protected resource: what `teardown` refuses and pauses with.
@@ -252,10 +278,10 @@ pub(crate) async fn public_record_decision(
 async fn teardown(
     ctx: &WfCtx,
     pool: &AwsPool,
-    infra_id: &str,
-    region: &str,
+    t: &TeardownInput,
     max_delete_attempts: u32,
 ) -> Result<TeardownOutput, StepError> {
+    let (infra_id, region) = (t.infra_id.as_str(), t.region.as_str());
     let mut out = TeardownOutput { infra_id: infra_id.to_string(), ..Default::default() };
     // After a `retry` (a pause on a dependency that the operator has since removed), discovery
     // starts over: the journaled inventory of the paused round is what the world was before the
@@ -270,6 +296,16 @@ async fn teardown(
     let kinds = kinds.as_slice();
     for round in 1..=ROUNDS {
         let rctx = ctx.scoped(&format!("{pass}round{round}"));
+        if let Some(seen) = &t.swept_expired {
+            // Only the first round of the first pass must still see the anchor: after it, a
+            // gone anchor is this teardown's own delete.
+            let first = pass.is_empty() && round == 1;
+            if let Some(why) = sweep_evidence_broken(&rctx, pool, infra_id, region, seen, first).await? {
+                out.rounds = round;
+                out.stopped = Some(format!("not the cluster the sweep judged expired any more: {why}; nothing more is deleted"));
+                return Ok(out);
+            }
+        }
         let inventory: BTreeMap<Kind, Vec<String>> = rctx
             .step_with("discover", "aws.discover-owned", &(infra_id, region), read_opts(), || async {
                 let aws = pool.region(region).await;
@@ -285,6 +321,14 @@ async fn teardown(
                 // protection was put on while it was paused) stops it before anything is deleted.
                 if let Some((kind, id)) = census::first_protected(&aws, &found).await.map_err(from_aws)? {
                     return Err(protected_error(infra_id, kind, &id));
+                }
+                // Someone's interface in the cluster's subnet: never deleted, and it keeps the
+                // subnet. Stopped on before anything of this round is deleted.
+                if version >= 3 && found.contains_key(&Kind::Subnet) {
+                    let held = look_alikes::interfaces_holding_subnets(&aws, infra_id).await.map_err(from_aws)?;
+                    if !held.is_empty() {
+                        return Err(held_subnets_error(&held));
+                    }
                 }
                 Ok(found)
             })
@@ -328,6 +372,32 @@ async fn teardown(
         }
     }
     Ok(out)
+}
+
+/// Reads the cluster's anchors now and says why the sweep's evidence `seen` no longer holds, if
+/// it does not (also when this process acts in another account than the census read).
+async fn sweep_evidence_broken(
+    rctx: &WfCtx,
+    pool: &AwsPool,
+    infra_id: &str,
+    region: &str,
+    seen: &Evidence,
+    first: bool,
+) -> Result<Option<String>, StepError> {
+    rctx.step_with("sweep-evidence", "aws.check-sweep-evidence", seen, read_opts(), || async {
+        let aws = pool.region(region).await;
+        if let Some(account) = &seen.account {
+            let here = aws.environment().await.map_err(from_aws)?.account;
+            if here != *account {
+                return Ok(Some(format!("the sweep read account {account}, and this teardown acts in {here}")));
+            }
+        }
+        let oidc = (seen.anchor_kind == "oidc-provider").then_some(seen.anchor_id.as_str());
+        let live = infraflow_activities::anchor::read_anchors(&aws, infra_id, oidc).await.map_err(from_aws)?;
+        let now = infraflow_engine::SystemClock.now() / 1000;
+        Ok(crate::janitor::evidence_broken(seen, &live, first, now))
+    })
+    .await
 }
 
 /// Whether runs of flow `version` find and delete `kind`: version 1 knew nothing a running
@@ -463,9 +533,21 @@ async fn last_check(
         if !name_left {
             return Ok(None);
         }
-        Ok(Some(unowned_registry_buckets(&aws, infra_id).await.map_err(from_aws)?))
+        let mut left = unowned_registry_buckets(&aws, infra_id).await.map_err(from_aws)?;
+        left.extend(look_alikes(&aws, infra_id).await.map_err(from_aws)?);
+        Ok(Some(left))
     })
     .await
+}
+
+/// What carries the cluster's name without its maker's proof (`look_alikes::left`), as the
+/// plan's and the output's entries.
+pub(crate) async fn look_alikes(aws: &Aws, infra_id: &str) -> Result<Vec<Planned>, AwsError> {
+    Ok(infraflow_activities::look_alikes::left(aws, infra_id)
+        .await?
+        .into_iter()
+        .map(|l| Planned { kind: l.kind.as_str().into(), id: l.id, reason: Some(l.reason) })
+        .collect())
 }
 
 /// The buckets named like the cluster's registry that do not carry its tag: what a teardown

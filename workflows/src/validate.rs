@@ -177,6 +177,9 @@ fn reserved_tag(key: &str) -> Option<&'static str> {
     let k = key.to_ascii_lowercase();
     if k.starts_with("kubernetes.io/cluster/") || k.starts_with("sigs.k8s.io/") {
         Some("it names the cluster that owns the resource, which infraflow sets")
+    } else if k == infraflow_activities::tags::PROTECTION_TAG {
+        // The one infraflow tag a creator may write: protection only ever stops deletes.
+        None
     } else if k.starts_with("infraflow.io/") {
         Some("infraflow's own tags say what a resource is and who created it")
     } else if k == "name" {
@@ -255,5 +258,6 @@ mod tests {
         assert!(one(&"k".repeat(129), "v").is_err());
         assert!(one("k", &"é".repeat(256)).is_ok(), "256 characters, not bytes");
         assert!(one("infraflow.io/adopted-by", "me").unwrap_err().0.contains("reserved"));
+        assert!(one("infraflow.io/do-not-delete", "").is_ok(), "protection at creation, as README says");
     }
 }

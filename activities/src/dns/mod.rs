@@ -116,6 +116,9 @@ pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &
         Some(z) => {
             let creator = parse_marker(&z.comment).and_then(|(_, by)| by);
             let made_by_us = creator == Some(id.workflow.as_str());
+            if !made_by_us {
+                refuse_zone_of_other_vpcs(aws, &z.id, name, vpc_id).await?;
+            }
             let mut tags = if made_by_us { id.tags() } else { id.adoption_tags() };
             // Another workflow made it: the mark keeps that workflow's undo off it (a zone's
             // mark may be rewritten by a later adopter; any adopter's name keeps the creator's
@@ -146,6 +149,76 @@ pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &
     }
     ensure_negative_cache_ttl(aws, &zone, name).await?;
     Ok(zone)
+}
+
+/// A marked zone another workflow made is used only where it serves this VPC: the same infraID's
+/// provision in another region must not take (and hand out as its own) the zone of the cluster
+/// running there (review F3). It pauses naming the VPCs the zone serves.
+async fn refuse_zone_of_other_vpcs(aws: &Aws, zone: &str, name: &str, vpc_id: &str) -> AwsResult<()> {
+    let Some(vpcs) = zone_vpcs(aws, zone).await? else { return Ok(()) };
+    if vpcs.is_empty() || vpcs.iter().any(|(v, _)| v == vpc_id) {
+        return Ok(());
+    }
+    let serves: Vec<String> = vpcs.iter().map(|(v, r)| format!("{v} in {r}")).collect();
+    Err(AwsError {
+        operator: true,
+        ..AwsError::terminal(
+            "GetHostedZone",
+            format!(
+                "the private zone {name} ({zone}) marked for this cluster serves {}, not {vpc_id}: it is another region's (or another VPC's) cluster's; check the input's region and infraID, then `infraflow retry`",
+                serves.join(", ")
+            ),
+        )
+    })
+}
+
+/// The VPCs (id, region) zone `zone` is associated with; None if it is gone.
+async fn zone_vpcs(aws: &Aws, zone: &str) -> AwsResult<Option<Vec<(String, String)>>> {
+    let out = within_rate(|| async {
+        aws.r53.get_hosted_zone().id(zone).send().await.map_err(|e| classify("GetHostedZone", e))
+    })
+    .await;
+    let out = match out {
+        Ok(o) => o,
+        Err(e) if e.is_not_found() || e.code_is("NoSuchHostedZone") => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(Some(
+        out.vpcs()
+            .iter()
+            .map(|v| {
+                let region = v.vpc_region().map(|r| r.as_str().to_string()).unwrap_or_default();
+                (v.vpc_id().unwrap_or_default().to_string(), region)
+            })
+            .collect(),
+    ))
+}
+
+/// The private zones infraflow marked for `infra_id`, with where each serves: `Here` (a VPC of
+/// `aws`'s region, or none at all: a zone whose VPC went first) or the other regions it serves.
+async fn marked_zones(aws: &Aws, infra_id: &str) -> AwsResult<Vec<(String, Result<(), Vec<String>>)>> {
+    let prefix = format!("infraflow:{infra_id}/");
+    let mut out = Vec::new();
+    for z in private_zones(aws).await? {
+        let comment = z.config().and_then(|c| c.comment()).unwrap_or_default();
+        if !comment.starts_with(&prefix) {
+            continue;
+        }
+        let zone = bare(z.id());
+        let Some(vpcs) = zone_vpcs(aws, &zone).await? else { continue };
+        let mut regions: Vec<String> = vpcs.into_iter().map(|(_, r)| r).collect();
+        regions.sort();
+        regions.dedup();
+        let here = regions.is_empty() || regions.iter().any(|r| *r == aws.region);
+        out.push((zone, if here { Ok(()) } else { Err(regions) }));
+    }
+    Ok(out)
+}
+
+/// The private zones marked for `infra_id` that serve only other regions than `aws`'s, with
+/// those regions: what a teardown here leaves.
+pub async fn marked_zones_elsewhere(aws: &Aws, infra_id: &str) -> AwsResult<Vec<(String, Vec<String>)>> {
+    Ok(marked_zones(aws, infra_id).await?.into_iter().filter_map(|(z, r)| r.err().map(|r| (z, r))).collect())
 }
 
 /// The private zone `name` HyperShift's CLI made for this cluster (it finds its zones by name and
@@ -290,18 +363,14 @@ pub async fn find_zones_by_identity(aws: &Aws, key: &str, created_by: Option<&st
     Ok(mine)
 }
 
-/// Private zones of the cluster: marked at creation by infraflow for `infra_id`, or — among
-/// the zones associated with the cluster's VPCs `vpcs` — tagged owned (by the cluster's other
-/// tools). Tags are read only for those few zones: an account may hold hundreds of zones.
+/// Private zones of the cluster in `aws`'s region: marked at creation by infraflow for
+/// `infra_id` and serving this region (a zone is regional through its VPCs: one serving only
+/// another region's VPCs is the cluster of that region's, review F3), or — among the zones
+/// associated with the cluster's VPCs `vpcs` — tagged owned (by the cluster's other tools). Tags
+/// are read only for those few zones: an account may hold hundreds of zones.
 pub async fn find_owned_zones(aws: &Aws, infra_id: &str, vpcs: &[String]) -> AwsResult<Vec<String>> {
-    let prefix = format!("infraflow:{infra_id}/");
-    let mut owned = Vec::new();
-    for z in private_zones(aws).await? {
-        let comment = z.config().and_then(|c| c.comment()).unwrap_or_default();
-        if comment.starts_with(&prefix) {
-            owned.push(bare(z.id()));
-        }
-    }
+    let mut owned: Vec<String> =
+        marked_zones(aws, infra_id).await?.into_iter().filter(|(_, r)| r.is_ok()).map(|(z, _)| z).collect();
     let mut candidates = Vec::new();
     for vpc in vpcs {
         for zone in zones_of_vpc(aws, vpc).await? {

@@ -125,7 +125,10 @@ pub async fn delete_internet_gateway(aws: &Aws, igw_id: &str) -> AwsResult<bool>
         if vpcs.is_empty() {
             continue;
         }
-        let owners = crate::tags::ownership_pairs(&crate::adopt::pairs(g.tags()));
+        let tags = crate::adopt::pairs(g.tags());
+        if let Some(owners) = crate::provenance::other_owners(&tags) {
+            return Err(crate::provenance::two_owners("DetachInternetGateway", "internet gateway", igw_id, &owners));
+        }
         let described = aws
             .ec2
             .describe_vpcs()
@@ -140,8 +143,7 @@ pub async fn delete_internet_gateway(aws: &Aws, igw_id: &str) -> AwsResult<bool>
             Err(e) => return Err(e),
         };
         for v in &described {
-            let theirs = crate::adopt::pairs(v.tags());
-            if !owners.iter().any(|o| theirs.contains(o)) {
+            if !crate::tags::same_owners(&crate::adopt::pairs(v.tags()), &tags) {
                 return Err(AwsError {
                     operator: true,
                     ..AwsError::terminal(

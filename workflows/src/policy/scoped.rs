@@ -87,13 +87,6 @@ pub const UNCONDITIONED: &[(&str, &str)] = &[
          table AWS made with the VPC, untagged, which no tag condition can name (and the VPC cannot be deleted \
          while that table is not main); it moves an association, it deletes nothing",
     ),
-    (
-        "ec2:DeleteNetworkInterface",
-        "a cluster's controllers leave interfaces in its subnets without its tag, and they keep the subnets from \
-         being deleted; the only condition keys that could name them (ec2:Subnet, ec2:Vpc) take ids that exist only \
-         once the cluster does. teardown deletes only interfaces tagged as the cluster's or left available in its \
-         subnets, and an available interface carries no traffic",
-    ),
 ];
 
 const READ_WHY: &str = "a read changes nothing; EC2 and ELB authorize Describe* on no resource, and the IAM lists \

@@ -1,0 +1,119 @@
+//! A cluster's anchor: the one resource whose tags are its creator's word about the whole
+//! cluster — when it expires, which region it is in. Any other resource that carries the
+//! cluster's name proves nothing about the cluster (anyone with `CreateTags`, and every backup
+//! tool that copies tags, can write the same tags), so facts about the cluster are read here only.
+
+use crate::census::Tagged;
+use crate::client::Aws;
+use crate::error::{AwsResult, classify};
+use crate::tags::{CREATED_BY_TAG, IDENTITY_TAG, REGION_TAG, owned};
+
+/// Which maker's rule made a resource the cluster's anchor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Maker {
+    /// infraflow's provision: the VPC with identity `<infraID>/vpc` and a creator.
+    InfraflowVpc,
+    /// HyperShift's CLI, by its own lookup: the VPC tagged owned and named `<infraID>-vpc`, no
+    /// identity tag.
+    HypershiftVpc,
+    /// infraflow's create-iam of an IAM-only cluster: the OIDC provider with identity
+    /// `<infraID>/oidc-provider`, a creator, and this region recorded.
+    InfraflowOidcProvider,
+}
+
+/// Whether `r` is the anchor of cluster `infra` in `region`, and by whose rule. Never a resource
+/// that names a second cluster as owner: a tag of two clusters is nobody's word about either.
+pub fn anchor_of(infra: &str, region: &str, r: &Tagged) -> Option<Maker> {
+    let owners: Vec<&str> = r.owners().collect();
+    if owners != [infra] {
+        return None;
+    }
+    let identity = r.tag(IDENTITY_TAG);
+    let has_creator = r.tag(CREATED_BY_TAG).is_some_and(|c| !c.is_empty());
+    match r.kind {
+        "vpc" if identity == Some(&format!("{infra}/vpc")) && has_creator => Some(Maker::InfraflowVpc),
+        "vpc" if identity.is_none() && r.tag("Name") == Some(&format!("{infra}-vpc")) => Some(Maker::HypershiftVpc),
+        "oidc-provider"
+            if identity == Some(&format!("{infra}/oidc-provider"))
+                && has_creator
+                && r.tag(REGION_TAG) == Some(region) =>
+        {
+            Some(Maker::InfraflowOidcProvider)
+        }
+        _ => None,
+    }
+}
+
+/// The anchors of cluster `infra` among `census` (a cluster's VPCs first; an OIDC provider
+/// anchors only a cluster that has no VPC anchor: an IAM-only one).
+pub fn anchors<'a>(infra: &str, region: &str, census: &[&'a Tagged]) -> Vec<&'a Tagged> {
+    let all: Vec<&Tagged> = census.iter().copied().filter(|r| anchor_of(infra, region, r).is_some()).collect();
+    if all.iter().any(|r| r.kind == "vpc") { all.into_iter().filter(|r| r.kind == "vpc").collect() } else { all }
+}
+
+/// The live anchors of `infra` as AWS holds them now, in `aws`'s region: its VPCs (by the
+/// ownership tag) and, when `oidc` names one, that OIDC provider. What a sweep's teardown reads
+/// before each round, to know the cluster it was sent for is still the one it will delete.
+pub async fn read_anchors(aws: &Aws, infra: &str, oidc: Option<&str>) -> AwsResult<Vec<Tagged>> {
+    let q = owned(infra);
+    let out = aws.ec2.describe_vpcs().filters(q.filter()).send().await.map_err(|e| classify("DescribeVpcs", e))?;
+    let mut found: Vec<Tagged> = out
+        .vpcs()
+        .iter()
+        .filter(|v| q.matches(v.tags()))
+        .map(|v| Tagged {
+            kind: "vpc",
+            id: v.vpc_id().unwrap_or_default().to_string(),
+            tags: crate::adopt::pairs(v.tags()),
+            regional: true,
+        })
+        .collect();
+    if let Some(arn) = oidc {
+        if let Some(tags) = crate::iam::oidc_provider_tags(aws, arn).await? {
+            let tags = tags.iter().map(|t| (t.key().to_string(), t.value().to_string())).collect();
+            found.push(Tagged { kind: "oidc-provider", id: arn.to_string(), tags, regional: false });
+        }
+    }
+    let region = aws.region.clone();
+    let refs: Vec<&Tagged> = found.iter().collect();
+    let keep: Vec<String> = anchors(infra, &region, &refs).iter().map(|r| r.id.clone()).collect();
+    Ok(found.into_iter().filter(|r| keep.contains(&r.id)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(kind: &'static str, id: &str, tags: &[(&str, &str)]) -> Tagged {
+        Tagged {
+            kind,
+            id: id.into(),
+            tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            regional: kind != "oidc-provider",
+        }
+    }
+
+    #[test]
+    fn only_the_makers_vpc_or_provider_anchors_a_cluster() {
+        let own = ("kubernetes.io/cluster/c1", "owned");
+        let ours = res("vpc", "vpc-1", &[own, (IDENTITY_TAG, "c1/vpc"), (CREATED_BY_TAG, "w@1")]);
+        assert_eq!(anchor_of("c1", "us-east-1", &ours), Some(Maker::InfraflowVpc));
+        let hypershift = res("vpc", "vpc-2", &[own, ("Name", "c1-vpc")]);
+        assert_eq!(anchor_of("c1", "us-east-1", &hypershift), Some(Maker::HypershiftVpc));
+        let group = res("security-group", "sg-1", &[own, (IDENTITY_TAG, "c1/vpc"), (CREATED_BY_TAG, "w@1")]);
+        assert_eq!(anchor_of("c1", "us-east-1", &group), None, "a group is no cluster's word");
+        let no_creator = res("vpc", "vpc-3", &[own, (IDENTITY_TAG, "c1/vpc")]);
+        assert_eq!(anchor_of("c1", "us-east-1", &no_creator), None);
+        let two = res("vpc", "vpc-4", &[own, ("kubernetes.io/cluster/c2", "owned"), ("Name", "c1-vpc")]);
+        assert_eq!(anchor_of("c1", "us-east-1", &two), None, "a VPC of two clusters anchors neither");
+        assert_eq!(anchor_of("c2", "us-east-1", &two), None);
+        let p = |region| {
+            res("oidc-provider", "arn", &[own, (IDENTITY_TAG, "c1/oidc-provider"), (CREATED_BY_TAG, "w"), (REGION_TAG, region)])
+        };
+        assert_eq!(anchor_of("c1", "us-east-1", &p("us-east-1")), Some(Maker::InfraflowOidcProvider));
+        assert_eq!(anchor_of("c1", "us-east-1", &p("us-west-2")), None, "another region's IAM");
+        let provider = p("us-east-1");
+        assert_eq!(anchors("c1", "us-east-1", &[&provider, &ours]), vec![&ours], "a VPC, when there is one");
+        assert_eq!(anchors("c1", "us-east-1", &[&provider, &group]), vec![&provider]);
+    }
+}

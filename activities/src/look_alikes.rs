@@ -1,0 +1,107 @@
+//! What carries a cluster's name without its maker's proof: the volumes, snapshots and network
+//! interfaces a teardown finds by the cluster's tag (or in its subnets) split into those its
+//! controllers made (deleted) and the look-alikes (left, each named with why), and the private
+//! zones marked for the cluster that serve only another region (left, named).
+
+use crate::client::Aws;
+use crate::error::AwsResult;
+use crate::provenance::{self, Verdict};
+use crate::resources::{Kind, Scope};
+use crate::tags::{TagQuery, owned};
+use crate::{dns, ebs, interfaces};
+
+/// A resource left, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Left {
+    pub kind: Kind,
+    pub id: String,
+    pub reason: String,
+    /// The cluster's subnet it keeps from being deleted (an interface left in it).
+    pub holds: Option<String>,
+}
+
+/// The kinds judged here.
+pub fn judged(kind: Kind) -> bool {
+    matches!(kind, Kind::Volume | Kind::Snapshot | Kind::NetworkInterface)
+}
+
+/// The resources of `kind` (one of `judged`) matching `q` in `scope`: those to delete, and the
+/// look-alikes left.
+pub async fn split(aws: &Aws, kind: Kind, scope: &Scope, q: &TagQuery) -> AwsResult<(Vec<String>, Vec<Left>)> {
+    let verdicts: Vec<(String, Verdict, Option<String>)> = match kind {
+        Kind::Volume => ebs::find_volumes(aws, q)
+            .await?
+            .into_iter()
+            .map(|(id, tags)| (id, provenance::volume(&tags), None))
+            .collect(),
+        Kind::Snapshot => ebs::find_snapshots(aws, q)
+            .await?
+            .into_iter()
+            .map(|(id, tags)| (id, provenance::snapshot(&tags), None))
+            .collect(),
+        Kind::NetworkInterface => {
+            let subnets_of = match scope {
+                Scope::Owned(infra) => Some(owned(infra)),
+                _ => None,
+            };
+            interfaces::find_interfaces(aws, q, subnets_of.as_ref())
+                .await?
+                .into_iter()
+                // The interface of the cluster's own NAT gateway or endpoint is its owner's: it
+                // goes when its owner does (AWS deletes it; moto leaves it behind, unattached).
+                .filter(|n| n.named_by.is_none())
+                .map(|n| {
+                    let v = provenance::interface(&n.tags, &n.description, n.requester_managed);
+                    (n.id, v, n.in_cluster_subnet)
+                })
+                .collect()
+        }
+        _ => return Ok((Vec::new(), Vec::new())),
+    };
+    let mut delete = Vec::new();
+    let mut left = Vec::new();
+    for (id, verdict, holds) in verdicts {
+        match verdict {
+            Verdict::Delete => delete.push(id),
+            Verdict::Leave(reason) => left.push(Left { kind, id, reason, holds }),
+        }
+    }
+    Ok((delete, left))
+}
+
+/// Everything of cluster `infra` a teardown in `aws`'s region leaves although it carries the
+/// cluster's name: the look-alikes of the judged kinds, and its private zones serving only
+/// other regions. What `--dry-run` lists under `leave` and a teardown's output under `left`.
+pub async fn left(aws: &Aws, infra: &str) -> AwsResult<Vec<Left>> {
+    let scope = Scope::Owned(infra.to_string());
+    let q = owned(infra);
+    let (volumes, snapshots, eni) = futures::try_join!(
+        split(aws, Kind::Volume, &scope, &q),
+        split(aws, Kind::Snapshot, &scope, &q),
+        split(aws, Kind::NetworkInterface, &scope, &q),
+    )?;
+    let mut all: Vec<Left> = [volumes.1, snapshots.1, eni.1].concat();
+    for (zone, regions) in dns::marked_zones_elsewhere(aws, infra).await? {
+        all.push(Left {
+            holds: None,
+            kind: Kind::HostedZone,
+            id: zone,
+            reason: format!(
+                "marked for the cluster, but serves VPCs in {} only, not {}: a teardown there removes it",
+                regions.join(", "),
+                aws.region
+            ),
+        });
+    }
+    Ok(all)
+}
+
+/// The interfaces left in the cluster's subnets that are not its controllers' (a person's standby
+/// interface, another tool's): each keeps its subnet, and so the VPC, from being deleted. A
+/// teardown stops on them before it deletes anything (AWS would refuse the subnet only after
+/// its dependency wait; moto deletes the subnet from under them).
+pub async fn interfaces_holding_subnets(aws: &Aws, infra: &str) -> AwsResult<Vec<Left>> {
+    let scope = Scope::Owned(infra.to_string());
+    let (_, left) = split(aws, Kind::NetworkInterface, &scope, &owned(infra)).await?;
+    Ok(left.into_iter().filter(|l| l.holds.is_some()).collect())
+}
