@@ -36,7 +36,7 @@ if [ "$#" -eq 0 ]; then
   # Tests that set their own lag on their proxy already ran under it above, and are not run twice.
   skip_lagged=(--skip consistency_lag --skip follow_up_call_fails --skip subnet_was_made_under_lag --skip long_tag_lag)
   scripts/run-tests.py run --label strict --jobs "$jobs" --first aws_provision --env INFRAFLOW_TEST_STRICT=1 \
-    --only aws_provision,aws_teardown,aws_privatelink,aws_nodepool,operator_sequences,hypershift_adoption,hypershift_today,aws_iam,cross_journal,janitor,cluster_that_ran,roles -- \
+    --only aws_provision,aws_teardown,aws_privatelink,aws_nodepool,operator_sequences,hypershift_adoption,hypershift_today,aws_iam,cross_journal,janitor,cluster_that_ran,roles,provenance -- \
     --test-threads=2 "${skip_lagged[@]}" --skip every_aws_call || status=1
   scripts/run-tests.py run --label strict-hosts --env INFRAFLOW_TEST_STRICT=1 --only multi_host -- --test-threads=2 || status=1
 else
