@@ -22,7 +22,7 @@ cargo test --workspace --no-run --message-format=json 2>/dev/null | scripts/run-
 # first tests' journal fsyncs (and with them their lease renewals).
 sync
 rm -f target/test-times.tsv target/test-passes.tsv target/test-counts.tsv
-jobs="${INFRAFLOW_TEST_JOBS:-3}"
+jobs="${INFRAFLOW_TEST_JOBS:-2}"
 status=0
 if [ "$#" -eq 0 ]; then
   scripts/run-tests.py run --label plain --jobs "$jobs" --first cross_journal,aws_provision,aws_iam,hypershift_adoption,cluster_that_ran,roles,crash_sweep -- --test-threads=2 \

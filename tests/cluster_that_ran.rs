@@ -40,7 +40,8 @@ struct Ran {
     volumes: Vec<String>,
     snapshot: String,
     interfaces: Vec<String>,
-    /// Bystanders: another cluster's volume, an untagged volume, an untagged snapshot.
+    /// Bystanders: another cluster's volume, an untagged volume, an untagged snapshot; and the
+    /// look-alikes (a backup snapshot, a restored volume, a volume tagged by hand).
     kept: Vec<String>,
     /// The registry's bucket (versioned, with objects).
     bucket: String,
@@ -144,6 +145,38 @@ fn what_it_ran(e: &Env, infra: &str, subnet: &str, instance: &str, another_regis
     let other = volume(e, Some("someone-else"));
     let untagged = volume(e, None);
     let untagged_snap = snapshot(e, &untagged, None);
+    // Look-alikes carrying the cluster's tag without its maker's proof: Velero's backup of the
+    // driver's volume (its tags copied), the volume Velero restored from it, a volume someone
+    // tagged by hand. Left, every one, named under `left`.
+    let own = |extra: &[(&str, &str)]| {
+        let mut spec = TagSpecification::builder()
+            .tags(Tag::builder().key(format!("kubernetes.io/cluster/{infra}")).value("owned").build());
+        for (k, v) in extra {
+            spec = spec.tags(Tag::builder().key(*k).value(*v).build());
+        }
+        spec
+    };
+    let backup = e.c.block_on(
+        e.c.ec2
+            .create_snapshot()
+            .volume_id(&free)
+            .tag_specifications(own(&[("CSIVolumeName", "pvc-0a1b2c"), ("velero.io/backup", "nightly")]).resource_type(ResourceType::Snapshot).build())
+            .send(),
+    );
+    let backup = backup.unwrap().snapshot_id().unwrap().to_string();
+    let restored = e.c.block_on(
+        e.c.ec2
+            .create_volume()
+            .availability_zone("us-east-1a")
+            .snapshot_id(&backup)
+            .tag_specifications(own(&[("CSIVolumeName", "pvc-0a1b2c"), ("velero.io/restore-name", "into-b")]).resource_type(ResourceType::Volume).build())
+            .send(),
+    );
+    let restored = restored.unwrap().volume_id().unwrap().to_string();
+    let by_hand = e.c.block_on(
+        e.c.ec2.create_volume().availability_zone("us-east-1a").size(1).tag_specifications(own(&[]).resource_type(ResourceType::Volume).build()).send(),
+    );
+    let by_hand = by_hand.unwrap().volume_id().unwrap().to_string();
     let bucket = registry_bucket(e, &format!("{infra}-image-registry-us-east-1-0a1b2c"), Some(infra));
     let untagged_bucket = empty_bucket(e, &format!("{infra}-image-registry-us-east-1-notours"));
     let mut kept_buckets = vec![untagged_bucket.clone()];
@@ -155,7 +188,7 @@ fn what_it_ran(e: &Env, infra: &str, subnet: &str, instance: &str, another_regis
         volumes: vec![free, held],
         snapshot: snap,
         interfaces: vec![tagged_eni],
-        kept: vec![other, untagged, untagged_snap],
+        kept: vec![other, untagged, untagged_snap, backup, restored, by_hand],
         bucket,
         untagged_bucket,
         kept_buckets,
@@ -214,7 +247,12 @@ fn teardown_of_a_cluster_that_ran_removes_its_volumes_snapshots_interfaces_and_r
         assert!(planned.contains(&id.as_str()), "--dry-run lists {id}: {plan:#}");
     }
     let left: Vec<&str> = plan["leave"].as_array().unwrap().iter().filter_map(|l| l["id"].as_str()).collect();
-    assert_eq!(left, vec![ran.untagged_bucket.as_str()], "--dry-run names the untagged bucket it leaves: {plan:#}");
+    assert_eq!(left[0], ran.untagged_bucket.as_str(), "--dry-run names the untagged bucket it leaves: {plan:#}");
+    let look_alikes = &ran.kept[3..];
+    for id in look_alikes {
+        assert!(left.contains(&id.as_str()), "--dry-run names the look-alike {id} it leaves: {plan:#}");
+    }
+    assert_eq!(left.len(), 1 + look_alikes.len(), "{plan:#}");
     let out = ok(&e.cli(&["run", "teardown", "--input", &td, "--id", "down"]));
     let deleted = |kind: &str| -> Vec<String> {
         out["deleted"][kind].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect()
@@ -230,6 +268,9 @@ fn teardown_of_a_cluster_that_ran_removes_its_volumes_snapshots_interfaces_and_r
     assert_eq!(deleted("registry-bucket"), vec![ran.bucket.clone()], "{out:#}");
     assert_eq!(out["left"][0]["id"], ran.untagged_bucket.as_str(), "the output names the bucket it left: {out:#}");
     assert!(out["left"][0]["reason"].as_str().unwrap().contains("not tagged"), "{out:#}");
+    for id in look_alikes {
+        assert!(out["left"].to_string().contains(id.as_str()), "the output names the look-alike {id}: {out:#}");
+    }
     assert_ran_is_gone(&e, "ran-abcde", &ran, "after teardown");
 }
 

@@ -76,11 +76,40 @@ fn a_rollback_retried_in_one_journal_leaves_what_another_journals_provision_adop
     assert_eq!(pruned.status.code(), Some(0), "{}", stderr(&pruned));
 
     let retried = e.cli(&["retry", "w1"]);
-    assert_eq!(retried.status.code(), Some(1), "a rollback ends compensated: {}", stderr(&retried));
-    assert_eq!(e.s.status("w1")["state"], "compensated", "{}", e.s.status("w1"));
+    assert_eq!(retried.status.code(), Some(1), "{}", stderr(&retried));
+    // Never a silent `compensated` over what it leaves: the rollback waits, naming the adopter.
+    let st = e.s.status("w1");
+    assert_eq!(st["state"], "paused", "{st}");
+    assert!(st.to_string().contains("adopted by w2@"), "the pause names the adopter: {st}");
     let after = Inventory::read(&e.c, "xj-abcde");
     assert_eq!(after.ids(), live.ids(), "w1's undo deleted nothing w2's cluster runs on");
     after.assert_provisioned(&e.c, 1, 1, "prod", "example.com");
+}
+
+/// F9 (SAFETY-F393541): journal B's provision adopts what A's paused rollback left, then fails
+/// and rolls back itself: its rollback removes the marks it wrote, and A's retried rollback then
+/// deletes everything A made, ending `compensated` with nothing left.
+#[test]
+fn an_adopter_that_rolls_back_removes_its_marks_and_the_creators_rollback_leaves_nothing() {
+    let e = Env::new();
+    let input = a_rollback_paused_in_journal_a(&e, "xm-abcde");
+    let b = Scratch::new();
+    e.proxy.fail_action(Some("CreateVpcEndpoint"));
+    let out = cli_in(&e, &b, &["run", "provision-infra", "--input", &input, "--id", "w2"]);
+    e.proxy.fail_action(None);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let w2 = in_journal(&b, &e.proxy.endpoint(), &["status", "w2", "--json"]);
+    let w2: Value = serde_json::from_slice(&w2.stdout).unwrap();
+    assert_eq!(w2["state"], "compensated", "{w2}");
+    let marked = Inventory::read(&e.c, "xm-abcde");
+    for id in marked.ids() {
+        assert!(!marked.tags_of(&id).iter().any(|(k, _)| k == ADOPTED_BY), "{id} keeps w2's mark: {:?}", marked.tags_of(&id));
+    }
+    let retried = e.cli(&["retry", "w1"]);
+    assert_eq!(retried.status.code(), Some(1), "{}", stderr(&retried));
+    assert_eq!(e.s.status("w1")["state"], "compensated", "{}", e.s.status("w1"));
+    let left = Inventory::read(&e.c, "xm-abcde");
+    assert_eq!(left.total(), 0, "nothing left behind a rolled-back adopter: {:?}", left.counts());
 }
 
 /// The other order: while journal A's rollback is paused, journal B tears the cluster down (the

@@ -21,13 +21,13 @@ use support::*;
 /// The role of the second account's half of a fleet.
 const SECOND_ACCOUNT: &str = "arn:aws:iam::111111111111:role/infraflow";
 
-fn phase(e: &AwsEnv, bin: &Path, workflow: &str, prefix: &str, inputs: &[serde_json::Value]) -> Phase {
+fn phase(e: &AwsEnv, bin: &Path, workflow: &str, prefix: &str, inputs: &[serde_json::Value], extra: &[&str]) -> Phase {
     // AWS's buckets are full after a quiet spell; each phase starts so.
     e.proxy.set_buckets(aws_account());
     e.proxy.reset_counts();
     let ids = submit_all(e, bin, workflow, prefix, inputs);
     let start = Instant::now();
-    let mut d = daemon(e, bin, &["--workers", "32"]);
+    let mut d = daemon(e, bin, &[&["--workers", "32"], extra].concat());
     let states = wait_all(e, &ids, Duration::from_secs(3600));
     let wall = start.elapsed();
     assert_eq!(terminate(&mut d, Duration::from_secs(60)).code(), Some(0), "{}", e.s.daemon_log());
@@ -62,14 +62,16 @@ fn fleet_across(bin: &Path, n: usize, elsewhere: usize) -> (Phase, Phase) {
         input
     };
     let inputs: Vec<_> = (0..n).map(|i| with_role(i, create_cluster_input(i))).collect();
-    let create = phase(&e, bin, "create-cluster", "c", &inputs);
+    // The daemon acts through the second account's role only when told it may.
+    let allow: &[&str] = if elsewhere > 0 { &["--allow-role", SECOND_ACCOUNT] } else { &[] };
+    let create = phase(&e, bin, "create-cluster", "c", &inputs, allow);
     for i in 0..n {
         let inv = Inventory::read(account(i), &format!("fleet{i}-abcde"));
         inv.assert_provisioned_with_extras(account(i), 3, 3, &format!("fleet{i}"), "example.com");
     }
     let downs: Vec<_> =
         (0..n).map(|i| with_role(i, json!({"infraID": format!("fleet{i}-abcde"), "region": "us-east-1"}))).collect();
-    let teardown = phase(&e, bin, "teardown", "t", &downs);
+    let teardown = phase(&e, bin, "teardown", "t", &downs, allow);
     for i in 0..n {
         let left = Inventory::read(account(i), &format!("fleet{i}-abcde"));
         assert_eq!(left.total(), 0, "cluster {i} left {:?}", left.counts());

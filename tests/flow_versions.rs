@@ -149,6 +149,35 @@ fn a_provision_paused_under_a_released_binary_completes_under_this_one() {
     Inventory::read(&e.c, "rec-abcde").assert_provisioned(&e.c, 1, 1, "rec", "example.com");
 }
 
+/// A teardown of version 1 (`tests/flows/teardown.v1.killed.sqlite3`, recorded by the released
+/// 7243d60 binary and SIGKILLed after its first deletes), taken over by this binary over a
+/// cluster of that infraID: it runs version 1's kinds and order to `completed`, the ids journaled
+/// in the recording's world being gone here, and nothing of the cluster is left (SAFETY-F393541
+/// item 8: an upgrade never strands a half-done teardown).
+#[test]
+fn a_teardown_killed_under_a_released_binary_completes_under_this_one() {
+    let e = Env::new();
+    let p = e.input(
+        "p.json",
+        json!({"name": "rect", "infraID": "rect-abcde", "region": "us-east-1", "zones": ["us-east-1a"], "baseDomain": "example.com"}),
+    );
+    let other = Scratch::new();
+    let env = support::moto::aws_env(&e.proxy.endpoint());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let made = other.cli_env(&["run", "provision-infra", "--input", &p, "--id", "p"], &env);
+    assert!(made.status.success(), "{}", stderr(&made));
+    std::fs::copy(flows_dir().join("teardown.v1.killed.sqlite3"), e.s.db()).unwrap();
+    let history = e.s.history("recorded-teardown");
+    let submitted = history.iter().find(|ev| ev["type"] == "submitted").unwrap().clone();
+    assert!(submitted["code_version"].as_u64().unwrap_or(1) == 1, "{submitted}");
+    assert!(history.iter().any(|ev| ev["type"] == "step_completed" && ev["step"].as_str().is_some_and(|s| s.contains("/delete/"))),
+        "the recording was killed after its first deletes");
+    let t = e.input("t.json", json!({"infraID": "rect-abcde", "region": "us-east-1"}));
+    let out = e.cli(&["run", "teardown", "--input", &t, "--id", "recorded-teardown"]);
+    assert_eq!(e.s.status("recorded-teardown")["state"], "completed", "{}", stderr(&out));
+    assert_eq!(Inventory::read(&e.c, "rect-abcde").total(), 0, "{}", e.s.status("recorded-teardown"));
+}
+
 /// A create-iam of version 1 (`tests/flows/create-iam.v1.paused.sqlite3`, recorded by the
 /// released binary, paused before its first write) finishes under this binary with the grants
 /// it began with — seed 002's — and a create-iam of this version over that cluster brings each

@@ -32,7 +32,9 @@ fn one_daemon_makes_each_cluster_in_its_roles_account_and_a_teardown_under_one_r
     let e = Env::new();
     let (a, b) = (account(&e, ROLE_A), account(&e, ROLE_B));
     let port = free_port();
-    let mut daemon = e.daemon_with(&e.proxy.endpoint(), &["--listen", &format!("127.0.0.1:{port}")]);
+    let listen = format!("127.0.0.1:{port}");
+    let mut daemon =
+        e.daemon_with(&e.proxy.endpoint(), &["--listen", &listen, "--allow-role", "arn:aws:iam::*:role/infraflow"]);
     // The same infraID in two accounts is two clusters: they run side by side.
     let infra = "twin-abcde";
     for (id, role) in [("in-a", ROLE_A), ("in-b", ROLE_B)] {
@@ -57,6 +59,13 @@ fn one_daemon_makes_each_cluster_in_its_roles_account_and_a_teardown_under_one_r
     assert_eq!(code, 200, "{page}");
     // The page escapes the ARN's slash (`&#x2f;`).
     assert!(page.contains(r#"class="account">222222222222 (role arn:aws:iam::222222222222:role"#), "{page}");
+    // F10: the external id is never shown — page, status --json, history.
+    assert!(!page.contains("team-a-7f3c"), "the page shows the external id");
+    assert_eq!(st_a["input"]["externalID"], "(redacted)", "{st_a}");
+    for args in [["history", "in-a", "--json"].as_slice(), ["history", "in-a"].as_slice()] {
+        let h = e.s.cli(args);
+        assert!(h.status.success() && !String::from_utf8_lossy(&h.stdout).contains("team-a-7f3c"), "{args:?}: {h:?}");
+    }
 
     // Nothing STS issued is written down: not in the journal, its WAL, nor the daemon's log.
     let issued = e.proxy.issued_credentials();
@@ -212,4 +221,23 @@ fn a_resume_whose_role_resolves_to_another_account_pauses_naming_both_and_change
 
     ok(&e.cli(&["retry", "moved"]));
     Inventory::read(&a, "moved-abcde").assert_provisioned(&a, 1, 1, "moved", "example.com");
+}
+
+/// F10 (SAFETY-F393541): whoever submits names the role, so a daemon acts only through the roles
+/// it was told it may: without `--allow-role`, those of its own account. A workflow naming another
+/// account's role pauses at its first step naming the role, and nothing is made there.
+#[test]
+fn a_daemon_refuses_a_role_it_was_not_allowed_and_makes_nothing_in_that_account() {
+    let e = Env::new();
+    let a = account(&e, ROLE_A);
+    let mut daemon = e.daemon_with(&e.proxy.endpoint(), &[]);
+    let input = e.input("a.json", provision_input("deputy", "deputy-abcde", ROLE_A));
+    let out = e.cli(&["submit", "provision-infra", "--input", &input, "--id", "deputy"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let st = e.s.wait_for_state("deputy", &["completed", "paused", "failed", "compensated"], Duration::from_secs(120));
+    assert_eq!(st["state"], "paused", "{st}");
+    assert!(st.to_string().contains("not one this daemon may act through"), "{st}");
+    assert!(e.s.daemon_log().contains("roles of this daemon's own account 123456789012 only"), "said at startup");
+    assert!(Inventory::read(&a, "deputy-abcde").ids().is_empty(), "nothing made in the role's account");
+    terminate(&mut daemon, Duration::from_secs(30));
 }

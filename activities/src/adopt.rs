@@ -48,6 +48,9 @@ where
     }
     let Some(one) = found.pop() else { return Ok(None) };
     tag_as(aws, id_of(&one), id).await?;
+    // What HyperShift's query found may be another workflow's own (its identity is this one's,
+    // the tag index lagging): marked then, as every other adoption is (review F14).
+    mark_if_adopted(aws, id_of(&one), id).await?;
     tracing::info!(resource = %id_of(&one), identity = %id.key(), "adopted what HyperShift made");
     Ok(Some(one))
 }

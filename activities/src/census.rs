@@ -230,7 +230,7 @@ async fn iam_resources(aws: &Aws) -> AwsResult<Vec<Tagged>> {
 }
 
 /// The tags of one IAM resource, read as the IAM lookups read them; None if it is gone (or not IAM).
-async fn iam_tags(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Option<Vec<(String, String)>>> {
+pub(crate) async fn iam_tags(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Option<Vec<(String, String)>>> {
     Ok(match kind {
         Kind::IamRole => iam::get_role(aws, id).await?.map(|r| iam_pairs(&r.tags)),
         Kind::InstanceProfile => iam::get_instance_profile(aws, id).await?.map(|p| iam_pairs(&p.tags)),

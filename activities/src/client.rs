@@ -34,6 +34,9 @@ pub struct Aws {
     pub tagging: aws_sdk_resourcegroupstagging::Client,
     /// The image registry's bucket of a cluster that ran (teardown only).
     pub s3: aws_sdk_s3::Client,
+    /// Why this process may not act through `role` (`RoleAllowList`): the environment probe,
+    /// which every execution makes first, pauses with it.
+    pub refused: Option<String>,
 }
 
 impl Aws {
@@ -97,6 +100,7 @@ impl Aws {
             region: conf.region().map(|r| r.to_string()).unwrap_or_else(|| region.to_string()),
             role: role.cloned(),
             assumed,
+            refused: None,
             ec2: aws_sdk_ec2::Client::from_conf(
                 aws_sdk_ec2::config::Builder::from(&conf)
                     .interceptor(CallCounter(account.clone()))
@@ -167,6 +171,12 @@ impl Aws {
     /// Who these clients act as (STS GetCallerIdentity, through the SDK's standard chain) and
     /// where: what a workflow journals at its start and checks on every resume.
     pub async fn environment(&self) -> crate::error::AwsResult<Environment> {
+        if let Some(why) = &self.refused {
+            return Err(crate::error::AwsError {
+                operator: true,
+                ..crate::error::AwsError::terminal("AssumeRole", why.clone())
+            });
+        }
         if self.region.is_empty() {
             return Err(crate::error::AwsError::terminal(
                 "GetCallerIdentity",
@@ -217,6 +227,8 @@ impl Aws {
 pub struct AwsPool {
     shared: Arc<Shared>,
     role: Option<AssumedRole>,
+    /// The roles it may assume (None: any, as `run` does with the operator's own credentials).
+    allowed: Option<Arc<crate::role::RoleAllowList>>,
 }
 
 struct Shared {
@@ -241,13 +253,18 @@ impl AwsPool {
 
     pub fn with_pacing(pacing: PacingConfig) -> AwsPool {
         let shared = Shared { pacing, clients: Mutex::default(), pacers: Mutex::default(), global: Mutex::default() };
-        AwsPool { shared: Arc::new(shared), role: None }
+        AwsPool { shared: Arc::new(shared), role: None, allowed: None }
+    }
+
+    /// This pool, assuming only the roles `list` allows (a daemon's `--allow-role`).
+    pub fn allowing(self, list: Option<crate::role::RoleAllowList>) -> AwsPool {
+        AwsPool { allowed: list.map(Arc::new), ..self }
     }
 
     /// This pool's clients acting through `role` (None: the process's own credentials), sharing
     /// every client and bucket with it.
     pub fn assuming(&self, role: Option<&AssumedRole>) -> AwsPool {
-        AwsPool { shared: self.shared.clone(), role: role.cloned() }
+        AwsPool { shared: self.shared.clone(), role: role.cloned(), allowed: self.allowed.clone() }
     }
 
     /// The role this pool's clients act through.
@@ -263,7 +280,11 @@ impl AwsPool {
         }
         let account = self.role.as_ref().map(|r| r.account().to_string()).unwrap_or_default();
         let pacer = self.pacer(&account, region).await;
-        let aws = Aws::connect_sharing(region, pacer, self.role.as_ref()).await;
+        let mut aws = Aws::connect_sharing(region, pacer, self.role.as_ref()).await;
+        aws.refused = match (&self.role, &self.allowed) {
+            (Some(r), Some(list)) if !list.allows(&r.arn) => Some(list.refusal(&r.arn)),
+            _ => None,
+        };
         map.insert(key, aws.clone());
         aws
     }

@@ -85,6 +85,10 @@ pub fn interface(tags: &[(String, String)], description: &str, requester_managed
     if requester_managed {
         return Verdict::Leave("managed by an AWS service: it goes with that service's resource".into());
     }
+    // infraflow's own identity and creator (a node pool member's interface, tagged with it).
+    if has_key(tags, &[crate::tags::IDENTITY_TAG]) && has_key(tags, &[crate::tags::CREATED_BY_TAG]) {
+        return Verdict::Delete;
+    }
     if !INTERFACE_MAKER_DESCRIPTIONS.iter().any(|p| description.starts_with(p)) {
         let said = if description.is_empty() { "no description".to_string() } else { format!("{description:?}") };
         return Verdict::Leave(format!(
@@ -153,6 +157,8 @@ mod tests {
         assert!(matches!(interface(&[], "licence server standby: keep", false), Verdict::Leave(_)));
         assert!(matches!(interface(&t(&[OWN]), "", false), Verdict::Leave(_)));
         assert!(matches!(interface(&[], "aws-K8S-i-0123", true), Verdict::Leave(_)));
+        let node = t(&[OWN, ("infraflow.io/identity", "c1/pool/w/0"), ("infraflow.io/created-by", "w@1")]);
+        assert_eq!(interface(&node, "", false), Verdict::Delete, "a node of infraflow's");
     }
 
     #[test]

@@ -15,6 +15,52 @@ pub struct AssumedRole {
     pub session_name: Option<String>,
 }
 
+/// The roles a daemon may act through (`daemon --allow-role`): whoever can submit to its journal
+/// can name any role ARN, and the daemon's principal is the one the role trusts — without this
+/// list one team's submitter could act in every account that trusts the daemon (review F10).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleAllowList {
+    /// ARN patterns, `*` matching any run of characters (`arn:aws:iam::111111111111:role/*`).
+    pub patterns: Vec<String>,
+    /// What to say of a refused role: where the list came from.
+    pub said: String,
+}
+
+impl RoleAllowList {
+    /// Whether `arn` matches one of the patterns.
+    pub fn allows(&self, arn: &str) -> bool {
+        self.patterns.iter().any(|p| glob(p, arn))
+    }
+
+    /// The one line a refused role's workflow pauses with.
+    pub fn refusal(&self, arn: &str) -> String {
+        format!(
+            "role {arn} is not one this daemon may act through ({}): start the daemon with --allow-role naming it, or submit under an allowed role",
+            self.said
+        )
+    }
+}
+
+/// `*` matches any run of characters; everything else itself.
+fn glob(pattern: &str, s: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == s;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !s.starts_with(first) || !s[first.len()..].ends_with(last) || s.len() < first.len() + last.len() {
+        return false;
+    }
+    let mut rest = &s[first.len()..s.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
 /// The session name when the input gives none: what CloudTrail shows as the role's user.
 pub const DEFAULT_SESSION_NAME: &str = "infraflow";
 
@@ -80,6 +126,22 @@ fn account_of(arn: &str) -> Option<&str> {
         && account.chars().all(|c| c.is_ascii_digit())
         && name_ok;
     fits.then_some(account)
+}
+
+#[cfg(test)]
+mod allow_tests {
+    use super::*;
+
+    #[test]
+    fn an_allow_list_matches_arn_patterns() {
+        let l = RoleAllowList { patterns: vec!["arn:aws:iam::111111111111:role/*".into()], said: String::new() };
+        assert!(l.allows("arn:aws:iam::111111111111:role/infraflow"));
+        assert!(!l.allows("arn:aws:iam::222222222222:role/infraflow"));
+        let any = RoleAllowList { patterns: vec!["arn:aws:iam::*:role/infraflow".into()], said: String::new() };
+        assert!(any.allows("arn:aws:iam::222222222222:role/infraflow"));
+        assert!(!any.allows("arn:aws:iam::222222222222:role/admin"));
+        assert!(!RoleAllowList { patterns: vec![], said: String::new() }.allows("arn:aws:iam::1:role/x"));
+    }
 }
 
 #[cfg(test)]

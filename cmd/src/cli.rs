@@ -59,6 +59,10 @@ pub enum Command {
         /// A region the scheduled sweep covers. Repeatable.
         #[arg(long = "sweep-region", value_name = "REGION", requires = "sweep_every")]
         sweep_regions: Vec<String>,
+        /// A role ARN (`*` matches any run of characters) a workflow may name as its roleARN.
+        /// Repeatable [default: the roles of the daemon's own account only].
+        #[arg(long = "allow-role", value_name = "ARN-PATTERN")]
+        allow_roles: Vec<String>,
     },
     /// The account janitor: find every cluster of the regions by its ownership tag, class each
     /// as protected, active, expired or unexpired, and submit one teardown per expired cluster

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use infraflow_activities::RoleAllowList;
 use infraflow_engine::{Engine, EngineConfig, Observer, Registry, Signals, Submission, SystemClock};
 use infraflow_journal::{Journal, Location, RequestOutcome, WorkflowState};
 
@@ -241,6 +242,28 @@ impl SweepSchedule {
         }
         Ok(Some(SweepSchedule { every, regions }))
     }
+}
+
+/// Which roles the daemon acts through: `--allow-role`'s patterns, or the roles of its own
+/// account (read once, here: a daemon that cannot read it acts through no role), said at startup.
+pub async fn allow_roles(patterns: Vec<String>) {
+    let list = if patterns.is_empty() {
+        let region = std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty()).unwrap_or_else(|| "us-east-1".into());
+        match crate::registry::pool().region(&region).await.environment().await {
+            Ok(env) => RoleAllowList {
+                patterns: vec![format!("arn:aws:iam::{}:role/*", env.account)],
+                said: format!("no --allow-role was given: roles of this daemon's own account {} only", env.account),
+            },
+            Err(e) => RoleAllowList {
+                patterns: Vec::new(),
+                said: format!("no --allow-role was given, and this daemon's own account could not be read ({e})"),
+            },
+        }
+    } else {
+        RoleAllowList { said: format!("--allow-role {}", patterns.join(", ")), patterns }
+    };
+    tracing::info!(allowed = ?list.patterns, "roles a workflow may act through ({})", list.said);
+    crate::registry::set_allowed_roles(list);
 }
 
 pub async fn daemon(

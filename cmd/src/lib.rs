@@ -13,6 +13,7 @@ mod paths;
 mod policy;
 mod progress;
 mod rate_waits;
+mod redact;
 mod registry;
 mod render;
 mod serve;
@@ -90,8 +91,10 @@ pub fn main_infraflow() -> ExitCode {
                         page_hosts,
                         sweep_every,
                         sweep_regions,
+                        allow_roles,
                     } => {
                         let sweep = execute::SweepSchedule::new(sweep_every, sweep_regions)?;
+                        execute::allow_roles(allow_roles).await;
                         execute::daemon(&db, workers, listen, allow_remote_actions, &page_hosts, sweep).await
                     }
                     Command::Submit(args) => execute::submit(&db, &args).await,

@@ -2,11 +2,18 @@
 
 use std::sync::OnceLock;
 
-use infraflow_activities::AwsPool;
+use infraflow_activities::{AwsPool, RoleAllowList};
 use infraflow_activities::pacing::PacingConfig;
 use infraflow_engine::Registry;
 
 static PACING: OnceLock<PacingConfig> = OnceLock::new();
+static ALLOWED_ROLES: OnceLock<RoleAllowList> = OnceLock::new();
+
+/// The roles this process may act through (a daemon's `--allow-role`); any, unless set before
+/// the first registry.
+pub fn set_allowed_roles(list: RoleAllowList) {
+    let _ = ALLOWED_ROLES.set(list);
+}
 
 /// The process's pacing (`--aws-rate`); AWS's defaults unless set before the first registry.
 pub fn set_pacing(pacing: PacingConfig) {
@@ -14,7 +21,7 @@ pub fn set_pacing(pacing: PacingConfig) {
 }
 
 pub fn pool() -> AwsPool {
-    AwsPool::with_pacing(PACING.get().cloned().unwrap_or_default())
+    AwsPool::with_pacing(PACING.get().cloned().unwrap_or_default()).allowing(ALLOWED_ROLES.get().cloned())
 }
 
 pub fn full_registry() -> Registry {

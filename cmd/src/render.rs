@@ -82,7 +82,7 @@ pub fn view_json(row: &WorkflowRow, view: &WorkflowView, waiting: &WaitingFor) -
         "cluster": row.cluster,
         "createdAt": iso_time(view.created_at),
         "updatedAt": iso_time(view.updated_at),
-        "input": view.input,
+        "input": crate::redact::redacted(&view.input),
         "noRollback": view.no_rollback,
         "owner": row.lease_owner,
         "steps": view.steps.iter().map(|s| json!({
@@ -147,7 +147,7 @@ pub fn history_json(events: &[EventRecord]) -> Value {
         events
             .iter()
             .map(|e| {
-                let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
+                let mut v = crate::redact::redacted(&serde_json::to_value(e).unwrap_or(Value::Null));
                 if let Some(o) = v.as_object_mut() {
                     o.insert("time".into(), json!(iso_time(e.at)));
                 }
@@ -160,7 +160,7 @@ pub fn history_json(events: &[EventRecord]) -> Value {
 pub fn history_text(events: &[EventRecord]) -> String {
     let mut lines = vec![["SEQ".to_string(), "TIME".into(), "EVENT".into(), "STEP".into(), "DETAIL".into()]];
     for e in events {
-        let mut detail = serde_json::to_value(&e.event).unwrap_or(Value::Null);
+        let mut detail = crate::redact::redacted(&serde_json::to_value(&e.event).unwrap_or(Value::Null));
         if let Some(o) = detail.as_object_mut() {
             o.remove("type");
             o.remove("step");

@@ -250,6 +250,16 @@ pub fn register(r: &mut Registry, pool: AwsPool) {
                     }
                 }
             }
+            // Nothing of its own was there: what it adopted loses its mark, and what it made
+            // that another workflow adopted is named and waited for, never passed over in silence.
+            if let (true, Some(creator)) = (deleted.is_empty(), &d.created_by) {
+                let in_use = infraflow_activities::marks::settle_at_rollback(&aws, d.kind, &d.identity, creator)
+                    .await
+                    .map_err(from_aws)?;
+                if !in_use.is_empty() {
+                    return Err(from_aws(infraflow_activities::marks::in_use_error(d.kind, &in_use)));
+                }
+            }
             Ok(serde_json::json!({ "deleted": deleted }))
         }
     });

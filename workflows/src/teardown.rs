@@ -103,6 +103,13 @@ impl WorkflowDef for Teardown {
         3
     }
 
+    /// Runs the previous releases journaled keep running: 7243d60 journaled version 1 (one kind
+    /// after another, nothing a running cluster leaves), and every version's kinds and order are
+    /// kept (`kind_in_version`). An upgrade never strands a half-done teardown.
+    fn oldest_version(&self) -> u32 {
+        1
+    }
+
     fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
         let t: TeardownInput = validate::decode(input)?;
         validate::dns_label("infraID", &t.infra_id, 60)?;

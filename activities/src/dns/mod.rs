@@ -337,6 +337,42 @@ pub async fn private_zone_has_identity(aws: &Aws, name: &str, key: &str) -> AwsR
         .any(|z| z.private && parse_marker(&z.comment).is_some_and(|(k, _)| k == key)))
 }
 
+/// The private zones whose comment names identity `key`, each with its creator (from the
+/// comment) and its adoption mark (a tag): what a rollback reads to remove its own mark and to
+/// see that what it made is in someone else's use.
+pub async fn zone_marks(aws: &Aws, key: &str) -> AwsResult<Vec<(String, Option<String>, Option<String>)>> {
+    let mut out = Vec::new();
+    for z in private_zones(aws).await? {
+        let comment = z.config().and_then(|c| c.comment()).unwrap_or_default();
+        let Some((k, by)) = parse_marker(comment) else { continue };
+        if k != key {
+            continue;
+        }
+        let zone = bare(z.id());
+        let Some(tags) = zone_tags(aws, &zone).await? else { continue };
+        let mark = tags.iter().find(|t| t.key() == Some(ADOPTED_BY_TAG)).and_then(|t| t.value()).map(str::to_string);
+        out.push((zone, by.map(str::to_string), mark));
+    }
+    Ok(out)
+}
+
+/// Removes the adoption mark of zone `zone` (a zone's mark is rewritten by each adopter: the
+/// caller has read that it still names it).
+pub async fn remove_zone_mark(aws: &Aws, zone: &str) -> AwsResult<()> {
+    within_rate(|| async {
+        aws.r53
+            .change_tags_for_resource()
+            .resource_type(TagResourceType::Hostedzone)
+            .resource_id(zone)
+            .remove_tag_keys(ADOPTED_BY_TAG)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| classify("ChangeTagsForResource", e))
+    })
+    .await
+}
+
 /// Private zones whose creation comment names identity `key` (and, if given, creator `created_by`
 /// — and then only those no other workflow adopted since: their tags are read).
 pub async fn find_zones_by_identity(aws: &Aws, key: &str, created_by: Option<&str>) -> AwsResult<Vec<String>> {

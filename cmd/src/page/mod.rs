@@ -299,7 +299,7 @@ impl Page {
             let facts = json!({
                 "svg": svg::draw(&nodes, &edges),
                 "timeline": timeline::draw(&lanes),
-                "input": serde_json::to_string_pretty(&view.input).unwrap_or_default(),
+                "input": serde_json::to_string_pretty(&crate::redact::redacted(&view.input)).unwrap_or_default(),
                 "history": history,
                 "events": events.len(),
                 "events_page": events_page.min(pages - 1),

@@ -93,6 +93,12 @@ pub fn actions(uses: &[(Area, Use)]) -> BTreeSet<&'static str> {
             out.extend(area.delete);
         }
     }
+    // A workflow that creates also rolls back, and a rollback removes the adoption marks its
+    // workflow wrote (`marks`).
+    if uses.iter().any(|(_, how)| *how == Use::Manage) {
+        out.extend(act::marks::IAM_READ);
+        out.extend(act::marks::IAM_WRITE);
+    }
     out
 }
 
