@@ -12,13 +12,15 @@ use crate::resources::{Kind, Scope};
 use crate::tags::{ADOPTED_BY_TAG, CREATED_BY_TAG};
 use crate::{census, dns, elb, resources};
 
-/// The IAM actions of removing a mark (a rollback's: written only by managing workflows).
+/// The IAM actions of removing a mark (a rollback's: written only by managing workflows). ELB and
+/// IAM marks are emptied with the tagging calls their creates already use (an empty mark is no
+/// mark, `tags::ADOPTED_BY_TAG`): the scoped policy must fit a role's inline policy.
 pub const IAM_WRITE: &[&str] = &[
     "ec2:DeleteTags",
-    "elasticloadbalancing:RemoveTags",
-    "iam:UntagRole",
-    "iam:UntagInstanceProfile",
-    "iam:UntagOpenIDConnectProvider",
+    "elasticloadbalancing:AddTags",
+    "iam:TagRole",
+    "iam:TagInstanceProfile",
+    "iam:TagOpenIDConnectProvider",
     "route53:ChangeTagsForResource",
 ];
 /// Its reads (tags of EC2 resources by id; the other services' reads are their files').
@@ -78,7 +80,8 @@ async fn marked(aws: &Aws, kind: Kind, identity: &str) -> AwsResult<Vec<Marked>>
     for id in resources::find(aws, kind, &Scope::Identity(identity.to_string())).await? {
         let Some(tags) = tags_of(aws, kind, &id).await? else { continue };
         let tag = |k: &str| tags.iter().find(|(tk, _)| tk == k).map(|(_, v)| v.clone());
-        out.push(Marked { created_by: tag(CREATED_BY_TAG), adopted_by: tag(ADOPTED_BY_TAG), id });
+        let adopted_by = tag(ADOPTED_BY_TAG).filter(|v| !v.is_empty());
+        out.push(Marked { created_by: tag(CREATED_BY_TAG), adopted_by, id });
     }
     Ok(out)
 }
@@ -110,25 +113,32 @@ async fn tags_of(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Option<Vec<(Strin
 }
 
 async fn remove_mark(aws: &Aws, kind: Kind, id: &str, creator: &str) -> AwsResult<()> {
-    let keys = [ADOPTED_BY_TAG.to_string()];
+    let empty_iam = || aws_sdk_iam::types::Tag::builder().key(ADOPTED_BY_TAG).value("").build();
     let r = match kind {
         Kind::HostedZone => return dns::remove_zone_mark(aws, id).await,
         Kind::LoadBalancer | Kind::TargetGroup => {
-            let call = aws.elb.remove_tags().resource_arns(id).set_tag_keys(Some(keys.to_vec()));
-            call.send().await.map(|_| ()).map_err(|e| classify("RemoveTags", e))
+            let empty = aws_sdk_elasticloadbalancingv2::types::Tag::builder().key(ADOPTED_BY_TAG).value("").build();
+            let call = aws.elb.add_tags().resource_arns(id).tags(empty);
+            call.send().await.map(|_| ()).map_err(|e| classify("AddTags", e))
         }
-        Kind::IamRole => {
-            let call = aws.iam.untag_role().role_name(id).set_tag_keys(Some(keys.to_vec()));
-            call.send().await.map(|_| ()).map_err(|e| classify("UntagRole", e))
-        }
-        Kind::InstanceProfile => {
-            let call = aws.iam.untag_instance_profile().instance_profile_name(id).set_tag_keys(Some(keys.to_vec()));
-            call.send().await.map(|_| ()).map_err(|e| classify("UntagInstanceProfile", e))
-        }
-        Kind::OidcProvider => {
-            let call = aws.iam.untag_open_id_connect_provider().open_id_connect_provider_arn(id);
-            call.set_tag_keys(Some(keys.to_vec())).send().await.map(|_| ()).map_err(|e| classify("UntagOpenIDConnectProvider", e))
-        }
+        Kind::IamRole => match empty_iam() {
+            Ok(t) => aws.iam.tag_role().role_name(id).tags(t).send().await.map(|_| ()).map_err(|e| classify("TagRole", e)),
+            Err(_) => Ok(()),
+        },
+        Kind::InstanceProfile => match empty_iam() {
+            Ok(t) => {
+                let call = aws.iam.tag_instance_profile().instance_profile_name(id).tags(t);
+                call.send().await.map(|_| ()).map_err(|e| classify("TagInstanceProfile", e))
+            }
+            Err(_) => Ok(()),
+        },
+        Kind::OidcProvider => match empty_iam() {
+            Ok(t) => {
+                let call = aws.iam.tag_open_id_connect_provider().open_id_connect_provider_arn(id).tags(t);
+                call.send().await.map(|_| ()).map_err(|e| classify("TagOpenIDConnectProvider", e))
+            }
+            Err(_) => Ok(()),
+        },
         _ => {
             // With its value, EC2 deletes the tag only while it still has that value.
             let tag = Tag::builder().key(ADOPTED_BY_TAG).value(creator).build();

@@ -11,7 +11,8 @@ pub const IDENTITY_TAG: &str = "infraflow.io/identity";
 /// to whoever made it).
 pub const CREATED_BY_TAG: &str = "infraflow.io/created-by";
 /// The first workflow other than the creator that found the resource and went on using it:
-/// written once, never moved. The journal is memory, AWS tags are the proof: an undo of the
+/// written once, never moved — but emptied by that workflow's own rollback (`marks`): an empty
+/// value is no mark. The journal is memory, AWS tags are the proof: an undo of the
 /// creator (whichever journal, host or tool it runs from) leaves alone what carries another
 /// workflow's name here, since that workflow's cluster may be running on it.
 pub const ADOPTED_BY_TAG: &str = "infraflow.io/adopted-by";
@@ -199,7 +200,7 @@ impl Identity {
     /// undo off it).
     pub fn adoption_mark(&self, tags: &[(String, String)]) -> Option<(String, String)> {
         let creator = tags.iter().find(|(k, _)| k == CREATED_BY_TAG).map(|(_, v)| v.as_str())?;
-        let marked = tags.iter().any(|(k, _)| k == ADOPTED_BY_TAG);
+        let marked = tags.iter().any(|(k, v)| k == ADOPTED_BY_TAG && !v.is_empty());
         (!self.workflow.is_empty() && creator != self.workflow && !marked)
             .then(|| (ADOPTED_BY_TAG.to_string(), self.workflow.clone()))
     }
@@ -274,7 +275,7 @@ impl TagQuery {
     /// `matches` for tags read as pairs (ELBv2's DescribeTags).
     pub fn matches_pairs(&self, tags: &[(String, String)]) -> bool {
         let has = |k: &str, v: &str| tags.iter().any(|(tk, tv)| tk == k && tv == v);
-        let adopted_by_another = |w: &str| tags.iter().any(|(k, v)| k == ADOPTED_BY_TAG && v != w);
+        let adopted_by_another = |w: &str| tags.iter().any(|(k, v)| k == ADOPTED_BY_TAG && !v.is_empty() && v != w);
         has(&self.key, &self.value)
             && self.created_by.as_deref().is_none_or(|w| has(CREATED_BY_TAG, w) && !adopted_by_another(w))
             && self.name.as_deref().is_none_or(|n| has("Name", n))
@@ -363,6 +364,8 @@ mod tests {
         let q = TagQuery { created_by: Some("wf-1".into()), ..TagQuery::new(IDENTITY_TAG, "i/vpc") };
         let adopted = vec![tag(IDENTITY_TAG, "i/vpc"), tag(CREATED_BY_TAG, "wf-1"), tag(ADOPTED_BY_TAG, "wf-2")];
         assert!(!q.matches(&adopted), "wf-2 runs on it: wf-1's undo leaves it");
+        let released = vec![tag(IDENTITY_TAG, "i/vpc"), tag(CREATED_BY_TAG, "wf-1"), tag(ADOPTED_BY_TAG, "")];
+        assert!(q.matches(&released), "an adopter that rolled back emptied its mark");
         let self_marked = vec![tag(IDENTITY_TAG, "i/vpc"), tag(CREATED_BY_TAG, "wf-1"), tag(ADOPTED_BY_TAG, "wf-1")];
         assert!(q.matches(&self_marked));
     }
