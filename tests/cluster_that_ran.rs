@@ -160,7 +160,11 @@ fn what_it_ran(e: &Env, infra: &str, subnet: &str, instance: &str, another_regis
         e.c.ec2
             .create_snapshot()
             .volume_id(&free)
-            .tag_specifications(own(&[("CSIVolumeName", "pvc-0a1b2c"), ("velero.io/backup", "nightly")]).resource_type(ResourceType::Snapshot).build())
+            .tag_specifications(
+                own(&[("CSIVolumeName", "pvc-0a1b2c"), ("velero.io/backup", "nightly")])
+                    .resource_type(ResourceType::Snapshot)
+                    .build(),
+            )
             .send(),
     );
     let backup = backup.unwrap().snapshot_id().unwrap().to_string();
@@ -169,12 +173,21 @@ fn what_it_ran(e: &Env, infra: &str, subnet: &str, instance: &str, another_regis
             .create_volume()
             .availability_zone("us-east-1a")
             .snapshot_id(&backup)
-            .tag_specifications(own(&[("CSIVolumeName", "pvc-0a1b2c"), ("velero.io/restore-name", "into-b")]).resource_type(ResourceType::Volume).build())
+            .tag_specifications(
+                own(&[("CSIVolumeName", "pvc-0a1b2c"), ("velero.io/restore-name", "into-b")])
+                    .resource_type(ResourceType::Volume)
+                    .build(),
+            )
             .send(),
     );
     let restored = restored.unwrap().volume_id().unwrap().to_string();
     let by_hand = e.c.block_on(
-        e.c.ec2.create_volume().availability_zone("us-east-1a").size(1).tag_specifications(own(&[]).resource_type(ResourceType::Volume).build()).send(),
+        e.c.ec2
+            .create_volume()
+            .availability_zone("us-east-1a")
+            .size(1)
+            .tag_specifications(own(&[]).resource_type(ResourceType::Volume).build())
+            .send(),
     );
     let by_hand = by_hand.unwrap().volume_id().unwrap().to_string();
     let bucket = registry_bucket(e, &format!("{infra}-image-registry-us-east-1-0a1b2c"), Some(infra));

@@ -103,7 +103,11 @@ fn an_adopter_that_rolls_back_removes_its_marks_and_the_creators_rollback_leaves
     assert_eq!(w2["state"], "compensated", "{w2}");
     let marked = Inventory::read(&e.c, "xm-abcde");
     for id in marked.ids() {
-        assert!(!marked.tags_of(&id).iter().any(|(k, _)| k == ADOPTED_BY), "{id} keeps w2's mark: {:?}", marked.tags_of(&id));
+        assert!(
+            !marked.tags_of(&id).iter().any(|(k, _)| k == ADOPTED_BY),
+            "{id} keeps w2's mark: {:?}",
+            marked.tags_of(&id)
+        );
     }
     let retried = e.cli(&["retry", "w1"]);
     assert_eq!(retried.status.code(), Some(1), "{}", stderr(&retried));

@@ -170,8 +170,12 @@ fn a_teardown_killed_under_a_released_binary_completes_under_this_one() {
     let history = e.s.history("recorded-teardown");
     let submitted = history.iter().find(|ev| ev["type"] == "submitted").unwrap().clone();
     assert!(submitted["code_version"].as_u64().unwrap_or(1) == 1, "{submitted}");
-    assert!(history.iter().any(|ev| ev["type"] == "step_completed" && ev["step"].as_str().is_some_and(|s| s.contains("/delete/"))),
-        "the recording was killed after its first deletes");
+    assert!(
+        history
+            .iter()
+            .any(|ev| ev["type"] == "step_completed" && ev["step"].as_str().is_some_and(|s| s.contains("/delete/"))),
+        "the recording was killed after its first deletes"
+    );
     let t = e.input("t.json", json!({"infraID": "rect-abcde", "region": "us-east-1"}));
     let out = e.cli(&["run", "teardown", "--input", &t, "--id", "recorded-teardown"]);
     assert_eq!(e.s.status("recorded-teardown")["state"], "completed", "{}", stderr(&out));

@@ -60,17 +60,20 @@ fn swept<'a>(all: &'a [Value], infra: &str) -> &'a Value {
 }
 
 fn ec2_tag_keys(e: &Env, id: &str) -> Vec<String> {
-    let out = e.c.block_on(e.c.ec2.describe_tags().filters(Filter::builder().name("resource-id").values(id).build()).send());
+    let out =
+        e.c.block_on(e.c.ec2.describe_tags().filters(Filter::builder().name("resource-id").values(id).build()).send());
     out.unwrap().tags().iter().filter_map(|t| t.key().map(str::to_string)).collect()
 }
 
 fn zone_tag_keys(e: &Env, zone: &str) -> Vec<String> {
     use aws_sdk_route53::types::TagResourceType;
-    let out = e.c.block_on(
-        e.c.r53.list_tags_for_resource().resource_type(TagResourceType::Hostedzone).resource_id(zone).send(),
-    );
+    let out = e
+        .c
+        .block_on(e.c.r53.list_tags_for_resource().resource_type(TagResourceType::Hostedzone).resource_id(zone).send());
     let out = out.unwrap();
-    out.resource_tag_set().map(|s| s.tags().iter().filter_map(|t| t.key().map(str::to_string)).collect()).unwrap_or_default()
+    out.resource_tag_set()
+        .map(|s| s.tags().iter().filter_map(|t| t.key().map(str::to_string)).collect())
+        .unwrap_or_default()
 }
 
 fn zone_exists(e: &Env, zone: &str) -> bool {
@@ -116,8 +119,10 @@ fn a_forged_expiry_a_part_and_a_second_run_never_expire_a_live_cluster_and_hyper
     // HyperShift CI's cluster, dated as its CI dates it (`date --iso=minutes --utc`), expired.
     let ci = hypershift::make(&e.c, "ci-abcde", &["us-east-1a"], Cut::AfterFirstZoneSubnets);
     let ci_date = date(now() - 7_200, "+%Y-%m-%dT%H:%M+00:00");
-    e.c.block_on(e.c.ec2.create_tags().resources(&ci["vpc"]).set_tags(Some(tags(&[("expirationDate", &ci_date)]))).send())
-        .unwrap();
+    e.c.block_on(
+        e.c.ec2.create_tags().resources(&ci["vpc"]).set_tags(Some(tags(&[("expirationDate", &ci_date)]))).send(),
+    )
+    .unwrap();
 
     let all = sweep_dry(&e);
     let vic = swept(&all, "vic-abcde");
@@ -148,8 +153,10 @@ fn a_sweeps_teardown_of_a_cluster_re_dated_since_the_sweep_deletes_nothing() {
     let e = Env::new();
     let made = hypershift::make(&e.c, "ext-abcde", &["us-east-1a"], Cut::AfterFirstZoneSubnets);
     let past = date(now() - 3_600, "+%Y-%m-%dT%H:%M:%SZ");
-    e.c.block_on(e.c.ec2.create_tags().resources(&made["vpc"]).set_tags(Some(tags(&[("expirationDate", &past)]))).send())
-        .unwrap();
+    e.c.block_on(
+        e.c.ec2.create_tags().resources(&made["vpc"]).set_tags(Some(tags(&[("expirationDate", &past)]))).send(),
+    )
+    .unwrap();
     let before = Inventory::read(&e.c, "ext-abcde").total();
     let submitted = ok_text(&e.cli(&["sweep", "--region", "us-east-1"]));
     let id = submitted.trim().to_string();
@@ -234,7 +241,8 @@ fn backups_restored_volumes_and_unmarked_volumes_are_left_and_named_while_the_dr
     let group = out["securityGroupID"].as_str().unwrap().to_string();
     let own = ("kubernetes.io/cluster/bk-abcde", "owned");
     let csi = volume(&e, &[own, ("CSIVolumeName", "pvc-1"), ("ebs.csi.aws.com/cluster", "true")], None);
-    let csi_snap = snapshot(&e, &csi, &[own, ("CSIVolumeSnapshotName", "snapshot-1"), ("ebs.csi.aws.com/cluster", "true")]);
+    let csi_snap =
+        snapshot(&e, &csi, &[own, ("CSIVolumeSnapshotName", "snapshot-1"), ("ebs.csi.aws.com/cluster", "true")]);
     // Velero's backup of the CSI volume (its tags copied) and the volume restored from it.
     let backup = snapshot(&e, &csi, &[own, ("CSIVolumeName", "pvc-1"), ("velero.io/backup", "nightly")]);
     let restored = volume(&e, &[own, ("CSIVolumeName", "pvc-1"), ("velero.io/restore-name", "into-b")], Some(&backup));

@@ -108,7 +108,11 @@ mod tests {
         assert_eq!(anchor_of("c1", "us-east-1", &two), None, "a VPC of two clusters anchors neither");
         assert_eq!(anchor_of("c2", "us-east-1", &two), None);
         let p = |region| {
-            res("oidc-provider", "arn", &[own, (IDENTITY_TAG, "c1/oidc-provider"), (CREATED_BY_TAG, "w"), (REGION_TAG, region)])
+            res(
+                "oidc-provider",
+                "arn",
+                &[own, (IDENTITY_TAG, "c1/oidc-provider"), (CREATED_BY_TAG, "w"), (REGION_TAG, region)],
+            )
         };
         assert_eq!(anchor_of("c1", "us-east-1", &p("us-east-1")), Some(Maker::InfraflowOidcProvider));
         assert_eq!(anchor_of("c1", "us-east-1", &p("us-west-2")), None, "another region's IAM");

@@ -146,7 +146,8 @@ async fn delete_volume_once(aws: &Aws, id: &str) -> AwsResult<bool> {
 /// Deletes snapshot `id`; false if it was gone. One an image is made from pauses naming it
 /// (`InvalidSnapshot.InUse`): the image is someone's, deregistering it is theirs to decide.
 pub async fn delete_snapshot(aws: &Aws, id: &str) -> AwsResult<bool> {
-    let r = aws.ec2.delete_snapshot().snapshot_id(id).send().await.map(|_| ()).map_err(|e| classify("DeleteSnapshot", e));
+    let r =
+        aws.ec2.delete_snapshot().snapshot_id(id).send().await.map(|_| ()).map_err(|e| classify("DeleteSnapshot", e));
     gone_ok(r).map_err(|e| {
         if !e.code_is("InvalidSnapshot.InUse") {
             return e;

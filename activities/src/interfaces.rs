@@ -121,7 +121,9 @@ async fn interfaces_named_by(aws: &Aws, owned: &TagQuery) -> AwsResult<Vec<(Stri
     let mut named = Vec::new();
     for n in nats.nat_gateways().iter().filter(|n| owned.matches(n.tags())) {
         let by = format!("NAT gateway {}", n.nat_gateway_id().unwrap_or_default());
-        named.extend(n.nat_gateway_addresses().iter().filter_map(|a| Some((a.network_interface_id()?.to_string(), by.clone()))));
+        named.extend(
+            n.nat_gateway_addresses().iter().filter_map(|a| Some((a.network_interface_id()?.to_string(), by.clone()))),
+        );
     }
     for v in endpoints.vpc_endpoints().iter().filter(|v| owned.matches(v.tags())) {
         let by = format!("VPC endpoint {}", v.vpc_endpoint_id().unwrap_or_default());

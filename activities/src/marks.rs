@@ -38,7 +38,12 @@ struct Marked {
 /// delete found nothing of its own to delete: removes `creator`'s own adoption marks, and
 /// returns the resources `creator` made that another workflow marked as adopted (id, adopter):
 /// left, and to be named (the caller pauses).
-pub async fn settle_at_rollback(aws: &Aws, kind: Kind, identity: &str, creator: &str) -> AwsResult<Vec<(String, String)>> {
+pub async fn settle_at_rollback(
+    aws: &Aws,
+    kind: Kind,
+    identity: &str,
+    creator: &str,
+) -> AwsResult<Vec<(String, String)>> {
     let mut in_use = Vec::new();
     for m in marked(aws, kind, identity).await? {
         match (&m.created_by, &m.adopted_by) {
@@ -55,7 +60,8 @@ pub async fn settle_at_rollback(aws: &Aws, kind: Kind, identity: &str, creator: 
 
 /// The pause of a creator's rollback over what another workflow adopted.
 pub fn in_use_error(kind: Kind, in_use: &[(String, String)]) -> AwsError {
-    let named: Vec<String> = in_use.iter().map(|(id, by)| format!("{} {id} (adopted by {by})", kind.as_str())).collect();
+    let named: Vec<String> =
+        in_use.iter().map(|(id, by)| format!("{} {id} (adopted by {by})", kind.as_str())).collect();
     AwsError {
         operator: true,
         ..AwsError::terminal(
@@ -122,7 +128,9 @@ async fn remove_mark(aws: &Aws, kind: Kind, id: &str, creator: &str) -> AwsResul
             call.send().await.map(|_| ()).map_err(|e| classify("AddTags", e))
         }
         Kind::IamRole => match empty_iam() {
-            Ok(t) => aws.iam.tag_role().role_name(id).tags(t).send().await.map(|_| ()).map_err(|e| classify("TagRole", e)),
+            Ok(t) => {
+                aws.iam.tag_role().role_name(id).tags(t).send().await.map(|_| ()).map_err(|e| classify("TagRole", e))
+            }
             Err(_) => Ok(()),
         },
         Kind::InstanceProfile => match empty_iam() {
@@ -142,7 +150,14 @@ async fn remove_mark(aws: &Aws, kind: Kind, id: &str, creator: &str) -> AwsResul
         _ => {
             // With its value, EC2 deletes the tag only while it still has that value.
             let tag = Tag::builder().key(ADOPTED_BY_TAG).value(creator).build();
-            aws.ec2.delete_tags().resources(id).tags(tag).send().await.map(|_| ()).map_err(|e| classify("DeleteTags", e))
+            aws.ec2
+                .delete_tags()
+                .resources(id)
+                .tags(tag)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| classify("DeleteTags", e))
         }
     };
     match r {

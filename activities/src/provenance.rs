@@ -9,7 +9,8 @@ use crate::tags::ownership_pairs;
 
 /// The EBS CSI driver's marks on a volume it made (`CSIVolumeName`, its cluster tag) and the
 /// in-tree provisioner's (`kubernetes.io/created-for/pv/name`).
-pub const VOLUME_MAKER_KEYS: &[&str] = &["CSIVolumeName", "ebs.csi.aws.com/cluster", "kubernetes.io/created-for/pv/name"];
+pub const VOLUME_MAKER_KEYS: &[&str] =
+    &["CSIVolumeName", "ebs.csi.aws.com/cluster", "kubernetes.io/created-for/pv/name"];
 /// The EBS CSI driver's marks on a snapshot it made for a `VolumeSnapshot`.
 pub const SNAPSHOT_MAKER_KEYS: &[&str] = &["CSIVolumeSnapshotName", "ebs.csi.aws.com/cluster"];
 /// Key prefixes of the backup and restore tools that copy a volume's tags (the ownership tag
@@ -146,7 +147,10 @@ mod tests {
     fn a_snapshot_goes_only_on_the_csi_drivers_mark() {
         assert_eq!(snapshot(&t(&[OWN, ("CSIVolumeSnapshotName", "snap-1")])), Verdict::Delete);
         assert!(matches!(snapshot(&t(&[OWN, ("velero.io/backup", "nightly")])), Verdict::Leave(_)));
-        assert!(matches!(snapshot(&t(&[OWN, ("CSIVolumeSnapshotName", "s"), ("aws:backup:source-resource", "x")])), Verdict::Leave(_)));
+        assert!(matches!(
+            snapshot(&t(&[OWN, ("CSIVolumeSnapshotName", "s"), ("aws:backup:source-resource", "x")])),
+            Verdict::Leave(_)
+        ));
         assert!(matches!(snapshot(&t(&[OWN])), Verdict::Leave(_)));
     }
 

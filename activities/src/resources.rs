@@ -258,7 +258,9 @@ async fn find_matching(aws: &Aws, kind: Kind, scope: &Scope, q: TagQuery) -> Aws
     let mut ids = match kind {
         Kind::Instance => compute::find_instances(aws, f).await?.into_iter().map(|m| m.instance_id).collect(),
         // Only what a controller of the cluster is shown to have made: the rest is left, named.
-        Kind::Volume | Kind::Snapshot | Kind::NetworkInterface => crate::look_alikes::split(aws, kind, scope, f).await?.0,
+        Kind::Volume | Kind::Snapshot | Kind::NetworkInterface => {
+            crate::look_alikes::split(aws, kind, scope, f).await?.0
+        }
         // Only a teardown looks for them: no identity of infraflow's names a bucket.
         Kind::RegistryBucket => match scope {
             Scope::Owned(infra) => s3::find_registry_buckets(aws, infra, f).await?.owned,

@@ -2,8 +2,8 @@
 
 use std::sync::OnceLock;
 
-use infraflow_activities::{AwsPool, RoleAllowList};
 use infraflow_activities::pacing::PacingConfig;
+use infraflow_activities::{AwsPool, RoleAllowList};
 use infraflow_engine::Registry;
 
 static PACING: OnceLock<PacingConfig> = OnceLock::new();

@@ -122,7 +122,9 @@ fn classify_one(region: &str, infra: &str, rs: &[&Tagged], busy: &BTreeSet<Strin
     let ignored: Vec<String> = rs
         .iter()
         .filter(|r| !anchors.iter().any(|a| a.id == r.id))
-        .filter_map(|r| Some(format!("{} {} says {}: not the cluster's anchor, ignored", r.kind, r.id, r.tag(EXPIRATION_TAG)?)))
+        .filter_map(|r| {
+            Some(format!("{} {} says {}: not the cluster's anchor, ignored", r.kind, r.id, r.tag(EXPIRATION_TAG)?))
+        })
         .collect();
     // Every anchor must have expired: two journals racing may have made two VPCs, and the one
     // still in use may be the later-dated one.
@@ -155,13 +157,15 @@ fn classify_one(region: &str, infra: &str, rs: &[&Tagged], busy: &BTreeSet<Strin
         }
     };
     let evidence = (class == Class::Expired)
-        .then(|| latest.map(|(_, v, a)| Evidence {
-            anchor_kind: a.kind.to_string(),
-            anchor_id: a.id.clone(),
-            created_by: a.tag(CREATED_BY_TAG).map(str::to_string),
-            expiration_date: v.to_string(),
-            account: None,
-        }))
+        .then(|| {
+            latest.map(|(_, v, a)| Evidence {
+                anchor_kind: a.kind.to_string(),
+                anchor_id: a.id.clone(),
+                created_by: a.tag(CREATED_BY_TAG).map(str::to_string),
+                expiration_date: v.to_string(),
+                account: None,
+            })
+        })
         .flatten();
     Swept {
         infra_id: infra.to_string(),
@@ -169,7 +173,9 @@ fn classify_one(region: &str, infra: &str, rs: &[&Tagged], busy: &BTreeSet<Strin
         class,
         reason,
         expiration_date: latest.map(|(t, _, _)| rfc3339(t)),
-        anchor: latest.map(|(_, _, a)| format!("{} {}", a.kind, a.id)).or(anchors.first().map(|a| format!("{} {}", a.kind, a.id))),
+        anchor: latest
+            .map(|(_, _, a)| format!("{} {}", a.kind, a.id))
+            .or(anchors.first().map(|a| format!("{} {}", a.kind, a.id))),
         ignored,
         resources,
         teardown: None,
@@ -191,7 +197,10 @@ pub fn evidence_broken(e: &Evidence, live: &[Tagged], gone_is_change: bool, now:
         return gone_is_change.then(|| format!("its anchor {} {} is gone", e.anchor_kind, e.anchor_id));
     };
     if anchor.tag(CREATED_BY_TAG) != e.created_by.as_deref() {
-        return Some(format!("its anchor {} {} has another creator now: it was made again", e.anchor_kind, e.anchor_id));
+        return Some(format!(
+            "its anchor {} {} has another creator now: it was made again",
+            e.anchor_kind, e.anchor_id
+        ));
     }
     match anchor.tag(EXPIRATION_TAG) {
         Some(v) if v == e.expiration_date => None,
@@ -299,7 +308,9 @@ mod tests {
     #[test]
     fn only_the_anchors_date_counts_and_a_garbled_one_never_expires_a_cluster() {
         let k = "kubernetes.io/cluster/x";
-        let anchor = |date: &'static str| res("vpc", "vpc-1", &[(k, "owned"), ("Name", "x-vpc"), ("expirationDate", date)], true);
+        let anchor = |date: &'static str| {
+            res("vpc", "vpc-1", &[(k, "owned"), ("Name", "x-vpc"), ("expirationDate", date)], true)
+        };
         let forged = res("security-group", "sg-1", &[(k, "owned"), ("expirationDate", "2020-01-01T00:00:00Z")], true);
         let s = &classify("us-east-1", &[anchor("2027-01-01T00:00:00Z"), forged.clone()], &BTreeSet::new(), NOW)[0];
         assert_eq!(s.class, Class::Unexpired, "{s:?}");
@@ -323,7 +334,12 @@ mod tests {
     fn two_anchors_expire_a_cluster_only_when_both_have() {
         let k = "kubernetes.io/cluster/x";
         let vpc = |id: &str, date: &str| {
-            let tags = [(k, "owned"), ("infraflow.io/identity", "x/vpc"), ("infraflow.io/created-by", id), ("expirationDate", date)];
+            let tags = [
+                (k, "owned"),
+                ("infraflow.io/identity", "x/vpc"),
+                ("infraflow.io/created-by", id),
+                ("expirationDate", date),
+            ];
             res("vpc", id, &tags, true)
         };
         let census = vec![vpc("vpc-1", "2026-11-01T00:00:00Z"), vpc("vpc-2", "2027-01-01T00:00:00Z")];
@@ -336,7 +352,12 @@ mod tests {
     fn a_sweeps_evidence_breaks_when_the_cluster_is_re_dated_or_made_again() {
         let k = "kubernetes.io/cluster/x";
         let vpc = |id: &str, by: &str, date: &str| {
-            let tags = [(k, "owned"), ("infraflow.io/identity", "x/vpc"), ("infraflow.io/created-by", by), ("expirationDate", date)];
+            let tags = [
+                (k, "owned"),
+                ("infraflow.io/identity", "x/vpc"),
+                ("infraflow.io/created-by", by),
+                ("expirationDate", date),
+            ];
             res("vpc", id, &tags, true)
         };
         let seen = Evidence {
@@ -348,7 +369,9 @@ mod tests {
         };
         assert_eq!(evidence_broken(&seen, &[vpc("vpc-1", "w@1", "2026-11-01T00:00:00Z")], true, NOW), None);
         assert_eq!(evidence_broken(&seen, &[vpc("vpc-1", "w@1", "2026-11-20T00:00:00Z")], true, NOW), None);
-        assert!(evidence_broken(&seen, &[vpc("vpc-1", "w@1", "2099-01-01T00:00:00Z")], true, NOW).unwrap().contains("2099"));
+        assert!(
+            evidence_broken(&seen, &[vpc("vpc-1", "w@1", "2099-01-01T00:00:00Z")], true, NOW).unwrap().contains("2099")
+        );
         assert!(evidence_broken(&seen, &[vpc("vpc-1", "v@2", "2026-11-01T00:00:00Z")], true, NOW).is_some());
         assert!(evidence_broken(&seen, &[vpc("vpc-9", "v@2", "2026-11-01T00:00:00Z")], false, NOW).is_some());
         assert!(evidence_broken(&seen, &[], true, NOW).unwrap().contains("gone"));

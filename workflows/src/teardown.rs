@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use infraflow_activities::tags::owned;
-use infraflow_activities::{Aws, AwsError, AwsPool, Kind, Scope, census, classic_elb, dns, elb, look_alikes, resources, s3};
+use infraflow_activities::{
+    Aws, AwsError, AwsPool, Kind, Scope, census, classic_elb, dns, elb, look_alikes, resources, s3,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -309,7 +311,8 @@ async fn teardown(
             let first = pass.is_empty() && round == 1;
             if let Some(why) = sweep_evidence_broken(&rctx, pool, infra_id, region, seen, first).await? {
                 out.rounds = round;
-                out.stopped = Some(format!("not the cluster the sweep judged expired any more: {why}; nothing more is deleted"));
+                out.stopped =
+                    Some(format!("not the cluster the sweep judged expired any more: {why}; nothing more is deleted"));
                 return Ok(out);
             }
         }

@@ -350,7 +350,8 @@ pub async fn zone_marks(aws: &Aws, key: &str) -> AwsResult<Vec<(String, Option<S
         }
         let zone = bare(z.id());
         let Some(tags) = zone_tags(aws, &zone).await? else { continue };
-        let mark = tags.iter().find(|t| t.key() == Some(ADOPTED_BY_TAG)).and_then(|t| t.value()).filter(|v| !v.is_empty());
+        let mark =
+            tags.iter().find(|t| t.key() == Some(ADOPTED_BY_TAG)).and_then(|t| t.value()).filter(|v| !v.is_empty());
         let mark = mark.map(str::to_string);
         out.push((zone, by.map(str::to_string), mark));
     }
@@ -390,9 +391,8 @@ pub async fn find_zones_by_identity(aws: &Aws, key: &str, created_by: Option<&st
     let mut mine = Vec::new();
     for zone in marked {
         let Some(tags) = zone_tags(aws, &zone).await? else { continue };
-        let adopted = tags
-            .iter()
-            .any(|t| t.key() == Some(ADOPTED_BY_TAG) && t.value() != Some(creator) && t.value() != Some(""));
+        let adopted =
+            tags.iter().any(|t| t.key() == Some(ADOPTED_BY_TAG) && t.value() != Some(creator) && t.value() != Some(""));
         if adopted {
             tracing::info!(zone = %zone, creator, "left a zone another workflow adopted");
         } else {
