@@ -268,6 +268,11 @@ fn iam_teardown_sweep(after_aws_acts: bool) {
         let (e, proxy) = world();
         let bystander = e.input("by.json", iam_input("by-abcde"));
         let kept = ok(&e.cli(&["run", "create-iam", "--input", &bystander, "--id", "by"]));
+        // moto builds its EC2 state on the first EC2 request (seconds of CPU, AWS has no such
+        // cost): made here, once, not by a teardown's two dozen side-by-side first reads, which
+        // on a loaded two-core machine waited past the proxy's 60 s read timeout.
+        e.c.block_on(e.c.ec2.describe_availability_zones().send()).unwrap();
+        e.c.block_on(e.c.ec2.describe_vpcs().send()).unwrap();
         (e, proxy, kept)
     };
     let run = |(e, proxy, _): &(Env, Proxy, Value), name: &str, part: Option<&Part>| {

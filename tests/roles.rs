@@ -241,3 +241,31 @@ fn a_daemon_refuses_a_role_it_was_not_allowed_and_makes_nothing_in_that_account(
     assert!(Inventory::read(&a, "deputy-abcde").ids().is_empty(), "nothing made in the role's account");
     terminate(&mut daemon, Duration::from_secs(30));
 }
+
+/// F11 (SAFETY-F393541): a teardown under a role is checked for protection where it will act, in
+/// the role's account: a protected cluster there is refused at submit (exit 2, nothing journaled),
+/// and a cluster protected only in the process's own account does not refuse it.
+#[test]
+fn a_teardown_under_a_role_is_refused_at_submit_when_the_cluster_is_protected_in_the_roles_account() {
+    use aws_sdk_ec2::types::Tag;
+    let e = Env::new();
+    let a = account(&e, ROLE_A);
+    let tag = |c: &Clients, vpc: &str, infra: &str| {
+        let own = Tag::builder().key(format!("kubernetes.io/cluster/{infra}")).value("owned").build();
+        let keep = Tag::builder().key("infraflow.io/do-not-delete").value("").build();
+        c.block_on(c.ec2.create_tags().resources(vpc).tags(own).tags(keep).send()).unwrap();
+    };
+    let vpc = a.create_vpc("10.4.0.0/16");
+    tag(&a, &vpc, "prot-abcde");
+    let t = e.input("t.json", json!({"infraID": "prot-abcde", "region": "us-east-1", "roleARN": ROLE_A}));
+    let out = e.cli(&["submit", "teardown", "--input", &t, "--id", "prot-a"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("protected") && stderr(&out).contains(&vpc), "{}", stderr(&out));
+    assert!(e.s.cli(&["status", "prot-a"]).status.code() != Some(0), "nothing journaled");
+    // Protected only in the process's own account: not where this teardown acts.
+    let own = e.c.create_vpc("10.5.0.0/16");
+    tag(&e.c, &own, "prot2-abcde");
+    let t = e.input("t2.json", json!({"infraID": "prot2-abcde", "region": "us-east-1", "roleARN": ROLE_A}));
+    let out = e.cli(&["submit", "teardown", "--input", &t, "--id", "prot-b"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

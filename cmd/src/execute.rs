@@ -93,7 +93,10 @@ async fn refuse_protected_teardown(db: &Location, submission: &Submission) -> Re
     }
     let field = |k: &str| submission.input[k].as_str().unwrap_or_default().to_string();
     let (infra, region) = (field("infraID"), field("region"));
-    match infraflow_workflows::teardown::find_protection(&crate::registry::pool(), &infra, &region).await {
+    // Read where the teardown will act: through its role, in the role's account (review F11).
+    let role = infraflow_workflows::role_of(&submission.input);
+    let pool = crate::registry::pool().assuming(role.as_ref());
+    match infraflow_workflows::teardown::find_protection(&pool, &infra, &region).await {
         Ok(None) => Ok(()),
         Ok(Some(why)) => Err(Failure::usage(why)),
         Err(e) => Err(Failure::other(format!(

@@ -22,7 +22,7 @@ mod validate;
 
 use infraflow_engine::Registry;
 
-pub use aws_steps::aws_retry;
+pub use aws_steps::{aws_retry, role_of};
 
 /// An AWS region's name as every workflow's input requires it (`us-east-1`): the message names
 /// the value and what is wrong.

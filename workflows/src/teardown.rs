@@ -1,5 +1,5 @@
-//! `teardown`: deletes everything tagged as owned by an infra id, in reverse dependency order,
-//! found by tag so that resources a crashed run never journaled go too.
+//! `teardown`: deletes what the makers of an infra id's cluster made, on their proof, in reverse
+//! dependency order, found by tag so that resources a crashed run never journaled go too.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -95,7 +95,7 @@ impl WorkflowDef for Teardown {
     }
 
     fn summary(&self) -> &'static str {
-        "delete everything tagged as owned by an infra id"
+        "delete what an infra id's makers made, on their proof (look-alikes are named, never deleted)"
     }
 
     /// 2: what a running cluster's controllers leave (volumes, snapshots, interfaces) is found
