@@ -16,6 +16,7 @@ mod provision_dag;
 pub mod provision_infra;
 pub mod scale_nodepool;
 pub mod teardown;
+mod teardown_left;
 pub mod teardown_plan;
 mod user_data;
 mod validate;

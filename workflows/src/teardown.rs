@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use infraflow_activities::tags::owned;
 use infraflow_activities::{
-    Aws, AwsError, AwsPool, Kind, Scope, census, classic_elb, dns, elb, look_alikes, resources, s3,
+    Aws, AwsError, AwsPool, Kind, Scope, census, classic_elb, dns, elb, look_alikes, resources,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -543,39 +543,11 @@ async fn last_check(
         if !name_left {
             return Ok(None);
         }
-        let mut left = unowned_registry_buckets(&aws, infra_id).await.map_err(from_aws)?;
-        left.extend(look_alikes(&aws, infra_id).await.map_err(from_aws)?);
+        let mut left = crate::teardown_left::unowned_registry_buckets(&aws, infra_id).await.map_err(from_aws)?;
+        left.extend(crate::teardown_left::look_alikes(&aws, infra_id).await.map_err(from_aws)?);
         Ok(Some(left))
     })
     .await
-}
-
-/// What carries the cluster's name without its maker's proof (`look_alikes::left`), as the
-/// plan's and the output's entries.
-pub(crate) async fn look_alikes(aws: &Aws, infra_id: &str) -> Result<Vec<Planned>, AwsError> {
-    Ok(infraflow_activities::look_alikes::left(aws, infra_id)
-        .await?
-        .into_iter()
-        .map(|l| Planned { kind: l.kind.as_str().into(), id: l.id, reason: Some(l.reason) })
-        .collect())
-}
-
-/// The buckets named like the cluster's registry that do not carry its tag: what a teardown
-/// leaves, and why (`--dry-run` and the teardown's output both name them).
-pub(crate) async fn unowned_registry_buckets(aws: &Aws, infra_id: &str) -> Result<Vec<Planned>, AwsError> {
-    let found = s3::find_registry_buckets(aws, infra_id, &owned(infra_id)).await?;
-    Ok(found
-        .not_owned
-        .into_iter()
-        .map(|name| Planned {
-            kind: Kind::RegistryBucket.as_str().into(),
-            id: name,
-            reason: Some(format!(
-                "named like the cluster's image registry ({}) but not tagged kubernetes.io/cluster/{infra_id}=owned: not the cluster's",
-                s3::registry_prefix(infra_id)
-            )),
-        })
-        .collect())
 }
 
 #[cfg(test)]

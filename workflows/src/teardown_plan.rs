@@ -100,8 +100,8 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
             ),
         });
     }
-    plan.leave.extend(crate::teardown::unowned_registry_buckets(&aws, &t.infra_id).await.map_err(from_aws)?);
-    plan.leave.extend(crate::teardown::look_alikes(&aws, &t.infra_id).await.map_err(from_aws)?);
+    plan.leave.extend(crate::teardown_left::unowned_registry_buckets(&aws, &t.infra_id).await.map_err(from_aws)?);
+    plan.leave.extend(crate::teardown_left::look_alikes(&aws, &t.infra_id).await.map_err(from_aws)?);
     if let (Some(base), Some(name)) = (&t.base_domain, &t.name) {
         let record = format!("*.apps.{name}.{base}");
         let decision = public_record_decision(&aws, &t.infra_id, name, base).await.map_err(from_aws)?;

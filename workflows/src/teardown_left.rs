@@ -1,0 +1,36 @@
+//! What a teardown leaves although it carries the cluster's name, each with why: the buckets
+//! named like its registry without its tag, and the look-alikes without their maker's proof.
+//! Named under `left` in a teardown's output and `leave` in `--dry-run`; never deleted.
+
+use infraflow_activities::tags::owned;
+use infraflow_activities::{Aws, AwsError, Kind, s3};
+
+use crate::teardown_plan::Planned;
+
+/// What carries the cluster's name without its maker's proof (`look_alikes::left`), as the
+/// plan's and the output's entries.
+pub(crate) async fn look_alikes(aws: &Aws, infra_id: &str) -> Result<Vec<Planned>, AwsError> {
+    Ok(infraflow_activities::look_alikes::left(aws, infra_id)
+        .await?
+        .into_iter()
+        .map(|l| Planned { kind: l.kind.as_str().into(), id: l.id, reason: Some(l.reason) })
+        .collect())
+}
+
+/// The buckets named like the cluster's registry that do not carry its tag: what a teardown
+/// leaves, and why (`--dry-run` and the teardown's output both name them).
+pub(crate) async fn unowned_registry_buckets(aws: &Aws, infra_id: &str) -> Result<Vec<Planned>, AwsError> {
+    let found = s3::find_registry_buckets(aws, infra_id, &owned(infra_id)).await?;
+    Ok(found
+        .not_owned
+        .into_iter()
+        .map(|name| Planned {
+            kind: Kind::RegistryBucket.as_str().into(),
+            id: name,
+            reason: Some(format!(
+                "named like the cluster's image registry ({}) but not tagged kubernetes.io/cluster/{infra_id}=owned: not the cluster's",
+                s3::registry_prefix(infra_id)
+            )),
+        })
+        .collect())
+}
