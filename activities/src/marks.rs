@@ -23,8 +23,8 @@ pub const IAM_WRITE: &[&str] = &[
     "iam:TagOpenIDConnectProvider",
     "route53:ChangeTagsForResource",
 ];
-/// Its reads (tags of EC2 resources by id; the other services' reads are their files').
-pub const IAM_READ: &[&str] = &["ec2:DescribeTags"];
+/// Its reads: each kind's own describe, declared by that kind's file.
+pub const IAM_READ: &[&str] = &[];
 pub const IAM_DELETE: &[&str] = &[];
 
 /// One resource with the undone step's identity: who made it, who marked it.
@@ -99,22 +99,8 @@ async fn tags_of(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Option<Vec<(Strin
         }
         Kind::IamRole | Kind::InstanceProfile | Kind::OidcProvider => census::iam_tags(aws, kind, id).await,
         Kind::RegistryBucket | Kind::ClassicLoadBalancer | Kind::HostedZone => Ok(None),
-        _ => {
-            let out = aws
-                .ec2
-                .describe_tags()
-                .filters(crate::tags::filter("resource-id", &[id]))
-                .send()
-                .await
-                .map_err(|e| classify("DescribeTags", e))?;
-            let tags: Vec<(String, String)> = out
-                .tags()
-                .iter()
-                .filter(|t| t.resource_id() == Some(id))
-                .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
-                .collect();
-            Ok(Some(tags))
-        }
+        // Read from the resource's own description by id: the tag index lags (N10).
+        _ => resources::tags_by_id(aws, kind, id).await,
     }
 }
 

@@ -468,7 +468,7 @@ pub async fn delete_by_id_if_created_by(
 /// The tags of EC2 resource `id`, read from the resource's own description by id — consistent
 /// once the id is known, where DescribeTags reads the tag index, which lags as tag filters do
 /// (SAFETY-7243D60 N10). None if it is gone or `kind` is not an EC2 kind.
-async fn tags_by_id(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Option<Vec<(String, String)>>> {
+pub(crate) async fn tags_by_id(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Option<Vec<(String, String)>>> {
     use crate::adopt::pairs;
     use crate::error::classify;
     let ec2 = &aws.ec2;
@@ -492,6 +492,13 @@ async fn tags_by_id(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Option<Vec<(St
             .await
             .map_err(|e| classify("DescribeVpcEndpoints", e))
             .map(|o| o.vpc_endpoints().iter().find(|x| x.vpc_endpoint_id() == Some(&id)).map(|x| pairs(x.tags()))),
+        Kind::EndpointService => ec2
+            .describe_vpc_endpoint_service_configurations()
+            .service_ids(&id)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeVpcEndpointServiceConfigurations", e))
+            .map(|o| o.service_configurations().iter().find(|x| x.service_id() == Some(&id)).map(|x| pairs(x.tags()))),
         Kind::NatGateway => ec2
             .describe_nat_gateways()
             .nat_gateway_ids(&id)
