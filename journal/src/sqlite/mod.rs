@@ -51,7 +51,7 @@ impl Sqlite {
     pub fn open(path: &Path) -> Result<Sqlite> {
         let conn = schema::open_writer(path)?;
         let reader = Connection::open(path)?;
-        reader.busy_timeout(std::time::Duration::from_secs(5))?;
+        reader.busy_timeout(writer::busy_budget())?;
         reader.execute_batch("PRAGMA query_only=ON")?;
         let (tx, rx) = mpsc::channel();
         let commit_observer = Arc::new(std::sync::OnceLock::new());

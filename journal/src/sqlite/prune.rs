@@ -21,7 +21,7 @@ impl super::Sqlite {
         // Created (0600) and migrated like any journal, then closed: it is attached below.
         drop(schema::open_writer(&archive)?);
         let conn = Connection::open(self.path())?;
-        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.busy_timeout(super::writer::busy_budget())?;
         conn.execute_batch("PRAGMA foreign_keys=ON")?;
         let archive_str = archive.to_str().ok_or_else(|| JournalError::Create {
             path: archive.clone(),

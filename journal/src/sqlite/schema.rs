@@ -185,6 +185,10 @@ pub fn open_writer(path: &Path) -> Result<Connection> {
     let conn = Connection::open(path).map_err(|e| classify(path, e))?;
     configure(&conn, path)?;
     migrate(&conn, path)?;
+    // From here the writer waits for the lock itself (`writer::exec_waiting`, saying so in the
+    // log); opening and migrating wait the whole budget in SQLite's busy handler, so a submit
+    // beside a daemon whose fsyncs crawl (a loaded machine) waits rather than fails.
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
     Ok(conn)
 }
 
@@ -196,7 +200,7 @@ pub fn open_reader(path: &Path) -> Result<Connection> {
     check_header(path)?;
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
         .map_err(|e| classify(path, e))?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.busy_timeout(super::writer::busy_budget())?;
     check_identity(&conn, path)?;
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| classify(path, e))?;
     if version == 0 {
@@ -209,7 +213,7 @@ pub fn open_reader(path: &Path) -> Result<Connection> {
 }
 
 fn configure(conn: &Connection, path: &Path) -> Result<()> {
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.busy_timeout(super::writer::busy_budget())?;
     let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(|e| classify(path, e))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(JournalError::NotAJournal {
