@@ -27,7 +27,9 @@ free_port() {
 start() {
   install >/dev/null
   port="$(free_port)"
-  "$server" -H 127.0.0.1 -p "$port" >"${TMPDIR:-/tmp}/infraflow-moto-$port.log" 2>&1 &
+  # Only the image the demo launches: moto's 1,300 default images of us-east-1 each come with a
+  # snapshot, and every filtered DescribeSnapshots scans them all.
+  MOTO_AMIS_PATH="$root/tests/fixtures/moto-amis.json" "$server" -H 127.0.0.1 -p "$port" >"${TMPDIR:-/tmp}/infraflow-moto-$port.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 100); do
     if python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/moto-api/')" 2>/dev/null; then

@@ -11,7 +11,7 @@ events (`--format json --report-time`, unstable options that libtest grants at r
 RUSTC_BOOTSTRAP is set: nothing is compiled differently), at most N at a time, the slowest of the
 last run first (`--first` names the slow ones for a checkout that has no last run), and prints each binary's result when it ends (never interleaved). Every test's
 time goes to `target/test-times.tsv`, each binary's counts to `target/test-counts.tsv`. `report`
-prints the ten slowest tests, each pass's wall time, and last one line `N passed, N failed` over
+prints the ten slowest tests, the ten binaries that cost the most CPU, each pass's wall and CPU time, and last one line `N passed, N failed` over
 every pass. Exit status: 1 if any test failed or a binary could not run.
 """
 
@@ -28,6 +28,7 @@ TIMES = os.path.join(ROOT, "target", "test-times.tsv")
 PASSES = os.path.join(ROOT, "target", "test-passes.tsv")
 PREVIOUS = os.path.join(ROOT, "target", "test-times.previous.tsv")
 COUNTS = os.path.join(ROOT, "target", "test-counts.tsv")
+CPU = os.path.join(ROOT, "target", "test-cpu.tsv")
 
 
 def binaries():
@@ -91,7 +92,13 @@ def run_one(label, name, path, cwd, args, env):
                 lines.append(f"---- {ev['name']} (output) ----\n{ev['stdout']}")
         elif ev.get("type") == "suite" and ev.get("event") in ("ok", "failed"):
             summary = ev
-    code = proc.wait()
+    # wait4: the binary's CPU with that of every process it waited for (the CLI runs it killed
+    # or finished, the daemons, PostgreSQL): what a test costs the machine, whatever ran beside
+    # it. Not its emulators: kept idle for its next test, they die with it, unwaited (process
+    # accounting, `sa`, counts them: BENCHMARKS.md).
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = code = os.waitstatus_to_exitcode(status)
+    cpu = usage.ru_utime + usage.ru_stime
     wall = time.monotonic() - started
     if code != 0 and stray:
         # What bypassed libtest's capture (a child process's stderr, a panic off the test thread).
@@ -100,11 +107,11 @@ def run_one(label, name, path, cwd, args, env):
         head = f"{name}: exited {code} without a result"
     else:
         head = (f"{name}: {summary['passed']} passed, {summary['failed']} failed, "
-                f"{summary['ignored']} ignored ({wall:.1f} s)")
+                f"{summary['ignored']} ignored ({wall:.1f} s, {cpu:.0f} s CPU)")
     text = "\n".join([f"[{label}] {head}", *lines, *[f"    FAILED {t}" for t in failed]])
     # A binary that ended without a result counts as one failed test.
     counts = (summary["passed"], summary["failed"]) if summary else (0, max(1, len(failed)))
-    return code == 0 and summary is not None, text, times, counts
+    return code == 0 and summary is not None, text, times, counts, cpu
 
 
 def run(label, jobs, only, first, extra_env, args):
@@ -123,12 +130,14 @@ def run(label, jobs, only, first, extra_env, args):
                     return
                 name, path, cwd = todo[state["next"]]
                 state["next"] += 1
-            ok, text, times, (passed, failed) = run_one(label, name, path, cwd, args, env)
+            ok, text, times, (passed, failed), cpu = run_one(label, name, path, cwd, args, env)
             with lock:
                 print(text, flush=True)
                 state["ok"] &= ok
                 with open(COUNTS, "a") as f:
                     f.write(f"{label}\t{name}\t{passed}\t{failed}\n")
+                with open(CPU, "a") as f:
+                    f.write(f"{label}\t{name}\t{cpu:.1f}\n")
                 with open(TIMES, "a") as f:
                     for test, secs in times:
                         f.write(f"{label}\t{name}\t{test}\t{secs:.3f}\n")
@@ -155,10 +164,23 @@ def report():
     print("the ten slowest tests:")
     for secs, label, binary, test in rows[:10]:
         print(f"  {secs:7.1f} s  [{label}] {binary} {test}")
+    cpu = {}
+    try:
+        with open(CPU) as f:
+            for line in f:
+                label, binary, secs = line.rstrip("\n").split("\t")
+                cpu.setdefault(label, []).append((float(secs), binary))
+    except FileNotFoundError:
+        pass
+    costly = sorted(((secs, label, binary) for label, rows in cpu.items() for secs, binary in rows), reverse=True)
+    print("the ten binaries that cost the most CPU (with their CLI runs; without their emulators):")
+    for secs, label, binary in costly[:10]:
+        print(f"  {secs:7.0f} s  [{label}] {binary}")
     with open(PASSES) as f:
         for line in f:
             label, wall = line.rstrip("\n").split("\t")
-            print(f"pass {label}: {float(wall):.0f} s wall")
+            used = sum(secs for secs, _ in cpu.get(label, []))
+            print(f"pass {label}: {float(wall):.0f} s wall, {used:.0f} s CPU")
     # A complete run orders the next one; a filtered run's times would mislead it.
     if any(r[1] == "plain" for r in rows):
         os.replace(TIMES, PREVIOUS)

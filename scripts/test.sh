@@ -16,16 +16,18 @@ fi
 # One build, then the tests from it (scripts/run-tests.py runs the binaries cargo built, several
 # side by side: most of the suite waits on moto, PostgreSQL, leases and kills rather than on the
 # cores; it keeps every test's time and prints the ten slowest at the end).
+build_started=$SECONDS
 cargo build --workspace --all-targets
+echo "[test.sh] build: $((SECONDS - build_started)) s"
 cargo test --workspace --no-run --message-format=json 2>/dev/null | scripts/run-tests.py list
 # A cold build leaves gigabytes of artifacts to write back: flushed now, they do not stall the
 # first tests' journal fsyncs (and with them their lease renewals).
 sync
-rm -f target/test-times.tsv target/test-passes.tsv target/test-counts.tsv
+rm -f target/test-times.tsv target/test-passes.tsv target/test-counts.tsv target/test-cpu.tsv
 jobs="${INFRAFLOW_TEST_JOBS:-2}"
 status=0
 if [ "$#" -eq 0 ]; then
-  scripts/run-tests.py run --label plain --jobs "$jobs" --first cross_journal,aws_provision,aws_iam,hypershift_adoption,cluster_that_ran,roles,crash_sweep -- --test-threads=2 \
+  scripts/run-tests.py run --label plain --jobs "$jobs" --first cross_journal,aws_provision,aws_iam,hypershift_adoption,cluster_that_ran,roles -- --test-threads=2 \
     --skip several_hosts || status=1
   # Daemons on three hosts (network namespaces) sharing PostgreSQL, one test at a time and alone
   # on the machine (they measure takeover times), with the figures they print.

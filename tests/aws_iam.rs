@@ -491,3 +491,42 @@ fn the_scoped_policy_allows_the_clusters_own_calls_and_refuses_each_on_another_c
         let _ = via.block_on(via.ec2.delete_vpc().vpc_id(&theirs).send());
     });
 }
+
+/// SAFETY-F393541 F13: a teardown resumed after its discovery deletes the inventory it journaled,
+/// by name — and IAM names are reused. A role of that inventory deleted and made again meanwhile
+/// by someone else (untagged: theirs now) is read again before its delete and left; the rest of
+/// the cluster's IAM goes.
+#[test]
+fn a_resumed_teardown_leaves_a_role_of_its_inventory_that_someone_else_made_anew_since() {
+    let e = Env::new();
+    let input = e.input("rn.json", iam_input("rn-abcde"));
+    ok(&e.cli(&["run", "create-iam", "--input", &input, "--id", "rn"]));
+    let before = IamState::read(&e.c, "rn-abcde");
+    let in_profiles: Vec<&String> = before.profiles.values().flat_map(|(_, roles)| roles).collect();
+    let reused = before.roles.keys().find(|r| !in_profiles.contains(r)).expect("a role outside the profile").clone();
+    let td = e.input("rn-down.json", json!({"infraID": "rn-abcde", "region": "us-east-1"}));
+    let args = ["run", "teardown", "--input", td.as_str(), "--id", "rn-down"];
+    // Killed at the profile's first delete call: discovery is journaled, the roles (deleted after
+    // the profile) not yet touched.
+    let mut child = e.spawn_cli_at(&e.proxy.endpoint(), &args);
+    e.proxy.kill_at_action(
+        "RemoveRoleFromInstanceProfile",
+        support::proxy::KillAt { call: 0, after_aws_acts: false, pid: child.id() },
+    );
+    let status = child.wait().unwrap();
+    assert!(e.proxy.action_kill_fired() && !status.success(), "{status:?}");
+    // Meanwhile the role is deleted and someone makes one of the same name, for something else.
+    let iam = &e.c.iam;
+    let policies = e.c.block_on(iam.list_role_policies().role_name(&reused).send()).unwrap();
+    for p in policies.policy_names() {
+        e.c.block_on(iam.delete_role_policy().role_name(&reused).policy_name(p).send()).unwrap();
+    }
+    e.c.block_on(iam.delete_role().role_name(&reused).send()).unwrap();
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    e.c.block_on(iam.create_role().role_name(&reused).assume_role_policy_document(trust).send()).unwrap();
+    let out = ok(&e.cli(&args));
+    let left = IamState::read(&e.c, "rn-abcde");
+    let theirs = left.roles.get(&reused).unwrap_or_else(|| panic!("the re-made {reused} was deleted: {out}"));
+    assert!(theirs.tags.is_empty(), "{}", left.summary());
+    assert_eq!(left.total(), 1, "the cluster's other IAM is gone: {}", left.summary());
+}

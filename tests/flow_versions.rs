@@ -222,6 +222,51 @@ fn a_create_iam_of_version_1_finishes_with_the_seeds_grants_and_a_new_one_brings
     assert_eq!(submitted["code_version"], 2, "{submitted}");
 }
 
+/// SAFETY-F393541 F17: a version-1 create-iam killed after making its roles (the released
+/// binary's journal, resumed and killed), a create-iam of this version from another journal
+/// brings their policies up to HyperShift's current grants, and then the version-1 run resumes:
+/// it finishes without writing the seed's policies back (they would flip at every resume).
+#[test]
+fn a_version_1_create_iam_resumed_after_another_journal_upgraded_its_roles_leaves_the_upgrade() {
+    use support::iam_state::{Grants, IamState, ROLES, expected_policy};
+    let e = Env::new();
+    std::fs::copy(flows_dir().join("create-iam.v1.paused.sqlite3"), e.s.db()).unwrap();
+    let mut child = e.spawn_cli_at(&e.proxy.endpoint(), &["retry", "recorded-iam"]);
+    e.proxy.kill_at_action(
+        "CreateInstanceProfile",
+        support::proxy::KillAt { call: 0, after_aws_acts: false, pid: child.id() },
+    );
+    let status = child.wait().unwrap();
+    assert!(e.proxy.action_kill_fired() && !status.success(), "{status:?}");
+    let policies = |grants| {
+        let s = IamState::read(&e.c, "reci-abcde");
+        assert_eq!(s.roles.len(), 8, "{}", s.summary());
+        for (_, suffix, file) in ROLES {
+            let name = format!("reci-abcde-{suffix}");
+            assert_eq!(s.roles[&name].policies[&name], expected_policy(file, grants), "{name} ({grants:?})");
+        }
+    };
+    policies(Grants::Seed002);
+    let b = Scratch::new();
+    let input = b.write_json(
+        "i.json",
+        &json!({"infraID": "reci-abcde", "region": "us-east-1", "oidcBucket": "oidc",
+               "publicZoneID": "ZPUBLIC1", "privateZoneID": "ZPRIVATE1", "localZoneID": "ZLOCAL1"}),
+    );
+    let env = support::moto::aws_env(&e.proxy.endpoint());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let args = ["run", "create-iam", "--input", input.to_str().unwrap(), "--id", "upgrade"];
+    ok(&b.cli_env(&args, &env));
+    policies(Grants::Current);
+    // The version-1 run, resumed with the input it was submitted with.
+    let recorded = e.input("recorded.json", e.s.status("recorded-iam")["input"].clone());
+    ok(&e.cli(&["run", "create-iam", "--input", &recorded, "--id", "recorded-iam"]));
+    assert_eq!(e.s.status("recorded-iam")["state"], "completed");
+    policies(Grants::Current);
+    let s = IamState::read(&e.c, "reci-abcde");
+    assert_eq!((s.providers.len(), s.profiles.len()), (1, 1), "{}", s.summary());
+}
+
 /// A cluster made by create-iam version 1 (the fixture, resumed to completion), in a world of
 /// its own, and the proxy to kill through.
 fn version_1_cluster() -> (Env, support::proxy::Proxy) {

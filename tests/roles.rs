@@ -94,6 +94,8 @@ fn one_daemon_makes_each_cluster_in_its_roles_account_and_a_teardown_under_one_r
     assert!(out.status.success(), "{}", stderr(&out));
     let st = e.s.wait_for_state("down-a", &["completed", "paused", "failed"], Duration::from_secs(240));
     assert_eq!(st["state"], "completed", "{st}");
+    // F10: a role's session is named after the workflow (CloudTrail tells workflows apart).
+    assert_eq!(st["input"]["sessionName"], "down-a", "{st}");
     terminate(&mut daemon, Duration::from_secs(30));
     assert_eq!(Inventory::read(&a, infra).total(), 0, "the teardown under role A left some of A's cluster");
     Inventory::read(&b, infra).assert_provisioned(&b, 1, 1, "twin", "example.com");

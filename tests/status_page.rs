@@ -65,18 +65,19 @@ fn screenshot(profile: &Path, name: &str, size: &str, url: &str) {
     assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a real screenshot at {}", shot.display());
 }
 
-fn post(port: u16, path: &str, origin: &str) -> (u16, String) {
-    post_as(port, &format!("127.0.0.1:{port}"), path, origin)
+fn post(port: u16, path: &str, origin: &str, form: &str) -> (u16, String) {
+    post_as(port, &format!("127.0.0.1:{port}"), path, origin, form)
 }
 
 /// A POST with the `Host` header a browser sends for `host`.
-fn post_as(port: u16, host: &str, path: &str, origin: &str) -> (u16, String) {
+fn post_as(port: u16, host: &str, path: &str, origin: &str, form: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
         c,
-        "POST {path} HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+        form.len()
     )
     .unwrap();
     let mut out = String::new();
@@ -137,36 +138,41 @@ fn cancel_from_the_page_needs_the_pages_origin_and_compensates_the_workflow() {
     let port = free_port();
     let mut d = s.spawn_daemon(&["--listen", &format!("127.0.0.1:{port}")], &[]);
     assert!(wait_until(Duration::from_secs(30), || s.status("long")["state"] == "running"));
-    let (status, _) = post(port, "/workflows/long/cancel", "http://evil.example");
-    assert_eq!(status, 403, "a POST from another site is refused");
-    assert_eq!(s.status("long")["state"], "running", "and changes nothing");
     let (status, page) = http_get(port, "/workflows/long/cancel");
     assert_eq!(status, 200);
-    let action = page
-        .split(r#"<form method="post" action=""#)
+    let form = page.split(r#"<form method="post" action=""#).nth(1).unwrap_or_else(|| panic!("no action form: {page}"));
+    let action = form.split('"').next().unwrap().to_string();
+    assert_eq!(action, "/workflows/long/cancel", "the token is never in the URL (history, proxy logs)");
+    let token = form
+        .split(r#"name="csrf" value=""#)
         .nth(1)
         .and_then(|rest| rest.split('"').next())
-        .unwrap_or_else(|| panic!("no action form: {page}"))
-        .to_string();
-    assert!(action.starts_with("/workflows/long/cancel?csrf=") && action.len() > 40, "{action}");
+        .unwrap_or_else(|| panic!("no token in the form: {page}"));
+    assert!(token.len() >= 32, "{token}");
+    let with_token = format!("csrf={token}");
+    let (status, _) = post(port, &action, "http://evil.example", &with_token);
+    assert_eq!(status, 403, "a POST from another site is refused, token or not");
+    assert_eq!(s.status("long")["state"], "running", "and changes nothing");
     let own = format!("http://127.0.0.1:{port}");
-    let (status, _) = post(port, "/workflows/long/cancel", &own);
+    let (status, _) = post(port, &action, &own, "");
     assert_eq!(status, 403, "a POST without the page's token is refused");
-    let (status, _) = post(port, "/workflows/long/cancel?csrf=0123456789abcdef0123456789abcdef", &own);
+    let (status, _) = post(port, &action, &own, "csrf=0123456789abcdef0123456789abcdef");
     assert_eq!(status, 403, "and one with another token");
+    let (status, _) = post(port, &format!("{action}?{with_token}"), &own, "");
+    assert_eq!(status, 403, "and one with the token in the URL");
     // SAFETY-7243D60 N3: a page rebound to 127.0.0.1 sends its own name as Host and Origin.
     let rebound = format!("evil.example:{port}");
-    let (status, _) = post_as(port, &rebound, &action, &format!("http://{rebound}"));
+    let (status, _) = post_as(port, &rebound, &action, &format!("http://{rebound}"), &with_token);
     assert_eq!(status, 421, "a rebound name is not the page's");
     let (status, body) = http_get_as(port, &rebound, "/");
     assert_eq!(status, 421, "nor can it read the list: {body}");
     let (status, _) = http_get_as(port, &rebound, "/metrics");
     assert_eq!(status, 200, "scrapers reach /metrics under any name");
     assert_eq!(s.status("long")["state"], "running", "none of these changed anything");
-    let (status, answer) = post(port, &action, &own);
+    let (status, answer) = post(port, &action, &own, &with_token);
     assert_eq!(status, 303, "{answer}");
     s.wait_for_state("long", &["compensated"], Duration::from_secs(60));
-    let (status, _) = post(port, &action, &own);
+    let (status, _) = post(port, &action, &own, &with_token);
     assert_eq!(status, 409, "nothing left to cancel");
     assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
 }
@@ -190,9 +196,9 @@ fn listening_beyond_loopback_the_page_has_no_buttons_unless_remote_actions_are_a
         // A cancel page for any workflow exists only with actions on.
         let (status, page) = http_get(port, "/workflows/one-step/cancel");
         assert_eq!(status == 200, buttons, "allow-remote-actions {allow}: GET the confirmation answered {status}");
-        let action = page.split(r#"action=""#).nth(1).and_then(|r| r.split('"').next());
-        let (status, _) =
-            post(port, action.unwrap_or("/workflows/one-step/cancel"), &format!("http://127.0.0.1:{port}"));
+        let token = page.split(r#"name="csrf" value=""#).nth(1).and_then(|r| r.split('"').next());
+        let form = format!("csrf={}", token.unwrap_or_default());
+        let (status, _) = post(port, "/workflows/one-step/cancel", &format!("http://127.0.0.1:{port}"), &form);
         if !buttons {
             assert_eq!(status, 403, "no actions from beyond loopback");
         }

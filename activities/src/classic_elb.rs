@@ -25,7 +25,17 @@ pub async fn find_classic_load_balancers(aws: &Aws, q: &TagQuery) -> AwsResult<V
 
 /// The classic load balancers carrying the tag `q`: (name, DNS name).
 pub async fn find_with_dns_names(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, String)>> {
-    let mut all: Vec<(String, String)> = Vec::new();
+    Ok(find_described(aws, q).await?.into_iter().map(|(name, dns, _)| (name, dns)).collect())
+}
+
+/// The classic load balancers carrying the tag `q`, each with its VPC.
+pub async fn find_with_vpcs(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, Option<String>)>> {
+    Ok(find_described(aws, q).await?.into_iter().map(|(name, _, vpc)| (name, vpc)).collect())
+}
+
+/// The classic load balancers carrying the tag `q`: (name, DNS name, VPC).
+async fn find_described(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, String, Option<String>)>> {
+    let mut all: Vec<(String, String, Option<String>)> = Vec::new();
     let mut marker: Option<String> = None;
     loop {
         let o = aws
@@ -35,17 +45,16 @@ pub async fn find_with_dns_names(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(Stri
             .send()
             .await
             .map_err(|e| classify("DescribeLoadBalancers", e))?;
-        all.extend(
-            o.load_balancer_descriptions().iter().filter_map(|l| {
-                Some((l.load_balancer_name()?.to_string(), l.dns_name().unwrap_or_default().to_string()))
-            }),
-        );
+        all.extend(o.load_balancer_descriptions().iter().filter_map(|l| {
+            let vpc = l.vpc_id().map(str::to_string);
+            Some((l.load_balancer_name()?.to_string(), l.dns_name().unwrap_or_default().to_string(), vpc))
+        }));
         marker = o.next_marker().filter(|m| !m.is_empty()).map(str::to_string);
         if marker.is_none() {
             break;
         }
     }
-    let names: Vec<String> = all.iter().map(|(n, _)| n.clone()).collect();
+    let names: Vec<String> = all.iter().map(|(n, _, _)| n.clone()).collect();
     let mut found = Vec::new();
     for chunk in names.chunks(TAGS_PER_CALL) {
         let tagged = match tags_of(aws, chunk).await {
@@ -68,7 +77,7 @@ pub async fn find_with_dns_names(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(Stri
         };
         for (name, tags) in tagged {
             if q.matches_pairs(&tags) {
-                found.extend(all.iter().filter(|(n, _)| *n == name).cloned());
+                found.extend(all.iter().filter(|(n, _, _)| *n == name).cloned());
             }
         }
     }
@@ -92,6 +101,15 @@ async fn tags_of(aws: &Aws, names: &[String]) -> AwsResult<Vec<(String, Vec<(Str
             Some((d.load_balancer_name()?.to_string(), tags))
         })
         .collect())
+}
+
+/// The tags classic load balancer `name` carries now; None if it is gone.
+pub(crate) async fn tags_now(aws: &Aws, name: &str) -> AwsResult<Option<Vec<(String, String)>>> {
+    match tags_of(aws, &[name.to_string()]).await {
+        Ok(found) => Ok(found.into_iter().find(|(n, _)| n == name).map(|(_, tags)| tags)),
+        Err(e) if e.code_is("LoadBalancerNotFound") => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Deletes the classic load balancer `name`; false if it was already gone. (DeleteLoadBalancer

@@ -53,6 +53,8 @@ pub struct Member {
     pub state: String,
     /// Seconds since the epoch.
     pub launched: i64,
+    /// The VPC it runs in.
+    pub vpc: Option<String>,
 }
 
 fn live(state: Option<&InstanceStateName>) -> bool {
@@ -90,6 +92,7 @@ pub async fn find_instances(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<Member>> {
                 index,
                 state: i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default(),
                 launched: i.launch_time().map(|t| t.secs()).unwrap_or(0),
+                vpc: i.vpc_id().map(str::to_string),
             });
         }
         token = page.next_token().map(str::to_string);

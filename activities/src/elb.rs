@@ -252,14 +252,29 @@ pub async fn find_load_balancers(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<Strin
 
 /// Load balancers carrying the tag `q`: (ARN, DNS name).
 pub async fn find_with_dns_names(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, String)>> {
-    let all = list_load_balancers(aws).await?;
-    let ours = filter_by_tag(aws, all.iter().map(|(a, _)| a.clone()).collect(), q).await?;
-    Ok(all.into_iter().filter(|(a, _)| ours.contains(a)).collect())
+    Ok(find_described(aws, q).await?.into_iter().map(|(arn, dns, _)| (arn, dns)).collect())
+}
+
+/// Load balancers carrying the tag `q`, each with its VPC.
+pub async fn find_load_balancers_with_vpcs(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, Option<String>)>> {
+    Ok(find_described(aws, q).await?.into_iter().map(|(arn, _, vpc)| (arn, vpc)).collect())
+}
+
+/// Load balancers carrying the tag `q`: (ARN, DNS name, VPC).
+async fn find_described(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, String, Option<String>)>> {
+    let all = describe_load_balancers(aws).await?;
+    let ours = filter_by_tag(aws, all.iter().map(|(a, _, _)| a.clone()).collect(), q).await?;
+    Ok(all.into_iter().filter(|(a, _, _)| ours.contains(a)).collect())
 }
 
 /// Every load balancer of the region: (ARN, DNS name).
 pub(crate) async fn list_load_balancers(aws: &Aws) -> AwsResult<Vec<(String, String)>> {
-    let mut all: Vec<(String, String)> = Vec::new();
+    Ok(describe_load_balancers(aws).await?.into_iter().map(|(arn, dns, _)| (arn, dns)).collect())
+}
+
+/// Every load balancer of the region: (ARN, DNS name, VPC).
+async fn describe_load_balancers(aws: &Aws) -> AwsResult<Vec<(String, String, Option<String>)>> {
+    let mut all: Vec<(String, String, Option<String>)> = Vec::new();
     let mut marker: Option<String> = None;
     loop {
         let o = aws
@@ -269,11 +284,10 @@ pub(crate) async fn list_load_balancers(aws: &Aws) -> AwsResult<Vec<(String, Str
             .send()
             .await
             .map_err(|e| classify("DescribeLoadBalancers", e))?;
-        all.extend(
-            o.load_balancers().iter().filter_map(|l| {
-                Some((l.load_balancer_arn()?.to_string(), l.dns_name().unwrap_or_default().to_string()))
-            }),
-        );
+        all.extend(o.load_balancers().iter().filter_map(|l| {
+            let vpc = l.vpc_id().map(str::to_string);
+            Some((l.load_balancer_arn()?.to_string(), l.dns_name().unwrap_or_default().to_string(), vpc))
+        }));
         marker = o.next_marker().map(str::to_string);
         if marker.is_none() {
             return Ok(all);
@@ -283,7 +297,12 @@ pub(crate) async fn list_load_balancers(aws: &Aws) -> AwsResult<Vec<(String, Str
 
 /// Target groups carrying the tag `q`.
 pub async fn find_target_groups(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
-    let mut arns = Vec::new();
+    Ok(find_target_groups_with_vpcs(aws, q).await?.into_iter().map(|(arn, _)| arn).collect())
+}
+
+/// Target groups carrying the tag `q`, each with its VPC.
+pub async fn find_target_groups_with_vpcs(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, Option<String>)>> {
+    let mut arns: Vec<(String, Option<String>)> = Vec::new();
     let mut marker: Option<String> = None;
     loop {
         let o = aws
@@ -293,13 +312,18 @@ pub async fn find_target_groups(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String
             .send()
             .await
             .map_err(|e| classify("DescribeTargetGroups", e))?;
-        arns.extend(o.target_groups().iter().filter_map(|t| t.target_group_arn().map(str::to_string)));
+        arns.extend(
+            o.target_groups()
+                .iter()
+                .filter_map(|t| Some((t.target_group_arn()?.to_string(), t.vpc_id().map(str::to_string)))),
+        );
         marker = o.next_marker().map(str::to_string);
         if marker.is_none() {
             break;
         }
     }
-    filter_by_tag(aws, arns, q).await
+    let ours = filter_by_tag(aws, arns.iter().map(|(a, _)| a.clone()).collect(), q).await?;
+    Ok(arns.into_iter().filter(|(a, _)| ours.contains(a)).collect())
 }
 
 /// Deletes a load balancer (its listeners go with it).

@@ -105,6 +105,10 @@ pub struct InlinePolicy<'a> {
     pub name: &'a str,
     pub document: &'a str,
     pub replaces: Option<&'a str>,
+    /// What a later version writes for the same inputs: a run of an earlier version resumed on a
+    /// role it made leaves that document as it is (a later run upgraded the role; writing the
+    /// earlier one back would flip the policy at every resume, SAFETY-F393541 F17).
+    pub superseded_by: Option<&'a str>,
 }
 
 /// A role `name` with trust policy `trust` and inline policy `policy`: found by name (and this
@@ -144,6 +148,12 @@ pub async fn ensure_role(
                     tag_role(aws, name, mark).await?;
                 }
                 if !upgrade {
+                    return Ok(role.arn);
+                }
+            }
+            if let Some(later) = policy.superseded_by {
+                let current = role_policy(aws, name, policy.name).await?;
+                if current.as_deref().and_then(decoded_json) == decoded_json(later) {
                     return Ok(role.arn);
                 }
             }
@@ -514,6 +524,18 @@ pub async fn find_instance_profiles(aws: &Aws, prefix: &str, q: &TagQuery) -> Aw
         }
     }
     Ok(found)
+}
+
+/// The tags IAM holds now on role, instance profile or OIDC provider `name` (an ARN for a
+/// provider); None if it is gone.
+pub(crate) async fn tags_now(aws: &Aws, kind: crate::Kind, name: &str) -> AwsResult<Option<Vec<(String, String)>>> {
+    use crate::Kind;
+    Ok(match kind {
+        Kind::IamRole => get_role(aws, name).await?.map(|r| pairs(&r.tags)),
+        Kind::InstanceProfile => get_instance_profile(aws, name).await?.map(|p| pairs(&p.tags)),
+        Kind::OidcProvider => oidc_provider_tags(aws, name).await?.map(|t| pairs(&t)),
+        _ => None,
+    })
 }
 
 /// Deletes the OIDC provider `arn`; false if it was gone.

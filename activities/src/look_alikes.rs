@@ -1,14 +1,16 @@
 //! What carries a cluster's name without its maker's proof: the volumes, snapshots and network
 //! interfaces a teardown finds by the cluster's tag (or in its subnets) split into those its
-//! controllers made (deleted) and the look-alikes (left, each named with why), and the private
-//! zones marked for the cluster that serve only another region (left, named).
+//! controllers made (deleted) and the look-alikes (left, each named with why); the instances,
+//! load balancers, target groups and security groups tagged for it outside its VPCs (left,
+//! named); and the private zones marked for the cluster that serve only another region (left,
+//! named).
 
 use crate::client::Aws;
 use crate::error::AwsResult;
 use crate::provenance::{self, Verdict};
 use crate::resources::{Kind, Scope};
 use crate::tags::{TagQuery, owned};
-use crate::{dns, ebs, interfaces};
+use crate::{classic_elb, compute, dns, ebs, elb, interfaces, network, security};
 
 /// A resource left, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,6 +25,51 @@ pub struct Left {
 /// The kinds judged here.
 pub fn judged(kind: Kind) -> bool {
     matches!(kind, Kind::Volume | Kind::Snapshot | Kind::NetworkInterface)
+}
+
+/// The kinds a teardown deletes only inside the cluster's own VPCs: what the cloud provider, the
+/// NodePool machines and infraflow make for a cluster lives there, and HyperShift's destroy
+/// deletes them by that membership. One tagged for the cluster elsewhere (copied tags, a tool
+/// that tags everything) is left and named.
+pub fn judged_by_vpc(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::Instance | Kind::LoadBalancer | Kind::TargetGroup | Kind::ClassicLoadBalancer | Kind::SecurityGroup
+    )
+}
+
+/// The resources of `kind` (one of `judged_by_vpc`) of cluster `infra` matching `q`: those in
+/// the cluster's VPCs (its VPCs are read only when something was found), and the ones left.
+pub async fn split_by_vpc(aws: &Aws, kind: Kind, infra: &str, q: &TagQuery) -> AwsResult<(Vec<String>, Vec<Left>)> {
+    let found: Vec<(String, Option<String>)> = match kind {
+        Kind::Instance => compute::find_instances(aws, q).await?.into_iter().map(|m| (m.instance_id, m.vpc)).collect(),
+        Kind::LoadBalancer => elb::find_load_balancers_with_vpcs(aws, q).await?,
+        Kind::TargetGroup => elb::find_target_groups_with_vpcs(aws, q).await?,
+        Kind::ClassicLoadBalancer => classic_elb::find_with_vpcs(aws, q).await?,
+        Kind::SecurityGroup => security::find_security_groups_with_vpcs(aws, q).await?,
+        _ => return Ok((Vec::new(), Vec::new())),
+    };
+    if found.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let vpcs = network::find_vpcs(aws, &owned(infra)).await?;
+    let mut delete = Vec::new();
+    let mut left = Vec::new();
+    for (id, vpc) in found {
+        match vpc {
+            Some(v) if vpcs.contains(&v) => delete.push(id),
+            Some(v) => left.push(Left {
+                kind,
+                id,
+                reason: format!("carries the cluster's tag but is in {v}, not a VPC of the cluster's"),
+                holds: None,
+            }),
+            None => {
+                left.push(Left { kind, id, reason: "carries the cluster's tag but is in no VPC".into(), holds: None })
+            }
+        }
+    }
+    Ok((delete, left))
 }
 
 /// The resources of `kind` (one of `judged`) matching `q` in `scope`: those to delete, and the
@@ -70,8 +117,8 @@ pub async fn split(aws: &Aws, kind: Kind, scope: &Scope, q: &TagQuery) -> AwsRes
 }
 
 /// Everything of cluster `infra` a teardown in `aws`'s region leaves although it carries the
-/// cluster's name: the look-alikes of the judged kinds, and its private zones serving only
-/// other regions. What `--dry-run` lists under `leave` and a teardown's output under `left`.
+/// cluster's name: the look-alikes of the judged kinds, what is tagged for it outside its VPCs,
+/// and its private zones serving only other regions. What `--dry-run` lists under `leave` and a teardown's output under `left`.
 pub async fn left(aws: &Aws, infra: &str) -> AwsResult<Vec<Left>> {
     let scope = Scope::Owned(infra.to_string());
     let q = owned(infra);
@@ -81,6 +128,12 @@ pub async fn left(aws: &Aws, infra: &str) -> AwsResult<Vec<Left>> {
         split(aws, Kind::NetworkInterface, &scope, &q),
     )?;
     let mut all: Vec<Left> = [volumes.1, snapshots.1, eni.1].concat();
+    let by_vpc =
+        [Kind::Instance, Kind::LoadBalancer, Kind::TargetGroup, Kind::ClassicLoadBalancer, Kind::SecurityGroup]
+            .map(|kind| split_by_vpc(aws, kind, infra, &q));
+    for (_, left) in futures::future::try_join_all(by_vpc).await? {
+        all.extend(left);
+    }
     for (zone, regions) in dns::marked_zones_elsewhere(aws, infra).await? {
         all.push(Left {
             holds: None,

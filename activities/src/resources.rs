@@ -255,6 +255,15 @@ pub async fn find_iam_of_other_regions(aws: &Aws, infra: &str) -> AwsResult<Vec<
 
 async fn find_matching(aws: &Aws, kind: Kind, scope: &Scope, q: TagQuery) -> AwsResult<Vec<String>> {
     let f = &q;
+    if let Scope::Owned(infra) = scope
+        && crate::look_alikes::judged_by_vpc(kind)
+    {
+        // A cluster's only inside its VPCs: what is tagged for it elsewhere is left, named.
+        let (mut ids, _) = crate::look_alikes::split_by_vpc(aws, kind, infra, f).await?;
+        ids.sort();
+        ids.dedup();
+        return Ok(ids);
+    }
     let mut ids = match kind {
         Kind::Instance => compute::find_instances(aws, f).await?.into_iter().map(|m| m.instance_id).collect(),
         // Only what a controller of the cluster is shown to have made: the rest is left, named.
@@ -332,6 +341,31 @@ pub async fn delete(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> {
             Err(e)
         }
         r => r,
+    }
+}
+
+/// Deletes `id` of `kind` for the teardown of cluster `infra`, which found it in an earlier
+/// round, perhaps days ago (a takeover after downtime replays the journaled inventory). EC2 ids
+/// are never reused, but names are: an IAM role, instance profile, OIDC provider (by its
+/// issuer's URL) or classic load balancer of that name may since have been deleted and made
+/// again, by anyone. Those are read again now and deleted only while they still match what
+/// discovery matched (the cluster's ownership tag, for IAM this region's); otherwise they count
+/// as gone (SAFETY-F393541 F13). The registry bucket checks itself (`s3`).
+pub async fn delete_if_still_the_clusters(aws: &Aws, kind: Kind, id: &str, infra: &str) -> AwsResult<bool> {
+    let tags = match kind {
+        Kind::IamRole | Kind::InstanceProfile | Kind::OidcProvider => iam::tags_now(aws, kind, id).await?,
+        Kind::ClassicLoadBalancer => classic_elb::tags_now(aws, id).await?,
+        _ => return delete(aws, kind, id).await,
+    };
+    let mut q = owned(infra);
+    q.region = Some(aws.region.clone());
+    match tags {
+        Some(tags) if q.matches_pairs(&tags) => delete(aws, kind, id).await,
+        Some(_) => {
+            tracing::warn!(kind = kind.as_str(), id, "no longer tagged as the cluster's since it was found: left");
+            Ok(false)
+        }
+        None => Ok(false),
     }
 }
 

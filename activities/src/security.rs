@@ -45,6 +45,11 @@ impl Rule {
 }
 
 pub async fn find_security_groups(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
+    Ok(find_security_groups_with_vpcs(aws, q).await?.into_iter().map(|(id, _)| id).collect())
+}
+
+/// The groups carrying the tag `q`, each with its VPC.
+pub async fn find_security_groups_with_vpcs(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, Option<String>)>> {
     let out = aws
         .ec2
         .describe_security_groups()
@@ -56,7 +61,7 @@ pub async fn find_security_groups(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<Stri
         .security_groups()
         .iter()
         .filter(|g| q.matches(g.tags()))
-        .filter_map(|g| g.group_id().map(str::to_string))
+        .filter_map(|g| Some((g.group_id()?.to_string(), g.vpc_id().map(str::to_string))))
         .collect())
 }
 

@@ -35,7 +35,11 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>, jou
             let service = hyper::service::service_fn(move |req| {
                 let (metrics, journal, page) = (metrics.clone(), journal.clone(), page.clone());
                 async move {
-                    if let Some(answer) = page.respond(&req).await {
+                    let (parts, body) = req.into_parts();
+                    // Only the page's action forms have a body worth reading (their token).
+                    let form = if parts.method == Method::POST { read_form(body).await } else { Bytes::new() };
+                    let req = Request::from_parts(parts, ());
+                    if let Some(answer) = page.respond(&req, &form).await {
                         return Ok::<_, Infallible>(answer);
                     }
                     Ok::<_, Infallible>(respond(&req, &metrics, &journal).await)
@@ -56,7 +60,18 @@ fn text(status: StatusCode, content_type: &str, body: String) -> Response<Full<B
     r
 }
 
-async fn respond(req: &Request<Incoming>, metrics: &Metrics, journal: &Journal) -> Response<Full<Bytes>> {
+/// A POST's form, at most `FORM_LIMIT` bytes (an action's form is one token); empty if longer or
+/// unreadable, which the page refuses as a request without its token.
+async fn read_form(body: Incoming) -> Bytes {
+    use http_body_util::BodyExt;
+    const FORM_LIMIT: usize = 4096;
+    match http_body_util::Limited::new(body, FORM_LIMIT).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => Bytes::new(),
+    }
+}
+
+async fn respond(req: &Request<()>, metrics: &Metrics, journal: &Journal) -> Response<Full<Bytes>> {
     const PLAIN: &str = "text/plain; charset=utf-8";
     if req.method() != Method::GET {
         return text(StatusCode::METHOD_NOT_ALLOWED, PLAIN, "only GET\n".into());

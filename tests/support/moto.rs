@@ -1,15 +1,54 @@
-//! A moto server per test, on a free loopback port, killed when dropped; SDK clients that read
-//! the emulator's state directly (never through the code under test).
+//! A moto server per test, on a loopback port of its own, emptied when dropped and kept for the
+//! binary's next test; SDK clients that read the emulator's state directly (never through the
+//! code under test).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 pub struct Moto {
-    child: Child,
+    /// None once killed, or handed back to the idle servers.
+    child: Option<Child>,
+    account: Option<String>,
     pub port: u16,
+}
+
+/// Servers a test is done with, emptied (`POST /moto-api/reset`: every service's state, as at
+/// boot) and kept for this binary's next test. A boot costs about 4 s of CPU — Python's imports,
+/// then botocore's models at each service's first request — and an emptied server's first
+/// requests 0.05 s (measured, BENCHMARKS.md): with a world a chain, six chains a sweep, boots
+/// were a third of the plain pass's emulator CPU.
+static IDLE: Mutex<Vec<Moto>> = Mutex::new(Vec::new());
+
+/// Starts `command` from one thread that lives as long as the test binary: moto runs under
+/// `setpriv --pdeathsig KILL`, and that signal follows the thread that made the child, so a
+/// server made by a test's own thread (libtest gives each test one) would die with that test
+/// instead of serving the next. The idle servers die with the binary.
+fn spawn_for_the_binary(command: Command) -> std::io::Result<Child> {
+    type Ask = (Command, mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: Mutex<Option<mpsc::Sender<Ask>>> = Mutex::new(None);
+    let (tx, rx) = mpsc::channel();
+    {
+        let mut spawner = SPAWNER.lock().unwrap_or_else(|e| e.into_inner());
+        let asks = spawner.get_or_insert_with(|| {
+            let (asks, requests) = mpsc::channel::<Ask>();
+            std::thread::spawn(move || {
+                for (mut command, answer) in requests {
+                    let _ = answer.send(command.spawn());
+                }
+                // Never reached while the binary runs: the sender lives in a static.
+                loop {
+                    std::thread::park();
+                }
+            });
+            asks
+        });
+        asks.send((command, tx)).expect("the spawner thread is gone");
+    }
+    rx.recv().expect("the spawner thread did not answer")
 }
 
 fn moto_server() -> PathBuf {
@@ -35,27 +74,45 @@ impl Moto {
         Moto::start_with(Some(account))
     }
 
+    /// An idle server of `account`, emptied, or a new one.
+    fn start_with(account: Option<&str>) -> Moto {
+        loop {
+            let idle = {
+                let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
+                let at = idle.iter().position(|m| m.account.as_deref() == account);
+                at.map(|i| idle.swap_remove(i))
+            };
+            let Some(mut moto) = idle else { break };
+            // Emptied again: a process of the last test may have reached it after its reset.
+            if moto.running() && http(moto.port, "POST", "/moto-api/reset") == Some(200) {
+                return moto;
+            }
+            moto.kill();
+        }
+        Moto::boot(account)
+    }
+
     /// moto binds a port of the kernel's choosing and says which: a port picked here and handed
     /// over could be taken in between by another test's proxy, which would then serve this
     /// test's calls while its own moto never started.
-    fn start_with(account: Option<&str>) -> Moto {
+    fn boot(account: Option<&str>) -> Moto {
         // One moto boots at a time in a test binary: a boot is a second or two of Python imports
         // at full CPU, and a sweep starting six worlds at once, beside other sweeps, starved the
         // other tests' processes long enough to miss their lease renewals (CI of ff1fe46).
         static BOOTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _booting = BOOTING.lock().unwrap_or_else(|e| e.into_inner());
-        let mut command = Command::new(moto_server());
+        let mut command = Command::new("setpriv");
+        command.args(["--pdeathsig", "KILL", "--"]).arg(moto_server());
+        // moto's default images (1,300 in us-east-1, each with a snapshot) make every filtered
+        // DescribeSnapshots a scan of them all, their tags looked up one by one: most of a
+        // teardown's emulator CPU. The one image the tests launch is enough.
+        command.env("MOTO_AMIS_PATH", concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/moto-amis.json"));
         match account {
             Some(account) => command.env("MOTO_ACCOUNT_ID", account),
             None => command.env_remove("MOTO_ACCOUNT_ID"),
         };
-        let mut child = command
-            .args(["-H", "127.0.0.1", "-p", "0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("cannot start moto_server");
+        command.args(["-H", "127.0.0.1", "-p", "0"]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = spawn_for_the_binary(command).expect("cannot start moto_server (under setpriv)");
         let (tx, rx) = std::sync::mpsc::channel();
         let stderr = child.stderr.take().unwrap();
         // moto logs every request on stderr: read it to the end whatever it writes (a reader
@@ -96,7 +153,7 @@ impl Moto {
                 panic!("moto did not say which port it serves on: {other:?}");
             }
         };
-        let moto = Moto { child, port };
+        let moto = Moto { child: Some(child), account: account.map(str::to_string), port };
         let start = Instant::now();
         while http(port, "GET", "/moto-api/").is_none() {
             assert!(start.elapsed() < Duration::from_secs(30), "moto did not come up on port {port}");
@@ -110,10 +167,33 @@ impl Moto {
     }
 }
 
+impl Moto {
+    fn running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 impl Drop for Moto {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // A failing test's server is not reused: what it holds may explain the failure, and
+        // is gone with it either way.
+        if self.child.is_some()
+            && !std::thread::panicking()
+            && self.running()
+            && http(self.port, "POST", "/moto-api/reset") == Some(200)
+        {
+            let moto = Moto { child: self.child.take(), account: self.account.take(), port: self.port };
+            IDLE.lock().unwrap_or_else(|e| e.into_inner()).push(moto);
+            return;
+        }
+        self.kill();
     }
 }
 

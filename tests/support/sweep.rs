@@ -3,68 +3,14 @@
 //! what the killed attempt made, as AWS's eventual consistency asks — so side by side they take
 //! a fraction of the time they take one after another, for the same work.
 //!
-//! Two shapes: `every_call` kills a fresh run at its n-th call and resumes it once, for every n
-//! (a world and a run a kill); `every_call_chained` kills every call of one run in turn, each
-//! kill's resume being the next kill's victim (`chain.rs`), so a sweep costs a few runs, not a
-//! run a call.
+//! `every_call_chained` kills every call of one run in turn, each kill's resume being the next
+//! kill's victim (`chain.rs`), so a sweep costs a few runs, not a run a call.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use super::aws::AwsEnv;
 use super::chain::Kills;
 use super::proxy::Proxy;
-
-/// Worlds a sweep runs in at once.
-pub const WORLDS: usize = 3;
-
-/// Calls `kill(world, call)` once for every call in `1..=calls`, on `WORLDS` threads: the first
-/// in `first` (the world the clean run counted the calls in), each other in a world of its own
-/// made by `world()`. Returns how many kills fired (`kill` says whether its own did) and the
-/// worlds, for checks across them. A failure stops the others taking new calls and is re-raised
-/// here.
-pub fn every_call<W: Send>(
-    calls: u32,
-    first: W,
-    world: impl Fn() -> W + Sync,
-    kill: impl Fn(&W, u32) -> bool + Sync,
-) -> (u32, Vec<W>) {
-    let next = AtomicU32::new(1);
-    let fired = AtomicU32::new(0);
-    let failed = AtomicBool::new(false);
-    let mut first = Some(first);
-    let results: Vec<std::thread::Result<W>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..WORLDS)
-            .map(|_| {
-                let given = first.take();
-                let (next, fired, failed, world, kill) = (&next, &fired, &failed, &world, &kill);
-                s.spawn(move || {
-                    let _stop_the_others = StopOnPanic(failed);
-                    let w = given.unwrap_or_else(world);
-                    while !failed.load(Ordering::SeqCst) {
-                        let call = next.fetch_add(1, Ordering::SeqCst);
-                        if call > calls {
-                            break;
-                        }
-                        if kill(&w, call) {
-                            fired.fetch_add(1, Ordering::SeqCst);
-                        }
-                    }
-                    w
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join()).collect()
-    });
-    let mut worlds = Vec::new();
-    for r in results {
-        match r {
-            Ok(w) => worlds.push(w),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    }
-    (fired.into_inner(), worlds)
-}
 
 /// A world's share of the kills: the calls of these actions (every call of each, wherever the
 /// run makes it: branches run side by side, so where a call falls in a run is not fixed).
@@ -113,8 +59,8 @@ pub fn chain(e: &AwsEnv, proxy: &Proxy, part: &Part, args: &[&str]) -> Kills {
     proxy.chain_finish()
 }
 
-/// Every call of a run killed at, the actions of the clean run (counted in `clean`) shared out
-/// to `PARTS` chains by their calls, a world each (`run(world, part)` makes the world's cluster,
+/// Every call of a run killed at (after AWS acted: every change), the actions of the clean run
+/// (counted in `clean`) shared out to `PARTS` chains by their calls, a world each (`run(world, part)` makes the world's cluster,
 /// runs `chain` with `part` and checks what it left; the first world is `first`, where the clean
 /// run was made, the others made by `world()`). Checks the chains killed at every action of the
 /// clean run and at two calls in three at least; returns the worlds, for checks across them.
@@ -125,6 +71,15 @@ pub fn every_call_chained<W: Send>(
     world: impl Fn() -> W + Sync,
     run: impl Fn(&W, &Part) -> Kills + Sync,
 ) -> Vec<W> {
+    // Killed after AWS acted, a read is killed before it reaches AWS by another name: AWS did
+    // nothing, and the process hears nothing either way. Only changes are killed after AWS
+    // acted; the sweep before AWS acts kills every read.
+    let clean: BTreeMap<String, u32> = clean
+        .iter()
+        .filter(|(action, _)| !after_aws_acts || super::chain::is_change(action))
+        .map(|(action, n)| (action.clone(), *n))
+        .collect();
+    let clean = &clean;
     let calls: u32 = clean.values().sum();
     // The most-called actions first, each to the part with the fewest calls so far.
     let mut parts: Vec<(u32, Part)> =
@@ -185,14 +140,4 @@ pub fn every_call_chained<W: Send>(
         if after_aws_acts { "after AWS acted" } else { "before the call reaches AWS" }
     );
     worlds
-}
-
-struct StopOnPanic<'a>(&'a AtomicBool);
-
-impl Drop for StopOnPanic<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
 }

@@ -223,7 +223,8 @@ impl WorkflowDef for CreateCluster {
                 .map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: iam.", 1)))?;
         }
         let cluster = validate::cluster_key(c.infra.infra_id(), validate::role(input)?.as_ref());
-        Ok(Validated { input: serde_json::to_value(&c).map_err(|e| InputError(e.to_string()))?, cluster })
+        let input = serde_json::to_value(&c).map_err(|e| InputError(e.to_string()))?;
+        Ok(Validated { input: validate::session_named(id, input), cluster })
     }
 
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {

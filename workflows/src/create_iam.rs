@@ -196,11 +196,12 @@ impl WorkflowDef for CreateIam {
         1
     }
 
-    fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
+    fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError> {
         let p: CreateIamInput = validate::decode(input)?;
         p.check()?;
         let cluster = validate::cluster_key(&p.infra_id, validate::role(input)?.as_ref());
-        Ok(Validated { input: serde_json::to_value(&p).map_err(|e| InputError(e.to_string()))?, cluster })
+        let input = serde_json::to_value(&p).map_err(|e| InputError(e.to_string()))?;
+        Ok(Validated { input: validate::session_named(id, input), cluster })
     }
 
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
@@ -316,8 +317,15 @@ pub async fn create_iam(
         let trust = trust_policy(&provider.arn, issuer_host_path(&issuer), role.service_accounts).to_string();
         let policy = role.policy(&zones, grants).to_string();
         let seed = role.policy(&zones, Grants::Seed002).to_string();
+        let current = role.policy(&zones, Grants::Current).to_string();
         let replaces = (grants == Grants::Current && seed != policy).then_some(seed);
-        let policy = iam::InlinePolicy { name: &name, document: &policy, replaces: replaces.as_deref() };
+        let superseded_by = (grants == Grants::Seed002 && current != policy).then_some(current);
+        let policy = iam::InlinePolicy {
+            name: &name,
+            document: &policy,
+            replaces: replaces.as_deref(),
+            superseded_by: superseded_by.as_deref(),
+        };
         let arn = role_step(ctx, pool, region, &format!("role/{}", role.suffix), &id, &name, &trust, policy).await?;
         roles.insert(role.field.to_string(), arn);
     }
@@ -329,7 +337,7 @@ pub async fn create_iam(
         let id = ident(&format!("role/{KMS_PROVIDER_SUFFIX}"), &name);
         let trust = trust_policy(&provider.arn, issuer_host_path(&issuer), KMS_PROVIDER_ACCOUNTS).to_string();
         let policy = kms_provider_policy(key).to_string();
-        let policy = iam::InlinePolicy { name: &name, document: &policy, replaces: None };
+        let policy = iam::InlinePolicy { name: &name, document: &policy, replaces: None, superseded_by: None };
         let key = format!("role/{KMS_PROVIDER_SUFFIX}");
         kms_provider_role_arn = role_step(ctx, pool, region, &key, &id, &name, &trust, policy).await?;
     }
@@ -337,7 +345,7 @@ pub async fn create_iam(
     let (role_name, policy_name, profile_name) = worker_names(infra);
     let role_id = ident("worker-role", &role_name);
     let (trust, policy) = (worker_trust_policy().to_string(), worker_policy().to_string());
-    let policy = iam::InlinePolicy { name: &policy_name, document: &policy, replaces: None };
+    let policy = iam::InlinePolicy { name: &policy_name, document: &policy, replaces: None, superseded_by: None };
     role_step(ctx, pool, region, "worker-role", &role_id, &role_name, &trust, policy).await?;
     let profile_id = ident("worker-instance-profile", &profile_name);
     let _: String = ctx

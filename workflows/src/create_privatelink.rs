@@ -141,11 +141,12 @@ impl WorkflowDef for CreatePrivateLink {
         "NLBs, endpoint services, an interface endpoint and DNS records for a private cluster"
     }
 
-    fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
+    fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError> {
         let p: PrivateLinkInput = validate::decode(input)?;
         p.check()?;
         let cluster = validate::cluster_key(&p.infra_id, validate::role(input)?.as_ref());
-        Ok(Validated { input: serde_json::to_value(&p).map_err(|e| InputError(e.to_string()))?, cluster })
+        let input = serde_json::to_value(&p).map_err(|e| InputError(e.to_string()))?;
+        Ok(Validated { input: validate::session_named(id, input), cluster })
     }
 
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {

@@ -260,7 +260,8 @@ impl WorkflowDef for ProvisionInfra {
         let p: ProvisionInput = validate::decode(input)?;
         let p = p.validate(id)?;
         let cluster = validate::cluster_key(p.infra_id(), validate::role(input)?.as_ref());
-        Ok(Validated { input: serde_json::to_value(&p).map_err(|e| InputError(e.to_string()))?, cluster })
+        let input = serde_json::to_value(&p).map_err(|e| InputError(e.to_string()))?;
+        Ok(Validated { input: validate::session_named(id, input), cluster })
     }
 
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {

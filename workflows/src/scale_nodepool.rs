@@ -171,7 +171,7 @@ impl WorkflowDef for ScaleNodePool {
         "a node pool's instances to an absolute replica count"
     }
 
-    fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
+    fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError> {
         let mut s: ScaleInput = validate::decode(input)?;
         s.check()?;
         if let Some(file) = &s.user_data_file {
@@ -179,7 +179,8 @@ impl WorkflowDef for ScaleNodePool {
             (s.user_data_file, s.user_data_sha256) = (Some(path), Some(digest));
         }
         let cluster = validate::cluster_key(&s.infra_id, validate::role(input)?.as_ref());
-        Ok(Validated { input: serde_json::to_value(&s).map_err(|e| InputError(e.to_string()))?, cluster })
+        let input = serde_json::to_value(&s).map_err(|e| InputError(e.to_string()))?;
+        Ok(Validated { input: validate::session_named(id, input), cluster })
     }
 
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
@@ -314,7 +315,7 @@ mod tests {
     use super::*;
 
     fn m(index: u32, launched: i64) -> Member {
-        Member { instance_id: format!("i-{index}"), index, state: "running".into(), launched }
+        Member { instance_id: format!("i-{index}"), index, state: "running".into(), launched, vpc: None }
     }
 
     #[test]

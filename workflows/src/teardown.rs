@@ -112,7 +112,7 @@ impl WorkflowDef for Teardown {
         1
     }
 
-    fn validate(&self, _id: &str, input: &Value) -> Result<Validated, InputError> {
+    fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError> {
         let t: TeardownInput = validate::decode(input)?;
         validate::dns_label("infraID", &t.infra_id, 60)?;
         validate::region("region", &t.region)?;
@@ -126,7 +126,8 @@ impl WorkflowDef for Teardown {
             return Err(InputError::field("maxDeleteAttempts", "must be between 1 and 50"));
         }
         let cluster = validate::cluster_key(&t.infra_id, validate::role(input)?.as_ref());
-        Ok(Validated { input: serde_json::to_value(&t).map_err(|e| InputError(e.to_string()))?, cluster })
+        let input = serde_json::to_value(&t).map_err(|e| InputError(e.to_string()))?;
+        Ok(Validated { input: validate::session_named(id, input), cluster })
     }
 
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
@@ -362,14 +363,17 @@ async fn teardown(
             });
         }
         let deleted = if version >= 3 {
-            delete_as_graph(&rctx, pool, region, &inventory, max_delete_attempts).await?
+            delete_as_graph(&rctx, pool, (infra_id, region), &inventory, max_delete_attempts).await?
         } else {
             // Runs of versions 1 and 2 keep their steps' order: one kind after another.
             let mut deleted = Vec::new();
             for &kind in kinds {
                 let Some(ids) = inventory.get(&kind) else { continue };
                 let keys = ids.iter().map(|id| format!("delete/{}/{id}", kind.as_str()));
-                deleted.push((kind, delete_kind(&rctx, pool, region, kind, ids, keys, max_delete_attempts).await?));
+                deleted.push((
+                    kind,
+                    delete_kind(&rctx, pool, (infra_id, region), kind, ids, keys, max_delete_attempts).await?,
+                ));
             }
             deleted
         };
@@ -425,7 +429,7 @@ fn kind_in_version(kind: Kind, version: u32) -> bool {
 async fn delete_kind(
     ctx: &WfCtx,
     pool: &AwsPool,
-    region: &str,
+    (infra_id, region): (&str, &str),
     kind: Kind,
     ids: &[String],
     keys: impl Iterator<Item = String>,
@@ -438,7 +442,9 @@ async fn delete_kind(
             let gone: bool = ctx
                 .step_with(&key, DELETE, &input, options, || async {
                     let aws = pool.region(&input.region).await;
-                    resources::delete(&aws, input.kind, &input.id).await.map_err(from_aws)
+                    resources::delete_if_still_the_clusters(&aws, input.kind, &input.id, infra_id)
+                        .await
+                        .map_err(from_aws)
                 })
                 .await?;
             Ok::<_, StepError>((input.id.clone(), gone))
@@ -459,7 +465,7 @@ type KindDeletes<'a> =
 async fn delete_as_graph(
     rctx: &WfCtx,
     pool: &AwsPool,
-    region: &str,
+    cluster: (&str, &str),
     inventory: &BTreeMap<Kind, Vec<String>>,
     max_delete_attempts: u32,
 ) -> Result<Vec<(Kind, Vec<(String, bool)>)>, StepError> {
@@ -491,7 +497,7 @@ async fn delete_as_graph(
                     let ids = &inventory[&kind];
                     running.push(Box::pin(async move {
                         let keys = ids.iter().cloned();
-                        (kind, delete_kind(&ctx, pool, region, kind, ids, keys, max_delete_attempts).await)
+                        (kind, delete_kind(&ctx, pool, cluster, kind, ids, keys, max_delete_attempts).await)
                     }));
                 }
             }

@@ -208,8 +208,42 @@ pub fn cluster_key(infra_id: &str, role: Option<&AssumedRole>) -> String {
     }
 }
 
+/// The validated input, journaled, with the role's session named after workflow `id` when the
+/// input names a role but no `sessionName`: CloudTrail then tells one workflow's calls from
+/// another's (SAFETY-F393541 F10), where every session was `infraflow`. The id is made to fit
+/// STS's rule (2–64 of letters, digits and `+=,.@-_`).
+pub fn session_named(id: &str, mut input: Value) -> Value {
+    if let Some(m) = input.as_object_mut()
+        && m.get("roleARN").is_some_and(Value::is_string)
+        && !m.contains_key("sessionName")
+    {
+        let ok = |c: char| c.is_ascii_alphanumeric() || "+=,.@-_".contains(c);
+        let mut name: String = id.chars().map(|c| if ok(c) { c } else { '-' }).take(64).collect();
+        if name.len() < 2 {
+            name = format!("infraflow-{name}");
+        }
+        m.insert("sessionName".into(), Value::String(name));
+    }
+    input
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_roles_session_is_named_after_the_workflow_unless_the_input_names_it() {
+        use serde_json::json;
+        let arn = "arn:aws:iam::111111111111:role/infraflow";
+        let named = super::session_named("prov-ü/1", json!({"roleARN": arn}));
+        assert_eq!(named["sessionName"], "prov---1");
+        assert!(super::role(&named).is_ok(), "{named}");
+        let long = "x".repeat(80);
+        assert_eq!(super::session_named(&long, json!({"roleARN": arn}))["sessionName"].as_str().unwrap().len(), 64);
+        let given = json!({"roleARN": arn, "sessionName": "ci"});
+        assert_eq!(super::session_named("p", given.clone()), given);
+        let no_role = json!({"infraID": "a-b"});
+        assert_eq!(super::session_named("p", no_role.clone()), no_role);
+    }
+
     use super::*;
 
     #[test]

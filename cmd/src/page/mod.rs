@@ -124,8 +124,9 @@ impl Page {
         })
     }
 
-    /// The page's answer to `req`, or None when the path is not the page's.
-    pub async fn respond<B>(&self, req: &Request<B>) -> Option<Reply> {
+    /// The page's answer to `req` (`form`: its body, read for POSTs only), or None when the path
+    /// is not the page's.
+    pub async fn respond<B>(&self, req: &Request<B>, form: &[u8]) -> Option<Reply> {
         let path = req.uri().path();
         let query = req.uri().query().unwrap_or_default();
         if path != "/" && !path.starts_with("/workflows/") {
@@ -149,7 +150,7 @@ impl Page {
         Some(match (req.method(), action) {
             (&Method::GET, None) => self.workflow(&id, events_page),
             (&Method::GET, Some(action)) => self.confirm(&id, action),
-            (&Method::POST, Some(action)) => self.act(req, &id, action).await,
+            (&Method::POST, Some(action)) => self.act(req, form, &id, action).await,
             _ => only_get(),
         })
     }
@@ -342,11 +343,14 @@ impl Page {
         )
     }
 
-    async fn act<B>(&self, req: &Request<B>, id: &str, action: &str) -> Reply {
+    async fn act<B>(&self, req: &Request<B>, form: &[u8], id: &str, action: &str) -> Reply {
         if !self.actions {
             return forbidden_remote();
         }
-        let token = req.uri().query().unwrap_or_default().split('&').find_map(|p| p.strip_prefix("csrf="));
+        // The token comes in the form's body, never the URL: a URL reaches the browser's history
+        // and proxies' logs (SAFETY-F393541 F15).
+        let form = String::from_utf8_lossy(form);
+        let token = form.split('&').find_map(|p| p.strip_prefix("csrf="));
         if !self.same_origin(req) || token != Some(self.csrf.as_str()) {
             return html(
                 StatusCode::FORBIDDEN,
