@@ -188,21 +188,13 @@ fn a_teardown_killed_under_a_released_binary_completes_under_this_one() {
 /// role's policy up to HyperShift's current grants, creating nothing and marking what it took.
 #[test]
 fn a_create_iam_of_version_1_finishes_with_the_seeds_grants_and_a_new_one_brings_them_up_to_date() {
-    use support::iam_state::{Grants, IamState, ROLES, expected_policy};
+    use support::iam_state::Grants;
     let e = Env::new();
     std::fs::copy(flows_dir().join("create-iam.v1.paused.sqlite3"), e.s.db()).unwrap();
     assert_eq!(e.s.status("recorded-iam")["state"], "paused");
     ok(&e.cli(&["retry", "recorded-iam"]));
     assert_eq!(e.s.status("recorded-iam")["state"], "completed");
-    let policies = |grants| {
-        let s = IamState::read(&e.c, "reci-abcde");
-        assert_eq!(s.roles.len(), 8, "{}", s.summary());
-        for (_, suffix, file) in ROLES {
-            let name = format!("reci-abcde-{suffix}");
-            assert_eq!(s.roles[&name].policies[&name], expected_policy(file, grants), "{name} ({grants:?})");
-        }
-        s
-    };
+    let policies = |grants| recorded_cluster_policies_are(&e, grants);
     policies(Grants::Seed002);
 
     let input = e.input(
@@ -228,7 +220,7 @@ fn a_create_iam_of_version_1_finishes_with_the_seeds_grants_and_a_new_one_brings
 /// it finishes without writing the seed's policies back (they would flip at every resume).
 #[test]
 fn a_version_1_create_iam_resumed_after_another_journal_upgraded_its_roles_leaves_the_upgrade() {
-    use support::iam_state::{Grants, IamState, ROLES, expected_policy};
+    use support::iam_state::{Grants, IamState};
     let e = Env::new();
     std::fs::copy(flows_dir().join("create-iam.v1.paused.sqlite3"), e.s.db()).unwrap();
     let mut child = e.spawn_cli_at(&e.proxy.endpoint(), &["retry", "recorded-iam"]);
@@ -238,14 +230,7 @@ fn a_version_1_create_iam_resumed_after_another_journal_upgraded_its_roles_leave
     );
     let status = child.wait().unwrap();
     assert!(e.proxy.action_kill_fired() && !status.success(), "{status:?}");
-    let policies = |grants| {
-        let s = IamState::read(&e.c, "reci-abcde");
-        assert_eq!(s.roles.len(), 8, "{}", s.summary());
-        for (_, suffix, file) in ROLES {
-            let name = format!("reci-abcde-{suffix}");
-            assert_eq!(s.roles[&name].policies[&name], expected_policy(file, grants), "{name} ({grants:?})");
-        }
-    };
+    let policies = |grants| recorded_cluster_policies_are(&e, grants);
     policies(Grants::Seed002);
     let b = Scratch::new();
     let input = b.write_json(
@@ -265,6 +250,19 @@ fn a_version_1_create_iam_resumed_after_another_journal_upgraded_its_roles_leave
     policies(Grants::Current);
     let s = IamState::read(&e.c, "reci-abcde");
     assert_eq!((s.providers.len(), s.profiles.len()), (1, 1), "{}", s.summary());
+}
+
+/// Asserts the eight roles of the recorded cluster (`reci-abcde`) carry `grants`' policies;
+/// returns what IAM holds.
+fn recorded_cluster_policies_are(e: &Env, grants: support::iam_state::Grants) -> support::iam_state::IamState {
+    use support::iam_state::{IamState, ROLES, expected_policy};
+    let s = IamState::read(&e.c, "reci-abcde");
+    assert_eq!(s.roles.len(), 8, "{}", s.summary());
+    for (_, suffix, file) in ROLES {
+        let name = format!("reci-abcde-{suffix}");
+        assert_eq!(s.roles[&name].policies[&name], expected_policy(file, grants), "{name} ({grants:?})");
+    }
+    s
 }
 
 /// A cluster made by create-iam version 1 (the fixture, resumed to completion), in a world of

@@ -355,17 +355,20 @@ fn what_carries_the_clusters_tag_outside_its_vpcs_is_left_and_named_while_its_ow
     let default_subnet =
         e.c.block_on(ec2.describe_subnets().filters(f).send()).unwrap().subnets()[0].subnet_id().unwrap().to_string();
     // The cloud provider's load balancer for a Service, in the cluster's subnet: the cluster's.
-    let mine = e.c.block_on(
-        e.c.elb
-            .create_load_balancer()
-            .name("a0123456789abcdef")
-            .r#type(aws_sdk_elasticloadbalancingv2::types::LoadBalancerTypeEnum::Network)
-            .subnets(&subnet)
-            .tags(elb_tag(own.0, own.1))
-            .tags(elb_tag("kubernetes.io/service-name", "openshift-ingress/router-default"))
-            .send(),
-    );
-    let mine = mine.unwrap().load_balancers()[0].load_balancer_arn().unwrap().to_string();
+    let nlb = |name: &str, subnet: &str, tags: Vec<ElbTag>| {
+        let made = e.c.block_on(
+            e.c.elb
+                .create_load_balancer()
+                .name(name)
+                .r#type(aws_sdk_elasticloadbalancingv2::types::LoadBalancerTypeEnum::Network)
+                .subnets(subnet)
+                .set_tags(Some(tags))
+                .send(),
+        );
+        made.unwrap().load_balancers()[0].load_balancer_arn().unwrap().to_string()
+    };
+    let service = elb_tag("kubernetes.io/service-name", "openshift-ingress/router-default");
+    let mine = nlb("a0123456789abcdef", &subnet, vec![elb_tag(own.0, own.1), service]);
     // The look-alikes, in the default VPC.
     let group = e.c.block_on(
         ec2.create_security_group()
@@ -376,16 +379,7 @@ fn what_carries_the_clusters_tag_outside_its_vpcs_is_left_and_named_while_its_ow
             .send(),
     );
     let group = group.unwrap().group_id().unwrap().to_string();
-    let theirs = e.c.block_on(
-        e.c.elb
-            .create_load_balancer()
-            .name("theirs-nlb")
-            .r#type(aws_sdk_elasticloadbalancingv2::types::LoadBalancerTypeEnum::Network)
-            .subnets(&default_subnet)
-            .tags(elb_tag(own.0, own.1))
-            .send(),
-    );
-    let theirs = theirs.unwrap().load_balancers()[0].load_balancer_arn().unwrap().to_string();
+    let theirs = nlb("theirs-nlb", &default_subnet, vec![elb_tag(own.0, own.1)]);
     let target_group = e.c.block_on(
         e.c.elb
             .create_target_group()
