@@ -2,10 +2,12 @@
 """Runs test binaries built by cargo, several side by side, and keeps each test's time.
 
     run-tests.py run --label L [--jobs N] [--only NAME,...] [--first NAME,...] [--env K=V ...] -- LIBTEST_ARGS...
+                     [--then --label L2 ... -- LIBTEST_ARGS...]
     run-tests.py report
     cargo test --no-run --message-format=json | run-tests.py list
 
-`run` reads the binaries from `target/test-binaries.tsv` (name, path, package directory; written
+Passes joined by `--then` share one queue (the second's binaries start as the first's
+last ones end; each pass keeps its label, environment and libtest arguments). `run` reads the binaries from `target/test-binaries.tsv` (name, path, package directory; written
 by `list` from `cargo test --no-run --message-format=json` on standard input), runs them with libtest's JSON
 events (`--format json --report-time`, unstable options that libtest grants at run time when
 RUSTC_BOOTSTRAP is set: nothing is compiled differently), at most N at a time, the slowest of the
@@ -114,26 +116,34 @@ def run_one(label, name, path, cwd, args, env):
     return code == 0 and summary is not None, text, times, counts, cpu
 
 
-def run(label, jobs, only, first, extra_env, args):
-    env = dict(os.environ, RUSTC_BOOTSTRAP="1", **extra_env)
-    todo = [b for b in binaries() if not only or b[0] in only]
+def run(passes, jobs):
+    """Runs every pass's binaries from one queue, `jobs` at a time: a pass's last binaries share
+    the machine with the next pass's first, so no core waits for a pass's tail."""
     took = previous_seconds()
-    todo.sort(key=lambda b: (b[0] not in first, -took.get(b[0], 0.0)))
+    todo = []
+    for p in passes:
+        env = dict(os.environ, RUSTC_BOOTSTRAP="1", **p["env"])
+        mine = [b for b in binaries() if not p["only"] or b[0] in p["only"]]
+        mine.sort(key=lambda b: (b[0] not in p["first"], -took.get(b[0], 0.0)))
+        todo.extend((p["label"], env, p["args"], b) for b in mine)
     lock = threading.Lock()
-    state = {"ok": True, "next": 0}
-    started = time.monotonic()
+    state = {"ok": {p["label"]: True for p in passes}, "next": 0,
+             "span": {}, "left": {p["label"]: 0 for p in passes}}
+    for label, _, _, _ in todo:
+        state["left"][label] += 1
 
     def worker():
         while True:
             with lock:
                 if state["next"] >= len(todo):
                     return
-                name, path, cwd = todo[state["next"]]
+                label, env, args, (name, path, cwd) = todo[state["next"]]
                 state["next"] += 1
+                state["span"].setdefault(label, [time.monotonic(), None])
             ok, text, times, (passed, failed), cpu = run_one(label, name, path, cwd, args, env)
             with lock:
                 print(text, flush=True)
-                state["ok"] &= ok
+                state["ok"][label] &= ok
                 with open(COUNTS, "a") as f:
                     f.write(f"{label}\t{name}\t{passed}\t{failed}\n")
                 with open(CPU, "a") as f:
@@ -141,17 +151,23 @@ def run(label, jobs, only, first, extra_env, args):
                 with open(TIMES, "a") as f:
                     for test, secs in times:
                         f.write(f"{label}\t{name}\t{test}\t{secs:.3f}\n")
+                state["left"][label] -= 1
+                if state["left"][label] == 0:
+                    # A pass's wall: from its first binary's start to its last one's end.
+                    start = state["span"][label][0]
+                    wall = time.monotonic() - start
+                    with open(PASSES, "a") as f:
+                        f.write(f"{label}\t{wall:.1f}\n")
+                    count = sum(1 for t in todo if t[0] == label)
+                    verdict = "ok" if state["ok"][label] else "FAILED"
+                    print(f"[{label}] {count} binaries in {wall:.0f} s: {verdict}", flush=True)
 
     threads = [threading.Thread(target=worker) for _ in range(max(1, jobs))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    wall = time.monotonic() - started
-    with open(PASSES, "a") as f:
-        f.write(f"{label}\t{wall:.1f}\n")
-    print(f"[{label}] {len(todo)} binaries in {wall:.0f} s: {'ok' if state['ok'] else 'FAILED'}", flush=True)
-    return 0 if state["ok"] else 1
+    return 0 if all(state["ok"].values()) else 1
 
 
 def report():
@@ -207,25 +223,41 @@ def main(argv):
     if argv[:1] != ["run"] or "--" not in argv:
         print(__doc__, file=sys.stderr)
         return 2
-    opts, args = argv[1:argv.index("--")], argv[argv.index("--") + 1:]
-    label, jobs, only, first, env = "tests", 1, set(), [], {}
-    it = iter(opts)
-    for o in it:
-        if o == "--label":
-            label = next(it)
-        elif o == "--jobs":
-            jobs = int(next(it))
-        elif o == "--only":
-            only = set(next(it).split(","))
-        elif o == "--first":
-            first = next(it).split(",")
-        elif o == "--env":
-            k, v = next(it).split("=", 1)
-            env[k] = v
+    # Passes are separated by `--then`; each is `OPTIONS -- LIBTEST_ARGS`. `--jobs` is the
+    # queue's, whichever pass names it.
+    groups, current = [], []
+    for a in argv[1:]:
+        if a == "--then":
+            groups.append(current)
+            current = []
         else:
-            print(f"run-tests.py: unknown option {o}", file=sys.stderr)
+            current.append(a)
+    groups.append(current)
+    passes, jobs = [], 1
+    for g in groups:
+        if "--" not in g:
+            print(__doc__, file=sys.stderr)
             return 2
-    return run(label, jobs, only, first, env, args)
+        opts, args = g[:g.index("--")], g[g.index("--") + 1:]
+        p = {"label": "tests", "only": set(), "first": [], "env": {}, "args": args}
+        it = iter(opts)
+        for o in it:
+            if o == "--label":
+                p["label"] = next(it)
+            elif o == "--jobs":
+                jobs = int(next(it))
+            elif o == "--only":
+                p["only"] = set(next(it).split(","))
+            elif o == "--first":
+                p["first"] = next(it).split(",")
+            elif o == "--env":
+                k, v = next(it).split("=", 1)
+                p["env"][k] = v
+            else:
+                print(f"run-tests.py: unknown option {o}", file=sys.stderr)
+                return 2
+        passes.append(p)
+    return run(passes, jobs)
 
 
 if __name__ == "__main__":

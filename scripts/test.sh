@@ -27,19 +27,21 @@ rm -f target/test-times.tsv target/test-passes.tsv target/test-counts.tsv target
 jobs="${INFRAFLOW_TEST_JOBS:-2}"
 status=0
 if [ "$#" -eq 0 ]; then
-  scripts/run-tests.py run --label plain --jobs "$jobs" --first cross_journal,aws_provision,aws_iam,hypershift_adoption,cluster_that_ran,roles -- --test-threads=2 \
-    --skip several_hosts || status=1
-  # Daemons on three hosts (network namespaces) sharing PostgreSQL, one test at a time and alone
-  # on the machine (they measure takeover times), with the figures they print.
-  scripts/run-tests.py run --label hosts --only multi_host -- --test-threads=1 --show-output || status=1
   # The AWS suites again under AWS's contract rather than moto's: every proxy the tests start
   # remembers idempotency tokens, hides new ids for a moment (eventual consistency), lists an
   # opted-in Local Zone, and holds Route53 to its tag and rate limits (tests/support/strict.rs).
-  # Tests that set their own lag on their proxy already ran under it above, and are not run twice.
+  # Tests that set their own lag on their proxy already ran under it in the plain pass, and are
+  # not run twice. Both passes share one queue: the strict pass's first binaries start as the
+  # plain pass's last ones end.
   skip_lagged=(--skip consistency_lag --skip follow_up_call_fails --skip subnet_was_made_under_lag --skip long_tag_lag)
-  scripts/run-tests.py run --label strict --jobs "$jobs" --first aws_provision --env INFRAFLOW_TEST_STRICT=1 \
+  scripts/run-tests.py run --label plain --jobs "$jobs" --first cross_journal,aws_provision,aws_iam,hypershift_adoption,cluster_that_ran,roles -- --test-threads=2 \
+    --skip several_hosts \
+    --then --label strict --first aws_provision --env INFRAFLOW_TEST_STRICT=1 \
     --only aws_provision,aws_teardown,aws_privatelink,aws_nodepool,operator_sequences,hypershift_adoption,hypershift_today,aws_iam,cross_journal,janitor,cluster_that_ran,roles,provenance -- \
     --test-threads=2 "${skip_lagged[@]}" --skip every_aws_call || status=1
+  # Daemons on three hosts (network namespaces) sharing PostgreSQL, one test at a time and alone
+  # on the machine (they measure takeover times), with the figures they print.
+  scripts/run-tests.py run --label hosts --only multi_host -- --test-threads=1 --show-output || status=1
   scripts/run-tests.py run --label strict-hosts --env INFRAFLOW_TEST_STRICT=1 --only multi_host -- --test-threads=2 || status=1
 else
   scripts/run-tests.py run --label filtered --jobs "$jobs" -- --test-threads=2 "$@" || status=1

@@ -74,6 +74,9 @@ fn bad_input_exits_2_with_one_line_and_journals_nothing() {
         assert_eq!(stderr(&out).lines().count(), 1, "one line: {}", stderr(&out));
         assert!(stderr(&out).contains(expect), "{args:?}: {}", stderr(&out));
     }
+    let out = s.cli(&["--consistency-settle", "5x", "submit", "canary", "--input", good]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("\"5x\" is not a duration: write e.g. 500ms or 5s"), "{}", stderr(&out));
     assert!(!s.db().exists(), "nothing was journaled");
 }
 

@@ -11,6 +11,7 @@ use serde_json::json;
 use support::aws::{AwsEnv as Env, ok};
 use support::hypershift::{self, Cut};
 use support::inventory::Inventory;
+use support::look_alikes::{self, LookAlikes};
 use support::proxy::Proxy;
 use support::sweep::Part;
 use support::*;
@@ -49,6 +50,8 @@ struct Ran {
     untagged_bucket: String,
     /// Bystander buckets: that one, and another cluster's registry if one was made.
     kept_buckets: Vec<String>,
+    /// Look-alikes of the kinds found by the cluster's tag and its VPCs (`look_alikes`).
+    outside: LookAlikes,
 }
 
 /// A registry bucket as the image registry operator makes one: versioned, tagged owned by
@@ -190,25 +193,10 @@ fn what_it_ran(e: &Env, infra: &str, subnet: &str, instance: &str, another_regis
             .send(),
     );
     let by_hand = by_hand.unwrap().volume_id().unwrap().to_string();
-    // A group in the account's default VPC with the cluster's tag copied onto it: not in the
-    // cluster's VPC, so no maker of the cluster's put it there. Left, named.
-    let default = e.c.block_on(
-        e.c.ec2
-            .describe_vpcs()
-            .filters(aws_sdk_ec2::types::Filter::builder().name("isDefault").values("true").build())
-            .send(),
-    );
-    let default = default.unwrap().vpcs()[0].vpc_id().unwrap().to_string();
-    let copied = e.c.block_on(
-        e.c.ec2
-            .create_security_group()
-            .group_name(format!("{infra}-copied-tags"))
-            .description("tags copied from the cluster's")
-            .vpc_id(&default)
-            .tag_specifications(own(&[]).resource_type(ResourceType::SecurityGroup).build())
-            .send(),
-    );
-    let copied = copied.unwrap().group_id().unwrap().to_string();
+    // What carries the cluster's tag where no maker of the cluster's would have put it: a group,
+    // load balancers, a target group and an instance in the default VPC, a zone of another
+    // region's. Left, named.
+    let outside = look_alikes::make(&e.c, infra, &format!("{infra}-la"));
     let bucket = registry_bucket(e, &format!("{infra}-image-registry-us-east-1-0a1b2c"), Some(infra));
     let untagged_bucket = empty_bucket(e, &format!("{infra}-image-registry-us-east-1-notours"));
     let mut kept_buckets = vec![untagged_bucket.clone()];
@@ -220,7 +208,8 @@ fn what_it_ran(e: &Env, infra: &str, subnet: &str, instance: &str, another_regis
         volumes: vec![free, held],
         snapshot: snap,
         interfaces: vec![tagged_eni],
-        kept: vec![other, untagged, untagged_snap, backup, restored, by_hand, copied],
+        kept: vec![other, untagged, untagged_snap, backup, restored, by_hand],
+        outside,
         bucket,
         untagged_bucket,
         kept_buckets,
@@ -247,13 +236,16 @@ fn assert_ran_is_gone(e: &Env, infra: &str, ran: &Ran, what: &str) {
     theirs.extend(ran.interfaces.clone());
     assert_eq!(existing(e, &theirs), Vec::<String>::new(), "{what}: the cluster's volumes, snapshot, interfaces");
     assert_eq!(existing(e, &ran.kept), ran.kept, "{what}: bystanders untouched");
+    assert_eq!(look_alikes::touched(&e.c, &ran.outside), Vec::<String>::new(), "{what}: look-alikes untouched");
     let buckets = buckets(e);
     assert!(!buckets.contains(&ran.bucket), "{what}: the registry's bucket is gone: {buckets:?}");
     for kept in &ran.kept_buckets {
         assert!(buckets.contains(kept), "{what}: bystander bucket {kept} kept: {buckets:?}");
     }
     let inv = Inventory::read(&e.c, infra);
-    let left: Vec<String> = inv.ids().into_iter().filter(|id| !ran.kept.contains(id)).collect();
+    let look_alikes = ran.outside.ids();
+    let left: Vec<String> =
+        inv.ids().into_iter().filter(|id| !ran.kept.contains(id) && !look_alikes.contains(id)).collect();
     assert!(left.is_empty(), "{what}: {left:?} of {:?}", inv.counts());
 }
 
@@ -283,8 +275,9 @@ fn teardown_of_a_cluster_that_ran_removes_its_volumes_snapshots_interfaces_and_r
     }
     let left: Vec<&str> = plan["leave"].as_array().unwrap().iter().filter_map(|l| l["id"].as_str()).collect();
     assert_eq!(left[0], ran.untagged_bucket.as_str(), "--dry-run names the untagged bucket it leaves: {plan:#}");
-    let look_alikes = &ran.kept[3..];
-    for id in look_alikes {
+    let mut look_alikes = ran.kept[3..].to_vec();
+    look_alikes.extend(ran.outside.ids());
+    for id in &look_alikes {
         assert!(left.contains(&id.as_str()), "--dry-run names the look-alike {id} it leaves: {plan:#}");
     }
     assert_eq!(left.len(), 1 + look_alikes.len(), "{plan:#}");
@@ -303,7 +296,7 @@ fn teardown_of_a_cluster_that_ran_removes_its_volumes_snapshots_interfaces_and_r
     assert_eq!(deleted("registry-bucket"), vec![ran.bucket.clone()], "{out:#}");
     assert_eq!(out["left"][0]["id"], ran.untagged_bucket.as_str(), "the output names the bucket it left: {out:#}");
     assert!(out["left"][0]["reason"].as_str().unwrap().contains("not tagged"), "{out:#}");
-    for id in look_alikes {
+    for id in &look_alikes {
         assert!(out["left"].to_string().contains(id.as_str()), "the output names the look-alike {id}: {out:#}");
     }
     assert_ran_is_gone(&e, "ran-abcde", &ran, "after teardown");

@@ -81,9 +81,7 @@ fn zone_exists(e: &Env, zone: &str) -> bool {
 }
 
 fn default_vpc(e: &Env) -> String {
-    let f = Filter::builder().name("isDefault").values("true").build();
-    let out = e.c.block_on(e.c.ec2.describe_vpcs().filters(f).send()).unwrap();
-    out.vpcs()[0].vpc_id().unwrap().to_string()
+    look_alikes::default_vpc(&e.c)
 }
 
 #[test]
@@ -338,114 +336,41 @@ fn a_volume_of_two_clusters_and_a_persons_interface_pause_the_teardown_naming_th
 
 /// The rule's last rows: an instance, a security group, a load balancer and its target group and
 /// a classic load balancer carry the cluster's ownership tag in the account's default VPC (copied
-/// tags, a tool that tags everything). What the cloud provider, the NodePool machines and
+/// tags, a tool that tags everything), and a private zone of its name and tag serves only another
+/// region's VPC. What the cloud provider, the NodePool machines and
 /// infraflow make for a cluster lives in its VPCs, and HyperShift's destroy deletes by that
 /// membership: these are left and named, the cluster's own load balancer in its VPC goes.
 #[test]
 fn what_carries_the_clusters_tag_outside_its_vpcs_is_left_and_named_while_its_own_load_balancer_goes() {
-    use aws_sdk_elasticloadbalancingv2::types::Tag as ElbTag;
     let e = Env::new();
     let out = provision(&e, "lb-abcde", json!({}));
     let subnet = out["zones"][0]["subnetID"].as_str().unwrap().to_string();
-    let own = ("kubernetes.io/cluster/lb-abcde", "owned");
-    let elb_tag = |k: &str, v: &str| ElbTag::builder().key(k).value(v).build();
-    let ec2 = &e.c.ec2;
     let default = default_vpc(&e);
-    let f = Filter::builder().name("vpc-id").values(&default).build();
-    let default_subnet =
-        e.c.block_on(ec2.describe_subnets().filters(f).send()).unwrap().subnets()[0].subnet_id().unwrap().to_string();
     // The cloud provider's load balancer for a Service, in the cluster's subnet: the cluster's.
-    let nlb = |name: &str, subnet: &str, tags: Vec<ElbTag>| {
-        let made = e.c.block_on(
-            e.c.elb
-                .create_load_balancer()
-                .name(name)
-                .r#type(aws_sdk_elasticloadbalancingv2::types::LoadBalancerTypeEnum::Network)
-                .subnets(subnet)
-                .set_tags(Some(tags))
-                .send(),
-        );
-        made.unwrap().load_balancers()[0].load_balancer_arn().unwrap().to_string()
-    };
-    let service = elb_tag("kubernetes.io/service-name", "openshift-ingress/router-default");
-    let mine = nlb("a0123456789abcdef", &subnet, vec![elb_tag(own.0, own.1), service]);
-    // The look-alikes, in the default VPC.
-    let group = e.c.block_on(
-        ec2.create_security_group()
-            .group_name("lb-abcde-copied")
-            .description("copied tags")
-            .vpc_id(&default)
-            .tag_specifications(spec(ResourceType::SecurityGroup, &[own]))
-            .send(),
-    );
-    let group = group.unwrap().group_id().unwrap().to_string();
-    let theirs = nlb("theirs-nlb", &default_subnet, vec![elb_tag(own.0, own.1)]);
-    let target_group = e.c.block_on(
-        e.c.elb
-            .create_target_group()
-            .name("theirs-tg")
-            .protocol(aws_sdk_elasticloadbalancingv2::types::ProtocolEnum::Tcp)
-            .port(443)
-            .vpc_id(&default)
-            .tags(elb_tag(own.0, own.1))
-            .send(),
-    );
-    let target_group = target_group.unwrap().target_groups()[0].target_group_arn().unwrap().to_string();
-    let listener = aws_sdk_elasticloadbalancing::types::Listener::builder()
-        .protocol("TCP")
-        .load_balancer_port(443)
-        .instance_port(30443)
-        .build()
-        .unwrap();
-    let classic_tag = aws_sdk_elasticloadbalancing::types::Tag::builder().key(own.0).value(own.1).build().unwrap();
-    e.c.block_on(
-        e.c.classic
-            .create_load_balancer()
-            .load_balancer_name("theirs-classic")
-            .listeners(listener)
-            .subnets(&default_subnet)
-            .tags(classic_tag)
-            .send(),
-    )
-    .unwrap();
-    let instance = e.c.block_on(
-        ec2.run_instances()
-            .image_id("ami-12c6146b")
-            .min_count(1)
-            .max_count(1)
-            .subnet_id(&default_subnet)
-            .tag_specifications(spec(ResourceType::Instance, &[own]))
-            .send(),
-    );
-    let instance = instance.unwrap().instances()[0].instance_id().unwrap().to_string();
-    let look_alikes = [group.as_str(), theirs.as_str(), target_group.as_str(), "theirs-classic", instance.as_str()];
+    let service = ("kubernetes.io/service-name", "openshift-ingress/router-default");
+    let mine = look_alikes::nlb(&e.c, "a0123456789abcdef", &subnet, &[("kubernetes.io/cluster/lb-abcde", "owned"), service]);
+    // The look-alikes: in the default VPC, and a zone of another region's.
+    let made = look_alikes::make(&e.c, "lb-abcde", "theirs");
+    let kept = made.ids();
 
     let t = e.input("t.json", json!({"infraID": "lb-abcde", "region": "us-east-1"}));
     let plan = ok(&e.cli(&["run", "teardown", "--input", &t, "--dry-run", "--json"]));
     assert!(plan["delete"].to_string().contains(&mine), "{plan:#}");
-    for id in look_alikes {
-        assert!(plan["leave"].to_string().contains(id), "{id} not under leave: {plan:#}");
-        assert!(!plan["delete"].to_string().contains(id), "{id} under delete: {plan:#}");
+    for id in &kept {
+        assert!(plan["leave"].to_string().contains(id.as_str()), "{id} not under leave: {plan:#}");
+        assert!(!plan["delete"].to_string().contains(id.as_str()), "{id} under delete: {plan:#}");
     }
     let done = ok(&e.cli(&["run", "teardown", "--input", &t, "--id", "down"]));
     let left = done["left"].to_string();
-    for id in look_alikes {
-        assert!(left.contains(id), "{id} not named under left: {done:#}");
+    for id in &kept {
+        assert!(left.contains(id.as_str()), "{id} not named under left: {done:#}");
     }
     assert!(left.contains(&format!("is in {default}")), "{done:#}");
-    let groups = e.c.block_on(ec2.describe_security_groups().group_ids(&group).send()).unwrap();
-    assert_eq!(groups.security_groups().len(), 1, "the look-alike group was deleted");
+    assert_eq!(look_alikes::touched(&e.c, &made), Vec::<String>::new(), "look-alikes deleted or stopped");
     let lbs = e.c.block_on(e.c.elb.describe_load_balancers().send()).unwrap();
     let arns: Vec<&str> = lbs.load_balancers().iter().filter_map(|l| l.load_balancer_arn()).collect();
-    assert!(arns.contains(&theirs.as_str()) && !arns.contains(&mine.as_str()), "{arns:?}");
-    let tgs = e.c.block_on(e.c.elb.describe_target_groups().send()).unwrap();
-    assert!(tgs.target_groups().iter().any(|g| g.target_group_arn() == Some(target_group.as_str())));
-    let classic = e.c.block_on(e.c.classic.describe_load_balancers().load_balancer_names("theirs-classic").send());
-    assert!(classic.is_ok(), "the look-alike classic load balancer was deleted");
-    let reservations = e.c.block_on(ec2.describe_instances().instance_ids(&instance).send()).unwrap();
-    let state = reservations.reservations()[0].instances()[0].state().and_then(|s| s.name()).cloned();
-    assert_eq!(state, Some(aws_sdk_ec2::types::InstanceStateName::Running), "the look-alike instance was stopped");
+    assert!(!arns.contains(&mine.as_str()), "the cluster's own load balancer is gone: {arns:?}");
     let vpc = out["vpcID"].as_str().unwrap();
-    let vpcs = e.c.block_on(ec2.describe_vpcs().filters(Filter::builder().name("vpc-id").values(vpc).build()).send());
+    let vpcs = e.c.block_on(e.c.ec2.describe_vpcs().filters(Filter::builder().name("vpc-id").values(vpc).build()).send());
     assert!(vpcs.unwrap().vpcs().is_empty(), "the cluster's VPC is gone: {done:#}");
 }

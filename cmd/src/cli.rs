@@ -22,6 +22,12 @@ pub struct Cli {
     /// slows down on a throttle and creeps back.
     #[arg(long, global = true, env = "INFRAFLOW_AWS_RATE", value_name = "SPEC", value_parser = parse_aws_rate)]
     pub aws_rate: Option<infraflow_activities::pacing::PacingConfig>,
+    /// How long a create interrupted mid-step (or failed after AWS may have acted) waits before
+    /// its lookup, and an undo before its delete, for AWS to show what it made: `5s` by default,
+    /// as EC2's eventual consistency asks. Shorten it only against an emulator that shows a new
+    /// resource at once (`500ms`).
+    #[arg(long, global = true, env = "INFRAFLOW_CONSISTENCY_SETTLE", value_name = "DURATION", value_parser = parse_settle)]
+    pub consistency_settle: Option<std::time::Duration>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -219,6 +225,15 @@ pub struct StatusArgs {
 
 fn parse_aws_rate(s: &str) -> Result<infraflow_activities::pacing::PacingConfig, String> {
     infraflow_activities::pacing::PacingConfig::parse(s)
+}
+
+/// `5s`, `500ms`: the consistency settle.
+fn parse_settle(s: &str) -> Result<std::time::Duration, String> {
+    match s.strip_suffix("ms").map(str::parse::<u64>) {
+        Some(Ok(ms)) => Ok(std::time::Duration::from_millis(ms)),
+        Some(Err(_)) => Err(format!("{s:?} is not a duration: write e.g. 500ms or 5s")),
+        None => parse_age(s).map_err(|_| format!("{s:?} is not a duration: write e.g. 500ms or 5s")),
+    }
 }
 
 fn parse_state(s: &str) -> Result<infraflow_journal::WorkflowState, String> {

@@ -17,7 +17,13 @@ use crate::signals::forward_interrupts;
 fn open_engine(db: &Location, registry: Registry, observer: Observer) -> Result<Engine, Failure> {
     prepare_dir(db)?;
     let journal = Journal::open_at(db)?;
-    Ok(Engine::new(journal, registry, Arc::new(SystemClock), EngineConfig::default()).with_observer(observer))
+    Ok(Engine::new(journal, registry, Arc::new(SystemClock), engine_config()).with_observer(observer))
+}
+
+/// The engine's defaults, with an undo settling as long as an interrupted create
+/// (`--consistency-settle`): both wait for AWS to show what it made.
+fn engine_config() -> EngineConfig {
+    EngineConfig { undo_settle: infraflow_workflows::consistency_settle(), ..EngineConfig::default() }
 }
 
 /// The engine of a command that reports nothing as it goes (`sweep`).

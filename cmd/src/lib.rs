@@ -70,6 +70,9 @@ pub fn main_infraflow() -> ExitCode {
         if let Some(pacing) = cli.aws_rate {
             registry::set_pacing(pacing);
         }
+        if let Some(settle) = cli.consistency_settle {
+            infraflow_workflows::set_consistency_settle(settle);
+        }
         match cli.command {
             Command::Status(args) => status::status(&db, &args),
             Command::History { id, json } => status::history(&db, &id, json),

@@ -68,12 +68,18 @@ impl AwsEnv {
 
     /// `infraflow ARGS` against `endpoint`, in the background.
     pub fn spawn_cli_at(&self, endpoint: &str, args: &[&str]) -> std::process::Child {
+        self.spawn_cli_with(endpoint, args, &[])
+    }
+
+    /// `spawn_cli_at` with more environment.
+    pub fn spawn_cli_with(&self, endpoint: &str, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
         let mut c = std::process::Command::new(super::infraflow());
         c.arg("--db").arg(self.s.db()).args(args).stdin(std::process::Stdio::null());
         c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
         for (k, v) in aws_env(endpoint) {
             c.env(k, v);
         }
+        c.envs(env.iter().copied());
         c.spawn().unwrap()
     }
 

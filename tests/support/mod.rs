@@ -217,6 +217,7 @@ pub mod hypershift;
 pub mod iam;
 pub mod iam_state;
 pub mod inventory;
+pub mod look_alikes;
 pub mod moto;
 pub mod netns;
 pub mod postgres;

@@ -201,6 +201,15 @@ impl Proxy {
         self.state.lock().unwrap().strict.config = strict;
     }
 
+    /// How long a create interrupted behind this proxy must wait for its lookup to see what it
+    /// made: twice the longest lag the proxy adds (the CLI's `--consistency-settle`), 100 ms
+    /// when it adds none (moto shows a new resource at once).
+    pub fn consistency_settle(&self) -> Duration {
+        let strict = &self.state.lock().unwrap().strict.config;
+        let lag = [strict.lag, strict.iam_lag, strict.transitions].into_iter().flatten().max();
+        lag.map_or(Duration::from_millis(100), |l| l * 2)
+    }
+
     /// What the strict layer did, by behaviour: proof that a strict test met the behaviour.
     pub fn strict_effects(&self) -> BTreeMap<&'static str, u32> {
         self.state.lock().unwrap().strict.effects.clone()

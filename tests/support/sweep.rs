@@ -1,7 +1,8 @@
 //! Kill-at-every-call sweeps spread over several worlds at once (a moto, a journal and a proxy
-//! each). A kill's runs mostly wait — a create resumed mid-step settles 5 s before it looks for
-//! what the killed attempt made, as AWS's eventual consistency asks — so side by side they take
-//! a fraction of the time they take one after another, for the same work.
+//! each). A create resumed mid-step settles before it looks for what the killed attempt made, as
+//! AWS's eventual consistency asks: 5 s on AWS, here only as long as the proxy's world needs
+//! (`Proxy::consistency_settle`: moto shows what it made at once), so a chain's time goes to
+//! kills and resumes rather than to waits.
 //!
 //! `every_call_chained` kills every call of one run in turn, each kill's resume being the next
 //! kill's victim (`chain.rs`), so a sweep costs a few runs, not a run a call.
@@ -21,8 +22,8 @@ pub struct Part {
     pub actions: Vec<String>,
 }
 
-/// Chains a sweep runs at once. A chain mostly waits — a create resumed mid-step settles 5 s —
-/// so more parts than cores shorten it without adding work.
+/// Chains a sweep runs at once: a chain still waits on its processes' starts and the engine's
+/// polls, so more parts than cores shorten it without adding work.
 pub const PARTS: usize = 6;
 
 /// Runs a workflow's command (`args`, a `run … --id ID`: the same command each time, so each run
@@ -37,7 +38,10 @@ pub fn chain(e: &AwsEnv, proxy: &Proxy, part: &Part, args: &[&str]) -> Kills {
     let (mut retrying, mut retries) = (false, 0);
     for runs in 0.. {
         proxy.chain_expect();
-        let mut child = e.spawn_cli_at(&proxy.endpoint(), if retrying { &retry } else { args });
+        // A kill's resume waits only as long as the proxy's world needs to show what the killed
+        // run made: the kills, not 5 s settles, are what a chain is for.
+        let settle = format!("{}ms", proxy.consistency_settle().as_millis());
+        let mut child = e.spawn_cli_with(&proxy.endpoint(), if retrying { &retry } else { args }, &[("INFRAFLOW_CONSISTENCY_SETTLE", &settle)]);
         proxy.chain_process(child.id());
         let status = proxy.chain_wait(&mut child);
         retrying = false;

@@ -9,7 +9,7 @@ use infraflow_journal::Undo;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use infraflow_activities::{Inventory, Lookup};
@@ -107,9 +107,22 @@ pub fn acting_region(ctx: &WfCtx, given: &str) -> String {
 /// attempt may have made instead of making it twice.
 pub const CONSISTENCY_SETTLE: Duration = Duration::from_secs(5);
 
+/// The settle of this process (`--consistency-settle`): `CONSISTENCY_SETTLE` unless the operator
+/// set it, once, before any workflow ran. Shorter is only safe against an endpoint that shows
+/// what it made at once (an emulator); the tests' kill chains run so against moto.
+static SETTLE_MS: AtomicU64 = AtomicU64::new(CONSISTENCY_SETTLE.as_millis() as u64);
+
+pub fn set_consistency_settle(settle: Duration) {
+    SETTLE_MS.store(settle.as_millis() as u64, Ordering::Relaxed);
+}
+
+pub fn consistency_settle() -> Duration {
+    Duration::from_millis(SETTLE_MS.load(Ordering::Relaxed))
+}
+
 /// Options of a create step: AWS retries, the write-ahead undo, and the consistency settle.
 pub fn create_opts(region: &str, kind: Kind, id: &Identity) -> StepOptions {
-    StepOptions { retry: Some(aws_retry()), undo: Some(undo(region, kind, id)), settle: Some(CONSISTENCY_SETTLE) }
+    StepOptions { retry: Some(aws_retry()), undo: Some(undo(region, kind, id)), settle: Some(consistency_settle()) }
 }
 
 /// Options of a read or wait step.

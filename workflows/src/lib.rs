@@ -23,7 +23,7 @@ mod validate;
 
 use infraflow_engine::Registry;
 
-pub use aws_steps::{aws_retry, role_of};
+pub use aws_steps::{aws_retry, consistency_settle, role_of, set_consistency_settle};
 
 /// An AWS region's name as every workflow's input requires it (`us-east-1`): the message names
 /// the value and what is wrong.
