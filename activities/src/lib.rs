@@ -7,6 +7,7 @@ pub mod anchor;
 pub mod census;
 pub mod classic_elb;
 mod client;
+pub mod cluster_lease;
 pub mod compute;
 pub mod consistency;
 pub mod dns;

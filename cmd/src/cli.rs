@@ -28,8 +28,30 @@ pub struct Cli {
     /// resource at once (`500ms`).
     #[arg(long, global = true, env = "INFRAFLOW_CONSISTENCY_SETTLE", value_name = "DURATION", value_parser = parse_settle)]
     pub consistency_settle: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub lock: LockArgs,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// One writer per cluster across journals: the cluster lease in S3.
+#[derive(Debug, clap::Args)]
+pub struct LockArgs {
+    /// Hold each workflow's cluster with a lease in this S3 bucket, so workflows of one cluster
+    /// from other journals, hosts and tools wait for each other. Without it each journal
+    /// serializes only its own workflows.
+    #[arg(long, global = true, env = "INFRAFLOW_LOCK_BUCKET", value_name = "BUCKET")]
+    pub lock_bucket: Option<String>,
+    /// The leases' key prefix in the bucket: `<prefix>/<account>/<region>/<infraID>`.
+    #[arg(long, global = true, env = "INFRAFLOW_LOCK_PREFIX", value_name = "PREFIX", default_value = "infraflow/leases")]
+    pub lock_prefix: String,
+    /// The bucket's region [default: AWS_REGION, else us-east-1].
+    #[arg(long, global = true, env = "INFRAFLOW_LOCK_REGION", value_name = "REGION")]
+    pub lock_region: Option<String>,
+    /// How long a lease stands unrenewed before another journal may take it over (renewed
+    /// every third of it; a holder that cannot renew stops before it runs out).
+    #[arg(long, global = true, env = "INFRAFLOW_LOCK_TTL", value_name = "DURATION", default_value = "60s", value_parser = parse_settle)]
+    pub lock_ttl: std::time::Duration,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -170,6 +192,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+impl Command {
+    /// Whether the command may run a workflow (and so take cluster leases).
+    pub fn runs_workflows(&self) -> bool {
+        matches!(self, Command::Daemon { .. } | Command::Run(_) | Command::Retry { .. } | Command::Cancel { .. } | Command::Sweep { .. })
+    }
 }
 
 #[derive(Debug, clap::Args)]

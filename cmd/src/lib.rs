@@ -7,6 +7,7 @@ mod execute;
 mod failure;
 mod graph;
 mod input;
+mod lock;
 mod metrics;
 mod page;
 mod paths;
@@ -73,6 +74,7 @@ pub fn main_infraflow() -> ExitCode {
         if let Some(settle) = cli.consistency_settle {
             infraflow_workflows::set_consistency_settle(settle);
         }
+        let locking = lock::configure(&cli.lock, &db)?;
         match cli.command {
             Command::Status(args) => status::status(&db, &args),
             Command::History { id, json } => status::history(&db, &id, json),
@@ -86,6 +88,9 @@ pub fn main_infraflow() -> ExitCode {
             }
             Command::Graph { target, format } => graph::graph(&db, &target, format),
             command => runtime()?.block_on(async {
+                if locking && command.runs_workflows() {
+                    lock::self_test().await?;
+                }
                 match command {
                     Command::Daemon {
                         workers,

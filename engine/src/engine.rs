@@ -265,9 +265,77 @@ impl Engine {
             Err(StepError::Journal(e)) => return Err(e.into()),
             Err(_) => return Ok(view.summary.state),
         }
+        // One writer per cluster across journals: the workflow's hold, before anything acts.
+        let hold = if view.summary.state.is_finished() {
+            None
+        } else {
+            match self.take_hold(&run, def.as_ref(), &view, &signals).await? {
+                Ok(hold) => hold,
+                Err(state) => return Ok(state),
+            }
+        };
+        let work = self.act(&run, def.as_ref(), &view, &signals);
+        let state = match &hold {
+            None => work.await?,
+            Some(h) => {
+                tokio::select! {
+                    state = work => state?,
+                    why = h.lapsed() => {
+                        // Dropped mid-step, as on a crash: a later execution takes the hold again
+                        // (waiting for whoever has it) and resumes from the journal.
+                        tracing::warn!(workflow = %id, reason = %why, "the cluster's hold lapsed; stopping here");
+                        (self.observer)(&Progress::Waiting { workflow: id.to_string(), reason: why });
+                        view.summary.state
+                    }
+                }
+            }
+        };
+        if let Some(h) = hold {
+            h.release().await;
+        }
+        Ok(state)
+    }
+
+    /// Takes the workflow's hold (waiting while another holds it), or says what to return
+    /// instead: paused (the operator must act) or the state it was in (stopped while waiting).
+    async fn take_hold(
+        &self,
+        run: &Arc<Run>,
+        def: &dyn WorkflowDef,
+        view: &WorkflowView,
+        signals: &Arc<Signals>,
+    ) -> Result<Result<Option<Box<dyn crate::Hold>>, WorkflowState>, EngineError> {
+        let observer = self.observer.clone();
+        let workflow = run.id.clone();
+        let request = crate::HoldRequest {
+            workflow: run.id.clone(),
+            creator: run.creator.clone(),
+            waiting: Arc::new(move |reason| observer(&Progress::Waiting { workflow: workflow.clone(), reason })),
+        };
+        let Some(taking) = def.hold(request, &view.input) else { return Ok(Ok(None)) };
+        tokio::select! {
+            taken = taking => match taken {
+                Ok(hold) => Ok(Ok(Some(hold))),
+                Err(crate::HoldError::Operator(reason)) => {
+                    run.record(vec![Event::Paused { step: None, reason }], Durability::Durable).await?;
+                    Ok(Err(WorkflowState::Paused))
+                }
+            },
+            _ = signals.stopped() => Ok(Err(view.summary.state)),
+        }
+    }
+
+    /// The execution proper: forward, compensating or cancelling, as the journal left it.
+    async fn act(
+        &self,
+        run: &Arc<Run>,
+        def: &dyn WorkflowDef,
+        view: &WorkflowView,
+        signals: &Arc<Signals>,
+    ) -> Result<WorkflowState, EngineError> {
         let state = match view.summary.state {
-            WorkflowState::Compensating => self.compensate(&run, &view).await?,
-            WorkflowState::Cancelling => self.fail(&run, &view, "cancel requested".into()).await?,
+            WorkflowState::Compensating => self.compensate(&run, view).await?,
+            WorkflowState::Cancelling => self.fail(&run, view, "cancel requested".into()).await?,
             WorkflowState::Pending | WorkflowState::Running => {
                 let result = def.run(WfCtx::new(run.clone()), view.input.clone()).await;
                 match result {
@@ -276,11 +344,11 @@ impl Engine {
                         WorkflowState::Completed
                     }
                     Err(StepError::Failed { step, error }) => {
-                        self.fail(&run, &view, format!("step {step} failed: {error}")).await?
+                        self.fail(&run, view, format!("step {step} failed: {error}")).await?
                     }
-                    Err(StepError::Cancelled) => self.fail(&run, &view, "cancel requested".into()).await?,
+                    Err(StepError::Cancelled) => self.fail(&run, view, "cancel requested".into()).await?,
                     Err(StepError::Aborted) if signals.cancel_requested() => {
-                        self.fail(&run, &view, "cancel requested".into()).await?
+                        self.fail(&run, view, "cancel requested".into()).await?
                     }
                     Err(StepError::Paused { .. }) => WorkflowState::Paused,
                     Err(e @ (StepError::Nondeterminism { .. } | StepError::Decode { .. })) => {
@@ -300,7 +368,7 @@ impl Engine {
             }
             other => other,
         };
-        run.report(Progress::Finished { workflow: id.to_string(), state: state.to_string() });
+        run.report(Progress::Finished { workflow: run.id.clone(), state: state.to_string() });
         Ok(state)
     }
 

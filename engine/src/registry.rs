@@ -57,6 +57,12 @@ pub trait WorkflowDef: Send + Sync + 'static {
     fn undo_context(&self, _input: &Value) -> serde_json::Map<String, Value> {
         serde_json::Map::new()
     }
+    /// The hold this workflow takes on what it acts on beyond the journal (a cluster lease),
+    /// taken before anything acts and kept while it runs (`hold.rs`). The future waits while
+    /// another holds it. None: no hold (the default; also when none is configured).
+    fn hold(&self, _request: crate::HoldRequest, _input: &Value) -> Option<BoxFuture<Result<Box<dyn crate::Hold>, crate::HoldError>>> {
+        None
+    }
     /// Every AWS action this workflow may call, compensation included (the workflows' `policy` module composes it): what
     /// `infraflow policy` grants. Empty for workflows that never call AWS.
     fn iam_actions(&self) -> std::collections::BTreeSet<&'static str> {

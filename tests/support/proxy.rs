@@ -19,6 +19,8 @@ use super::wire::{Request, action, assumed_account, credentials_in, error_respon
 #[derive(Default)]
 struct State {
     counts: BTreeMap<String, u32>,
+    /// S3's conditional headers dropped before moto sees them: a store that ignores them.
+    ignore_conditions: bool,
     /// Share of requests that get a fault (0.0 to 1.0).
     chaos: f64,
     /// An API action answered with a terminal error (InvalidParameterValue) every time.
@@ -208,6 +210,12 @@ impl Proxy {
         let strict = &self.state.lock().unwrap().strict.config;
         let lag = [strict.lag, strict.iam_lag, strict.transitions].into_iter().flatten().max();
         lag.map_or(Duration::from_millis(100), |l| l * 2)
+    }
+
+    /// Plays a store that ignores S3's conditions (`If-None-Match`, `If-Match`): they are
+    /// dropped on the way.
+    pub fn ignore_conditions(&self, on: bool) {
+        self.state.lock().unwrap().ignore_conditions = on;
     }
 
     /// What the strict layer did, by behaviour: proof that a strict test met the behaviour.
@@ -457,7 +465,18 @@ fn chained_call(st: &Mutex<State>) -> bool {
 }
 
 fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Readers) -> std::io::Result<()> {
-    let Some(req) = read_request(&mut conn)? else { return Ok(()) };
+    let Some(mut req) = read_request(&mut conn)? else { return Ok(()) };
+    if st.lock().unwrap().ignore_conditions {
+        let kept: Vec<&str> = req
+            .head
+            .split("\r\n")
+            .filter(|l| {
+                let name = l.split_once(':').map(|(k, _)| k.trim().to_ascii_lowercase()).unwrap_or_default();
+                name != "if-match" && name != "if-none-match"
+            })
+            .collect();
+        req.head = kept.join("\r\n");
+    }
     let act = action(&req);
     let ec2 = is_query(&act) && String::from_utf8_lossy(&req.body).contains("Version=2016-11-15");
     let iam_act = super::iam::iam_action(&req.head, &act);

@@ -125,7 +125,20 @@ pub fn error_response(status: &str, ec2: bool, code: &str, message: &str) -> Vec
     .into_bytes()
 }
 
+/// S3's conditional writes (`If-None-Match`, `If-Match`), one at a time: AWS checks the
+/// condition and writes atomically, moto checks and then writes without a lock, so two racing
+/// writers could both pass its check. Held across every proxy of the test binary.
+static CONDITIONAL_WRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn is_conditional_write(req: &Request) -> bool {
+    let conditional = req.head.lines().any(|l| {
+        l.split_once(':').is_some_and(|(k, _)| k.eq_ignore_ascii_case("if-match") || k.eq_ignore_ascii_case("if-none-match"))
+    });
+    conditional && matches!(s3_operation(&req.head).as_deref(), Some("PutObject" | "DeleteObject"))
+}
+
 pub fn forward(req: &Request, upstream: u16) -> std::io::Result<Vec<u8>> {
+    let _one_at_a_time = is_conditional_write(req).then(|| CONDITIONAL_WRITES.lock().unwrap_or_else(|p| p.into_inner()));
     let mut up = TcpStream::connect(("127.0.0.1", upstream))?;
     up.set_read_timeout(Some(Duration::from_secs(60)))?;
     let head: String = req

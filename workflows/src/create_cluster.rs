@@ -159,6 +159,14 @@ pub struct CreateCluster {
 }
 
 impl WorkflowDef for CreateCluster {
+    fn hold(
+        &self,
+        request: infraflow_engine::HoldRequest,
+        input: &Value,
+    ) -> Option<BoxFuture<Result<Box<dyn infraflow_engine::Hold>, infraflow_engine::HoldError>>> {
+        crate::cluster_hold::for_input(&self.pool, request, input)
+    }
+
     fn name(&self) -> &'static str {
         "create-cluster"
     }

@@ -133,6 +133,14 @@ pub struct CreatePrivateLink {
 }
 
 impl WorkflowDef for CreatePrivateLink {
+    fn hold(
+        &self,
+        request: infraflow_engine::HoldRequest,
+        input: &Value,
+    ) -> Option<BoxFuture<Result<Box<dyn infraflow_engine::Hold>, infraflow_engine::HoldError>>> {
+        crate::cluster_hold::for_input(&self.pool, request, input)
+    }
+
     fn name(&self) -> &'static str {
         "create-privatelink"
     }

@@ -163,6 +163,14 @@ pub struct ScaleNodePool {
 }
 
 impl WorkflowDef for ScaleNodePool {
+    fn hold(
+        &self,
+        request: infraflow_engine::HoldRequest,
+        input: &Value,
+    ) -> Option<BoxFuture<Result<Box<dyn infraflow_engine::Hold>, infraflow_engine::HoldError>>> {
+        crate::cluster_hold::for_input(&self.pool, request, input)
+    }
+
     fn name(&self) -> &'static str {
         "scale-nodepool"
     }

@@ -1,0 +1,39 @@
+//! `--lock-bucket`: the process's cluster lease store, configured once at startup and proved to
+//! honour S3's conditional writes before any workflow relies on it.
+
+use infraflow_activities::cluster_lease::LeaseStore;
+use infraflow_journal::Location;
+use infraflow_workflows::cluster_hold::{self, LockConfig};
+
+use crate::cli::LockArgs;
+use crate::failure::Failure;
+
+/// Configures the lease store if a bucket is named; whether one is.
+pub fn configure(args: &LockArgs, db: &Location) -> Result<bool, Failure> {
+    let Some(bucket) = args.lock_bucket.clone().filter(|b| !b.is_empty()) else { return Ok(false) };
+    if args.lock_ttl < std::time::Duration::from_secs(3) {
+        return Err(Failure::usage(format!(
+            "--lock-ttl {}ms is too short to renew a lease in: give 3s or more (60s by default)",
+            args.lock_ttl.as_millis()
+        )));
+    }
+    let region = args
+        .lock_region
+        .clone()
+        .or_else(|| std::env::var("AWS_REGION").ok())
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| "us-east-1".to_string());
+    cluster_hold::configure_lock(LockConfig {
+        store: LeaseStore { bucket, prefix: args.lock_prefix.clone() },
+        region,
+        ttl: args.lock_ttl,
+        journal: db.to_string(),
+        host: std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default(),
+    });
+    Ok(true)
+}
+
+/// Refuses a store that ignores `If-None-Match` (or cannot be written) before anything runs.
+pub async fn self_test() -> Result<(), Failure> {
+    cluster_hold::self_test(&crate::registry::pool()).await.map_err(Failure::usage)
+}

@@ -1,0 +1,37 @@
+//! Holds: exclusive claims on what a workflow acts on that live outside the journal (a cluster
+//! lease in AWS, which every journal's workflows of the cluster honour). The engine takes a
+//! workflow's hold after its environment check and before anything acts, forward or
+//! compensating; drops the running work the moment the hold lapses (as it does when the journal
+//! lease is lost); and releases it when the execution ends. The engine knows no kind of hold:
+//! workflows make them (`WorkflowDef::hold`).
+
+use std::sync::Arc;
+
+use crate::registry::BoxFuture;
+
+/// What a workflow's hold is taken for.
+#[derive(Clone)]
+pub struct HoldRequest {
+    pub workflow: String,
+    pub creator: String,
+    /// Says, while the hold waits for another holder, whom it waits for (the engine's
+    /// `Progress::Waiting`): called when the answer changes.
+    pub waiting: Arc<dyn Fn(String) + Send + Sync>,
+}
+
+/// A hold taken: kept alive by its own task until released or lapsed.
+pub trait Hold: Send + Sync {
+    /// Resolves, with why, once the hold can no longer be trusted (not renewed in time, or taken
+    /// over): everything the workflow runs must stop before another holder could start.
+    fn lapsed(&self) -> BoxFuture<String>;
+    /// Gives the hold up (only if it is still this holder's).
+    fn release(self: Box<Self>) -> BoxFuture<()>;
+}
+
+/// Why a hold could not be taken.
+#[derive(Clone, Debug)]
+pub enum HoldError {
+    /// Only the operator can fix it (the store is missing, access is denied, the store ignores
+    /// its conditions): the workflow pauses with this.
+    Operator(String),
+}

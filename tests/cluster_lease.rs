@@ -1,0 +1,142 @@
+//! One writer per cluster across journals: the cluster lease in S3 (`--lock-bucket`), on moto
+//! behind the test proxy (which serialises S3's conditional writes, as AWS does and moto does
+//! not). Two journals provisioning one cluster at the same moment make one of everything, the
+//! second waiting and adopting; a holder killed -9 is taken over only after its lease's time
+//! to live; a store that ignores `If-None-Match` is refused before anything acts.
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::aws::AwsEnv as Env;
+use support::inventory::Inventory;
+use support::moto::aws_env;
+use support::*;
+
+const BUCKET: &str = "infraflow-locks";
+
+fn input(e: &Env, infra: &str) -> String {
+    e.input(
+        &format!("{infra}.json"),
+        json!({"name": infra.split('-').next().unwrap(), "infraID": infra, "region": "us-east-1",
+               "zones": ["us-east-1a"], "baseDomain": "example.com"}),
+    )
+}
+
+/// `infraflow --lock-bucket … ARGS` on `journal` through the env's proxy, in the background.
+fn spawn_locked(e: &Env, journal: &Scratch, args: &[&str], ttl: &str) -> Child {
+    let mut c = Command::new(infraflow());
+    c.arg("--db").arg(journal.db()).args(["--lock-bucket", BUCKET, "--lock-ttl", ttl]).args(args);
+    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.envs(aws_env(&e.proxy.endpoint()));
+    c.spawn().unwrap()
+}
+
+fn finish(child: Child) -> std::process::Output {
+    child.wait_with_output().unwrap()
+}
+
+fn lock_bucket(e: &Env) {
+    e.c.block_on(e.c.s3.create_bucket().bucket(BUCKET).send()).unwrap();
+}
+
+/// The lease objects in the bucket (the self-test's probes aside).
+fn leases(e: &Env) -> Vec<String> {
+    let out = e.c.block_on(e.c.s3.list_objects_v2().bucket(BUCKET).send()).unwrap();
+    out.contents().iter().filter_map(|o| o.key()).filter(|k| !k.contains("/.self-test/")).map(str::to_string).collect()
+}
+
+fn changes_outside_s3(counts: &std::collections::BTreeMap<String, u32>) -> u32 {
+    let s3 = ["PutObject", "DeleteObject", "GetObject", "CreateBucket", "ListObjects"];
+    counts
+        .iter()
+        .filter(|(a, _)| support::chain::is_change(a) && !s3.contains(&a.as_str()) && *a != "AssumeRole")
+        .map(|(_, n)| n)
+        .sum()
+}
+
+#[test]
+fn two_journals_provisioning_one_cluster_at_once_make_one_of_each_kind_and_the_second_adopts() {
+    let e = Env::new();
+    lock_bucket(&e);
+    let b = Scratch::new();
+    const RUNS: usize = 20;
+    for i in 0..RUNS {
+        let infra = format!("lk{i}-abcde");
+        let p = input(&e, &infra);
+        let args = ["run", "provision-infra", "--input", p.as_str(), "--id", "p"];
+        // `--id p` in both journals: the same operator's command, run from two laptops.
+        let args: Vec<&str> = args.iter().map(|a| if *a == "p" { infra.as_str() } else { a }).collect();
+        let (first, second) = (spawn_locked(&e, &e.s, &args, "10s"), spawn_locked(&e, &b, &args, "10s"));
+        let (first, second) = (finish(first), finish(second));
+        for out in [&first, &second] {
+            assert!(out.status.success(), "run {i}: {}", stderr(out));
+        }
+        let (a, b_out): (Value, Value) =
+            (serde_json::from_str(&stdout(&first)).unwrap(), serde_json::from_str(&stdout(&second)).unwrap());
+        assert_eq!(a["vpcID"], b_out["vpcID"], "run {i}: both name one VPC");
+        Inventory::read(&e.c, &infra).assert_provisioned(&e.c, 1, 1, infra.split('-').next().unwrap(), "example.com");
+        let waited = [&first, &second].iter().filter(|o| stderr(o).contains("waits for: workflow")).count();
+        assert!(waited >= 1, "run {i}: one of them waited for the other: {}\n{}", stderr(&first), stderr(&second));
+    }
+    let counts = e.proxy.counts();
+    assert_eq!(counts.get("CreateVpc"), Some(&(RUNS as u32)), "one VPC a cluster: {counts:?}");
+    assert_eq!(counts.get("CreateNatGateway"), Some(&(RUNS as u32)), "{counts:?}");
+    assert_eq!(leases(&e), Vec::<String>::new(), "every lease released");
+}
+
+#[test]
+fn a_holder_killed_mid_provision_is_taken_over_only_after_its_lease_runs_out_and_the_cluster_converges() {
+    let e = Env::new();
+    lock_bucket(&e);
+    let b = Scratch::new();
+    let p = input(&e, "kh-abcde");
+    let args = ["run", "provision-infra", "--input", p.as_str(), "--id", "kh"];
+    let ttl = Duration::from_secs(6);
+    let mut holder = spawn_locked(&e, &e.s, &args, "6s");
+    // Killed once it made the VPC: the lease is held, the cluster half made.
+    assert!(
+        wait_until(Duration::from_secs(60), || e.proxy.counts().get("CreateSubnet").is_some()),
+        "the holder never got as far as its subnets"
+    );
+    kill9(&mut holder);
+    let killed_at = Instant::now();
+    let before = changes_outside_s3(&e.proxy.counts());
+    assert_eq!(leases(&e).len(), 1, "the killed holder's lease stands");
+    let other = spawn_locked(&e, &b, &args, "6s");
+    // The first change the other journal makes outside S3, and when.
+    let mut first_change = None;
+    let mut other = Some(other);
+    while let Some(child) = other.as_mut() {
+        if first_change.is_none() && changes_outside_s3(&e.proxy.counts()) > before {
+            first_change = Some(killed_at.elapsed());
+        }
+        if child.try_wait().unwrap().is_some() {
+            let out = finish(other.take().unwrap());
+            assert!(out.status.success(), "{}", stderr(&out));
+            assert!(stderr(&out).contains("waits for: workflow kh of journal"), "{}", stderr(&out));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let first_change = first_change.expect("the other journal finished the cluster");
+    assert!(first_change >= ttl, "the other journal changed AWS {first_change:?} after the kill, inside the lease's {ttl:?}");
+    Inventory::read(&e.c, "kh-abcde").assert_provisioned(&e.c, 1, 1, "kh", "example.com");
+    assert_eq!(leases(&e), Vec::<String>::new(), "the lease released by the journal that finished");
+}
+
+#[test]
+fn a_store_that_ignores_if_none_match_is_refused_before_anything_acts() {
+    let e = Env::new();
+    lock_bucket(&e);
+    e.proxy.ignore_conditions(true);
+    let p = input(&e, "ig-abcde");
+    let out = finish(spawn_locked(&e, &e.s, &["run", "provision-infra", "--input", &p, "--id", "ig"], "10s"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("ignores If-None-Match"), "{err}");
+    assert_eq!(changes_outside_s3(&e.proxy.counts()), 0, "nothing changed: {:?}", e.proxy.counts());
+    assert!(!e.s.db().exists(), "nothing journaled");
+}

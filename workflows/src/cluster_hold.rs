@@ -1,0 +1,287 @@
+//! A workflow's hold on its cluster across journals: the cluster lease in S3
+//! (`activities::cluster_lease`), taken before the workflow's first AWS change, renewed by a task
+//! of its own well inside its time to live, and lapsing — the engine then drops the running work
+//! — before any other journal could take it over. Off unless the operator names a bucket
+//! (`--lock-bucket`): each journal then serializes its own workflows only, as before.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use infraflow_activities::cluster_lease::{self, Holder, LeaseStore, Record, Seen, Written};
+use infraflow_activities::{AssumedRole, Aws, AwsError, AwsPool};
+use infraflow_engine::{BoxFuture, Hold, HoldError, HoldRequest};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// Where and how this process holds cluster leases (`--lock-bucket` and its companions).
+#[derive(Clone, Debug)]
+pub struct LockConfig {
+    pub store: LeaseStore,
+    /// The bucket's region: the S3 client's.
+    pub region: String,
+    pub ttl: Duration,
+    /// The journal this process writes, as leases name it to those who wait.
+    pub journal: String,
+    pub host: String,
+}
+
+static LOCK: OnceLock<LockConfig> = OnceLock::new();
+
+/// Sets the process's lease store, once, before any workflow runs.
+pub fn configure_lock(config: LockConfig) {
+    let _ = LOCK.set(config);
+}
+
+pub fn lock_config() -> Option<&'static LockConfig> {
+    LOCK.get()
+}
+
+/// How long a workflow waits for a live holder before it pauses naming it (the holder keeps
+/// renewing: a provision that long, or a stuck one the operator must look at).
+pub const WAIT_BOUND: Duration = Duration::from_secs(60 * 60);
+
+/// The hold of a workflow whose input names `infraID` and `region` (and maybe a role), if a
+/// lease store is configured.
+pub fn for_input(pool: &AwsPool, request: HoldRequest, input: &Value) -> Option<BoxFuture<Result<Box<dyn Hold>, HoldError>>> {
+    let config = LOCK.get()?.clone();
+    let infra = input.get("infraID")?.as_str()?.to_string();
+    let region = input.get("region").and_then(Value::as_str).unwrap_or_default().to_string();
+    let role = crate::aws_steps::role_of(input);
+    let pool = pool.assuming(role.as_ref());
+    Some(Box::pin(async move {
+        let held = take(&pool, &config, &request, &infra, &region, role.as_ref()).await?;
+        Ok(Box::new(held) as Box<dyn Hold>)
+    }))
+}
+
+/// A lease this process holds: its renewal task, and the word it lapses with.
+struct ClusterHold {
+    lapsed: watch::Receiver<Option<String>>,
+    renewal: tokio::task::JoinHandle<()>,
+    /// Asks the renewal task to end after its call in flight (never aborted mid-call: a renewal
+    /// AWS took while its answer was dropped would leave the release naming a stale ETag).
+    stop: Arc<tokio::sync::Notify>,
+    request: HoldRequest,
+    /// The last ETag written, for the conditional release.
+    etag: Arc<std::sync::Mutex<String>>,
+    aws: Aws,
+    store: LeaseStore,
+    key: String,
+}
+
+impl Hold for ClusterHold {
+    fn lapsed(&self) -> BoxFuture<String> {
+        let mut rx = self.lapsed.clone();
+        Box::pin(async move {
+            loop {
+                if let Some(why) = rx.borrow_and_update().clone() {
+                    return why;
+                }
+                if rx.changed().await.is_err() {
+                    // The renewal task ended without a word: only at release.
+                    std::future::pending::<()>().await;
+                }
+            }
+        })
+    }
+
+    fn release(self: Box<Self>) -> BoxFuture<()> {
+        self.stop.notify_one();
+        Box::pin(async move {
+            let ClusterHold { renewal, etag, aws, store, key, request, .. } = *self;
+            let _ = renewal.await;
+            let mut etag = etag.lock().unwrap().clone();
+            // Twice at most: a renewal whose answer was lost leaves this process an older ETag
+            // than S3's; the record read back tells whether it is still this submission's.
+            for _ in 0..2 {
+                match cluster_lease::release(&aws, &store, &key, &etag).await {
+                    Ok(Written::Took(_)) => return tracing::debug!(key = %key, "released the cluster lease"),
+                    Ok(Written::Lost) => match cluster_lease::read(&aws, &store, &key).await {
+                        Ok(Some(seen)) if seen.record.holder.creator == request.creator => etag = seen.etag,
+                        _ => return tracing::info!(key = %key, "the cluster lease was no longer this workflow's"),
+                    },
+                    // Left to expire: the next holder waits out its time to live.
+                    Err(e) => return tracing::warn!(key = %key, error = %e, "could not release the cluster lease"),
+                }
+            }
+        })
+    }
+}
+
+fn operator(store: &LeaseStore, e: AwsError) -> HoldError {
+    HoldError::Operator(format!(
+        "cannot hold the cluster lease in s3://{}/{}: {e}; check --lock-bucket and the S3 permissions of `infraflow policy`, then `infraflow retry`",
+        store.bucket, store.prefix
+    ))
+}
+
+fn record(config: &LockConfig, request: &HoldRequest, serial: u64) -> Record {
+    Record {
+        holder: Holder {
+            journal: config.journal.clone(),
+            workflow: request.workflow.clone(),
+            creator: request.creator.clone(),
+            host: config.host.clone(),
+        },
+        ttl_ms: config.ttl.as_millis() as u64,
+        written_at_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64),
+        serial,
+    }
+}
+
+/// How often a waiter looks again, and a holder's renewal's retry after an error.
+fn poll(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(Duration::from_millis(200), Duration::from_secs(5))
+}
+
+/// Takes the lease of (account, region, infra): at once when free or this submission's own
+/// (a resumed run after a crash), by compare-and-swap once another's record has stood
+/// unrenewed for its whole time to live, else waits.
+async fn take(
+    pool: &AwsPool,
+    config: &LockConfig,
+    request: &HoldRequest,
+    infra: &str,
+    region: &str,
+    role: Option<&AssumedRole>,
+) -> Result<ClusterHold, HoldError> {
+    let store = &config.store;
+    let aws = pool.region(&config.region).await;
+    let account = match role {
+        Some(r) => r.account().to_string(),
+        None => aws.environment().await.map_err(|e| operator(store, e))?.account,
+    };
+    let key = store.key(&account, region, infra);
+    let started = Instant::now();
+    // The record being waited on, and when this process first saw it.
+    let mut watched: Option<(String, Instant)> = None;
+    let mut said = String::new();
+    let mut say = |what: String| {
+        if what != said {
+            (request.waiting)(what.clone());
+            said = what;
+        }
+    };
+    loop {
+        let attempt: Result<Option<String>, AwsError> = async {
+            if let Written::Took(etag) = cluster_lease::create(&aws, store, &key, &record(config, request, 1)).await? {
+                return Ok(Some(etag));
+            }
+            let Some(Seen { record: theirs, etag }) = cluster_lease::read(&aws, store, &key).await? else {
+                return Ok(None);
+            };
+            let now = Instant::now();
+            let first_seen = match &watched {
+                Some((e, at)) if *e == etag => *at,
+                _ => {
+                    watched = Some((etag.clone(), now));
+                    now
+                }
+            };
+            let expired = now.duration_since(first_seen) >= Duration::from_millis(theirs.ttl_ms);
+            let ours = theirs.holder.creator == request.creator;
+            if ours || expired {
+                let serial = theirs.serial + 1;
+                if let Written::Took(etag) = cluster_lease::replace(&aws, store, &key, &etag, &record(config, request, serial)).await? {
+                    if !ours {
+                        tracing::warn!(key = %key, holder = %theirs.holder, "took over a cluster lease its holder stopped renewing");
+                    }
+                    return Ok(Some(etag));
+                }
+                return Ok(None);
+            }
+            if started.elapsed() >= WAIT_BOUND {
+                return Err(AwsError::operator(
+                    "PutObject",
+                    format!(
+                        "the cluster has been held by {} for over {} minutes (s3://{}/{key}); let it finish, or cancel it there, then `infraflow retry`",
+                        theirs.holder,
+                        WAIT_BOUND.as_secs() / 60,
+                        store.bucket
+                    ),
+                ));
+            }
+            say(format!("waits for: {} (cluster lease s3://{}/{key})", theirs.holder, store.bucket));
+            Ok(None)
+        }
+        .await;
+        match attempt {
+            Ok(Some(etag)) => return Ok(hold(aws, config.clone(), request.clone(), key, etag)),
+            Ok(None) => {}
+            Err(e) if e.retryable && !e.operator => {
+                say(format!("cannot reach the cluster lease store s3://{} yet: {e}", store.bucket));
+            }
+            Err(e) => return Err(operator(store, e)),
+        }
+        tokio::time::sleep(poll(config.ttl)).await;
+    }
+}
+
+/// A taken lease, renewed every third of its time to live; it lapses when a renewal finds it
+/// taken over, or when none has succeeded by a sixth of its time to live before another could
+/// take it (counted from when the last good renewal was sent).
+fn hold(aws: Aws, config: LockConfig, request: HoldRequest, key: String, etag: String) -> ClusterHold {
+    let (tx, rx) = watch::channel(None);
+    let etag = Arc::new(std::sync::Mutex::new(etag));
+    let store = config.store.clone();
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let renewal = {
+        let (aws, key, etag, stop, request) = (aws.clone(), key.clone(), etag.clone(), stop.clone(), request.clone());
+        let ttl = config.ttl;
+        tokio::spawn(async move {
+            let mut serial = 2;
+            let mut deadline = Instant::now() + ttl - ttl / 6;
+            let mut next = Instant::now() + ttl / 3;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => {
+                        let _ = tx.send(Some(format!(
+                            "no renewal of the cluster lease s3://{}/{key} succeeded in time; stopped before another holder could start",
+                            config.store.bucket
+                        )));
+                        return;
+                    }
+                    _ = tokio::time::sleep_until(next) => {}
+                    _ = stop.notified() => return,
+                }
+                let sent = Instant::now();
+                let current = etag.lock().unwrap().clone();
+                match cluster_lease::replace(&aws, &config.store, &key, &current, &record(&config, &request, serial)).await {
+                    Ok(Written::Took(new)) => {
+                        *etag.lock().unwrap() = new;
+                        serial += 1;
+                        deadline = sent + ttl - ttl / 6;
+                        next = sent + ttl / 3;
+                    }
+                    Ok(Written::Lost) => {
+                        let _ = tx.send(Some(format!(
+                            "the cluster lease s3://{}/{key} was taken over by another holder",
+                            config.store.bucket
+                        )));
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(key = %key, error = %e, "could not renew the cluster lease; trying again");
+                        next = Instant::now() + poll(ttl);
+                    }
+                }
+            }
+        })
+    };
+    ClusterHold { lapsed: rx, renewal, stop, request, etag, aws, store, key }
+}
+
+/// Proves the configured store honours conditional writes (`cluster_lease::self_test`): a
+/// store that does not is refused before any workflow runs.
+pub async fn self_test(pool: &AwsPool) -> Result<(), String> {
+    let Some(config) = LOCK.get() else { return Ok(()) };
+    let aws = pool.region(&config.region).await;
+    let probe = uuid::Uuid::now_v7().to_string();
+    match cluster_lease::self_test(&aws, &config.store, &probe).await {
+        Ok(verdict) => verdict,
+        Err(e) => Err(format!("cannot use s3://{} for cluster leases: {e}", config.store.bucket)),
+    }
+}
