@@ -140,3 +140,44 @@ fn a_store_that_ignores_if_none_match_is_refused_before_anything_acts() {
     assert_eq!(changes_outside_s3(&e.proxy.counts()), 0, "nothing changed: {:?}", e.proxy.counts());
     assert!(!e.s.db().exists(), "nothing journaled");
 }
+
+#[test]
+fn a_sweep_in_one_journal_classes_a_cluster_another_journal_holds_active_and_submits_no_teardown() {
+    let e = Env::new();
+    lock_bucket(&e);
+    let b = Scratch::new();
+    let p = input(&e, "sw-abcde");
+    let made = finish(spawn_locked(&e, &b, &["run", "provision-infra", "--input", &p, "--id", "first"], "10s"));
+    assert!(made.status.success(), "{}", stderr(&made));
+    let vpc = serde_json::from_str::<Value>(&stdout(&made)).unwrap()["vpcID"].as_str().unwrap().to_string();
+    // Expired long ago, by its anchor's date.
+    let past = aws_sdk_ec2::types::Tag::builder().key("expirationDate").value("2020-01-01T00:00:00Z").build();
+    e.c.block_on(e.c.ec2.create_tags().resources(&vpc).tags(past).send()).unwrap();
+    // Journal B runs the cluster's provision again (it converges what drifted), slowly: it holds
+    // the lease through a proxy that answers each call 300 ms late.
+    let slow = support::proxy::Proxy::start(e.moto.port);
+    slow.set_latency(Duration::from_millis(300));
+    let mut c = Command::new(infraflow());
+    c.arg("--db").arg(b.db()).args(["--lock-bucket", BUCKET, "--lock-ttl", "10s"]);
+    c.args(["run", "provision-infra", "--input", &p, "--id", "again"]).stdin(Stdio::null());
+    c.stdout(Stdio::piped()).stderr(Stdio::piped()).envs(aws_env(&slow.endpoint()));
+    let again = c.spawn().unwrap();
+    assert!(wait_until(Duration::from_secs(30), || leases(&e).len() == 1), "journal B holds the lease");
+    let env = aws_env(&e.proxy.endpoint());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let sweep = e.s.cli_env(&["--lock-bucket", BUCKET, "sweep", "--region", "us-east-1", "--json"], &env);
+    assert!(sweep.status.success(), "{}", stderr(&sweep));
+    let swept: Value = serde_json::from_str(&stdout(&sweep)).unwrap();
+    let this = swept.as_array().unwrap().iter().find(|s| s["infraID"] == "sw-abcde").expect("swept").clone();
+    assert_eq!(this["class"], "active", "{swept:#}");
+    assert!(this["reason"].as_str().unwrap().contains("held by workflow again of journal"), "{this}");
+    assert!(this.get("teardown").is_none(), "no teardown submitted: {this}");
+    let again = finish(again);
+    assert!(again.status.success(), "{}", stderr(&again));
+    Inventory::read(&e.c, "sw-abcde").assert_provisioned(&e.c, 1, 1, "sw", "example.com");
+    // Without the lease (B finished), the same sweep classes it expired: the lease decided.
+    let dry = e.s.cli_env(&["--lock-bucket", BUCKET, "sweep", "--region", "us-east-1", "--dry-run", "--json"], &env);
+    let dry: Value = serde_json::from_str(&stdout(&dry)).unwrap();
+    let this = dry.as_array().unwrap().iter().find(|s| s["infraID"] == "sw-abcde").unwrap().clone();
+    assert_eq!(this["class"], "expired", "{dry:#}");
+}

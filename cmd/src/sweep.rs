@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use infraflow_activities::{AwsError, AwsPool, census};
 use infraflow_engine::{Engine, Submission};
 use infraflow_journal::{Journal, Location};
+use infraflow_workflows::cluster_hold;
 use infraflow_workflows::janitor::{self, Class, Swept};
 
 use crate::failure::{CmdResult, Failure, OK};
@@ -42,6 +43,15 @@ pub async fn classify(pool: &AwsPool, journal: Option<&Journal>, regions: &[Stri
         let cannot = |e: AwsError| Failure::other(format!("cannot read the clusters of {region}: {e}"));
         let found = read_census(pool, region).await.map_err(cannot)?;
         let mut swept = janitor::classify(region, &found, &busy, now);
+        // A cluster whose lease another journal (or this one) holds is as busy as one with an
+        // unfinished workflow here.
+        for s in swept.iter_mut().filter(|s| matches!(s.class, Class::Expired | Class::Unexpired)) {
+            if let Some(holder) = cluster_hold::live_holder(pool, region, &s.infra_id).await.map_err(cannot)? {
+                s.class = Class::Active;
+                s.reason = format!("its cluster lease is held by {holder}");
+                s.evidence = None;
+            }
+        }
         if swept.iter().any(|s| s.evidence.is_some()) {
             // The account the census was read in travels with the evidence: a teardown that
             // runs elsewhere deletes nothing.

@@ -274,6 +274,23 @@ fn hold(aws: Aws, config: LockConfig, request: HoldRequest, key: String, etag: S
     ClusterHold { lapsed: rx, renewal, stop, request, etag, aws, store, key }
 }
 
+/// How far a lease's writer's clock may run from the reader's, for `live_holder`'s one look.
+const CLOCK_SKEW: Duration = Duration::from_secs(5 * 60);
+
+/// Who holds cluster `infra`'s lease in `region` (in the process's own account), if a store is
+/// configured and a holder wrote it recently enough to be alive (its time to live and five
+/// minutes of clock skew): what the janitor reads, in one look, to class the cluster active.
+pub async fn live_holder(pool: &AwsPool, region: &str, infra: &str) -> Result<Option<Holder>, AwsError> {
+    let Some(config) = LOCK.get() else { return Ok(None) };
+    let aws = pool.region(&config.region).await;
+    let account = aws.environment().await?.account;
+    let key = config.store.key(&account, region, infra);
+    let Some(seen) = cluster_lease::read(&aws, &config.store, &key).await? else { return Ok(None) };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let stale_after = seen.record.written_at_ms + seen.record.ttl_ms as i64 + CLOCK_SKEW.as_millis() as i64;
+    Ok((now < stale_after).then_some(seen.record.holder))
+}
+
 /// Proves the configured store honours conditional writes (`cluster_lease::self_test`): a
 /// store that does not is refused before any workflow runs.
 pub async fn self_test(pool: &AwsPool) -> Result<(), String> {
