@@ -181,3 +181,48 @@ fn a_sweep_in_one_journal_classes_a_cluster_another_journal_holds_active_and_sub
     let this = dry.as_array().unwrap().iter().find(|s| s["infraID"] == "sw-abcde").unwrap().clone();
     assert_eq!(this["class"], "expired", "{dry:#}");
 }
+
+/// SIGKILL at every AWS call of a provision holding the lease — the lease's own calls among
+/// them (the store's self-test, the take, the release) — before the call reaches AWS or after
+/// AWS acted, each kill's resume killed at its next call: the cluster is made exactly once.
+fn leased_provision_chain(after_aws_acts: bool) {
+    let tag = if after_aws_acts { "a" } else { "b" };
+    let world = || {
+        let e = Env::new();
+        lock_bucket(&e);
+        let proxy = support::proxy::Proxy::start(e.moto.port);
+        (e, proxy)
+    };
+    let run = |(e, proxy): &(Env, support::proxy::Proxy), name: &str, part: Option<&support::sweep::Part>| {
+        let infra = format!("{name}-abcde");
+        let p = input(e, &infra);
+        let args = ["run", "provision-infra", "--input", p.as_str(), "--id", name, "--lock-bucket", BUCKET];
+        let killed = part.map(|part| support::sweep::chain(e, proxy, part, &args));
+        // The clean run's calls are held to the workflow's policy with the lease's statement
+        // (`cli_at`); after a chain, the same command reads the finished run's output.
+        let out = e.cli_at(&proxy.endpoint(), &args);
+        assert!(out.status.success(), "{part:?}: {}", stderr(&out));
+        Inventory::read(&e.c, &infra).assert_provisioned(&e.c, 1, 1, name, "example.com");
+        killed.unwrap_or_default()
+    };
+    let first = world();
+    first.1.reset_counts();
+    run(&first, &format!("clean{tag}"), None);
+    let clean = first.1.counts();
+    for lease_call in ["PutObject", "DeleteObject"] {
+        assert!(clean.contains_key(lease_call), "the clean run made no {lease_call}: {clean:?}");
+    }
+    support::sweep::every_call_chained(&clean, after_aws_acts, first, world, |w, part| {
+        run(w, &format!("k{}{tag}", part.index), Some(part))
+    });
+}
+
+#[test]
+fn a_provision_holding_the_lease_killed_at_every_aws_call_before_it_reaches_aws_makes_everything_once() {
+    leased_provision_chain(false);
+}
+
+#[test]
+fn a_provision_holding_the_lease_killed_at_every_aws_call_after_aws_acted_makes_everything_once() {
+    leased_provision_chain(true);
+}

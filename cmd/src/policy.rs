@@ -30,6 +30,21 @@ pub fn policy(workflows: &[String], infra_id: Option<&str>) -> CmdResult {
             infraflow_workflows::policy::scoped::document(id, &all).map_err(|e| Failure::usage(e.to_string()))?
         }
     };
+    let mut doc = doc;
+    if let Some(lock) = infraflow_workflows::cluster_hold::lock_config() {
+        // The cluster lease (`--lock-bucket`): its objects under the prefix, nothing else of the
+        // bucket's (the self-test's probes live under the same prefix).
+        let objects = format!("arn:aws:s3:::{}/{}/*", lock.store.bucket, lock.store.prefix.trim_end_matches('/'));
+        let statement = serde_json::json!({
+            "Sid": "ClusterLease",
+            "Effect": "Allow",
+            "Action": infraflow_activities::cluster_lease::IAM_ACTIONS,
+            "Resource": objects,
+        });
+        if let Some(list) = doc["Statement"].as_array_mut() {
+            list.push(statement);
+        }
+    }
     println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| Failure::other(e.to_string()))?);
     Ok(OK)
 }

@@ -46,13 +46,13 @@ impl AwsEnv {
         if let (Some(workflow), Some(before)) = (workflow, before)
             && let Some(after) = super::proxy::iam_counts_at(endpoint)
         {
-            super::iam::assert_policy_covers(workflow, &before, &after);
+            super::iam::assert_policy_with_lock_covers(workflow, lock_bucket(args), &before, &after);
         }
         if recording
             && let (Some(workflow), Some(infra_id)) = (workflow, &infra_id)
             && let Some(calls) = super::proxy::finish_authz_at(endpoint)
         {
-            super::iam::assert_scoped_policy_allows(workflow, infra_id, &calls);
+            super::iam::assert_scoped_policy_allows(workflow, infra_id, lock_bucket(args), &calls);
         }
         out
     }
@@ -159,4 +159,9 @@ fn input_infra_id(args: &[&str]) -> Option<String> {
 pub fn ok(o: &std::process::Output) -> Value {
     assert_eq!(o.status.code(), Some(0), "{}", super::stderr(o));
     serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The cluster lease bucket a command names (`--lock-bucket B`), whose statement its policy has.
+fn lock_bucket<'a>(args: &[&'a str]) -> Option<&'a str> {
+    args.iter().position(|a| *a == "--lock-bucket").and_then(|i| args.get(i + 1)).copied()
 }

@@ -167,6 +167,13 @@ pub fn what_it_asks(head: &str, body: &[u8]) -> String {
     let keep = |p: &&str| !PAGING.iter().any(|k| p.starts_with(&format!("{k}=")));
     let (method, path, query) = super::authz::request_line(head);
     let (path, query, body) = (moto_made(&path), moto_made(&query), moto_made(&String::from_utf8_lossy(body)));
+    // A cluster lease's writes: the record's times and serials differ every write, and the store
+    // self-test's probe is named anew by each process; what is asked is the same.
+    let path = match path.find("/.self-test/") {
+        Some(at) => format!("{}/.self-test/*", &path[..at]),
+        None => path,
+    };
+    let body = if body.starts_with("{\"holder\":") { "(a lease record)".to_string() } else { body };
     let body = body.as_bytes();
     let query: Vec<&str> = query.split('&').filter(keep).collect();
     let body = String::from_utf8_lossy(body);

@@ -94,8 +94,11 @@ pub fn policy_document(args: &[&str]) -> serde_json::Value {
 
 /// Panics naming every call of `workflow` on cluster `infra_id` that
 /// `infraflow policy --infra-id INFRA_ID WORKFLOW` would not allow, as IAM evaluates it.
-pub fn assert_scoped_policy_allows(workflow: &str, infra_id: &str, calls: &[super::authz::Authz]) {
-    let doc = policy_document(&["--infra-id", infra_id, workflow]);
+pub fn assert_scoped_policy_allows(workflow: &str, infra_id: &str, lock_bucket: Option<&str>, calls: &[super::authz::Authz]) {
+    let doc = match lock_bucket {
+        Some(bucket) => policy_document(&["--lock-bucket", bucket, "--infra-id", infra_id, workflow]),
+        None => policy_document(&["--infra-id", infra_id, workflow]),
+    };
     // sts:AssumeRole is the process's own call, granted to its principal, not the role's.
     let refused: Vec<String> = calls
         .iter()
@@ -111,8 +114,11 @@ pub fn assert_scoped_policy_allows(workflow: &str, infra_id: &str, calls: &[supe
 }
 
 /// The actions of `infraflow policy WORKFLOW`.
-fn policy_of(workflow: &str) -> BTreeSet<String> {
-    let doc = policy_document(&[workflow]);
+fn policy_of(workflow: &str, lock_bucket: Option<&str>) -> BTreeSet<String> {
+    let doc = match lock_bucket {
+        Some(bucket) => policy_document(&["--lock-bucket", bucket, workflow]),
+        None => policy_document(&[workflow]),
+    };
     let actions: BTreeSet<String> = doc["Statement"]
         .as_array()
         .unwrap()
@@ -125,7 +131,17 @@ fn policy_of(workflow: &str) -> BTreeSet<String> {
 /// Panics naming every call `workflow` made (between two snapshots of a proxy's IAM counts) that
 /// its policy does not grant.
 pub fn assert_policy_covers(workflow: &str, before: &BTreeMap<String, u32>, after: &BTreeMap<String, u32>) {
-    let policy = policy_of(workflow);
+    assert_policy_with_lock_covers(workflow, None, before, after)
+}
+
+/// `assert_policy_covers` for a run holding cluster leases in `lock_bucket`.
+pub fn assert_policy_with_lock_covers(
+    workflow: &str,
+    lock_bucket: Option<&str>,
+    before: &BTreeMap<String, u32>,
+    after: &BTreeMap<String, u32>,
+) {
+    let policy = policy_of(workflow, lock_bucket);
     let missing: Vec<&String> = after
         .iter()
         .filter(|(a, n)| before.get(*a).copied().unwrap_or(0) < **n)
