@@ -226,3 +226,42 @@ fn a_provision_holding_the_lease_killed_at_every_aws_call_before_it_reaches_aws_
 fn a_provision_holding_the_lease_killed_at_every_aws_call_after_aws_acted_makes_everything_once() {
     leased_provision_chain(true);
 }
+
+#[test]
+fn a_daemon_whose_workflow_waits_for_another_journals_lease_shows_it_in_metrics_and_runs_it_after() {
+    let e = Env::new();
+    lock_bucket(&e);
+    let b = Scratch::new();
+    let p = input(&e, "md-abcde");
+    // Journal B provisions slowly (each call answered 300 ms late): it holds the lease a while.
+    let slow = support::proxy::Proxy::start(e.moto.port);
+    slow.set_latency(Duration::from_millis(300));
+    let mut c = Command::new(infraflow());
+    c.arg("--db").arg(b.db()).args(["--lock-bucket", BUCKET, "--lock-ttl", "10s"]);
+    c.args(["run", "provision-infra", "--input", &p, "--id", "theirs"]).stdin(Stdio::null());
+    c.stdout(Stdio::piped()).stderr(Stdio::piped()).envs(aws_env(&slow.endpoint()));
+    let theirs = c.spawn().unwrap();
+    assert!(wait_until(Duration::from_secs(30), || leases(&e).len() == 1), "journal B holds the lease");
+    // Journal A's daemon is given the same cluster's provision.
+    let env = aws_env(&e.proxy.endpoint());
+    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    env.extend([("INFRAFLOW_LOCK_BUCKET", BUCKET), ("INFRAFLOW_LOCK_TTL", "10s")]);
+    let port = free_port();
+    let mut daemon = e.s.spawn_daemon(&["--listen", &format!("127.0.0.1:{port}")], &env);
+    e.s.wait_for_daemon_start(1);
+    let submitted = e.s.cli_env(&["submit", "provision-infra", "--input", &p, "--id", "ours"], &env);
+    assert!(submitted.status.success(), "{}", stderr(&submitted));
+    let metric = |state: &str| {
+        let (_, body) = http_get(port, "/metrics");
+        sample(&body, &format!("infraflow_cluster_leases{{state=\"{state}\"}}"))
+    };
+    assert!(wait_until(Duration::from_secs(30), || metric("waiting") == 1.0), "the daemon's workflow waits: {}", e.s.daemon_log());
+    let theirs = finish(theirs);
+    assert!(theirs.status.success(), "{}", stderr(&theirs));
+    e.s.wait_for_state("ours", &["completed"], Duration::from_secs(60));
+    assert_eq!((metric("held"), metric("waiting")), (0.0, 0.0), "released once done");
+    assert!(e.s.daemon_log().contains("waits for: workflow theirs of journal"), "{}", e.s.daemon_log());
+    terminate(&mut daemon, Duration::from_secs(20));
+    Inventory::read(&e.c, "md-abcde").assert_provisioned(&e.c, 1, 1, "md", "example.com");
+    assert_eq!(e.proxy.counts().get("CreateVpc"), None, "journal A adopted what B made: {:?}", e.proxy.counts());
+}

@@ -51,6 +51,7 @@ pub struct Metrics {
     rate_wait_seconds: Family<Labels, Counter<f64, AtomicU64>>,
     throttles: Family<Labels, Counter>,
     rate_waiting: Family<Labels, Gauge>,
+    cluster_leases: Family<Labels, Gauge>,
     sweep_clusters: Family<Labels, Gauge>,
     sweep_teardowns: Counter,
     /// The last heartbeat could not renew this process's leases.
@@ -75,6 +76,7 @@ impl Metrics {
             rate_wait_seconds: Family::default(),
             throttles: Family::default(),
             rate_waiting: Family::default(),
+            cluster_leases: Family::default(),
             sweep_clusters: Family::default(),
             sweep_teardowns: Counter::default(),
             renewal_failing: AtomicBool::new(false),
@@ -121,6 +123,11 @@ impl Metrics {
             "aws_rate_waiting",
             "AWS requests waiting for their request class's rate now, by class",
             m.rate_waiting.clone(),
+        );
+        registry.register(
+            "cluster_leases",
+            "Cluster leases (--lock-bucket) this process holds, and its workflows waiting for one another journal holds",
+            m.cluster_leases.clone(),
         );
         registry.register(
             "aws_throttles",
@@ -236,6 +243,9 @@ impl Metrics {
         for (class, n) in infraflow_activities::pacing::waiting_now() {
             self.rate_waiting.get_or_create(&labels(&[("class", class.as_str())])).set(n as i64);
         }
+        let (held, waiting) = infraflow_workflows::cluster_hold::leases_now();
+        self.cluster_leases.get_or_create(&labels(&[("state", "held")])).set(held);
+        self.cluster_leases.get_or_create(&labels(&[("state", "waiting")])).set(waiting);
         let mut out = String::new();
         encode(&mut out, &self.registry).map_err(|e| e.to_string())?;
         Ok(out)

@@ -4,6 +4,7 @@
 //! — before any other journal could take it over. Off unless the operator names a bucket
 //! (`--lock-bucket`): each journal then serializes its own workflows only, as before.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -27,6 +28,32 @@ pub struct LockConfig {
 }
 
 static LOCK: OnceLock<LockConfig> = OnceLock::new();
+
+/// Cluster leases this process holds, and workflows of it waiting for one: what `/metrics`
+/// shows (`infraflow_cluster_leases{state}`).
+static HELD: AtomicI64 = AtomicI64::new(0);
+static WAITING: AtomicI64 = AtomicI64::new(0);
+
+/// (held, waiting) now.
+pub fn leases_now() -> (i64, i64) {
+    (HELD.load(Ordering::Relaxed), WAITING.load(Ordering::Relaxed))
+}
+
+/// One count of `HELD` or `WAITING`, given back when dropped.
+struct Counted(&'static AtomicI64);
+
+impl Counted {
+    fn new(count: &'static AtomicI64) -> Counted {
+        count.fetch_add(1, Ordering::Relaxed);
+        Counted(count)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// Sets the process's lease store, once, before any workflow runs.
 pub fn configure_lock(config: LockConfig) {
@@ -63,6 +90,7 @@ struct ClusterHold {
     /// AWS took while its answer was dropped would leave the release naming a stale ETag).
     stop: Arc<tokio::sync::Notify>,
     request: HoldRequest,
+    _held: Counted,
     /// The last ETag written, for the conditional release.
     etag: Arc<std::sync::Mutex<String>>,
     aws: Aws,
@@ -159,7 +187,9 @@ async fn take(
     // The record being waited on, and when this process first saw it.
     let mut watched: Option<(String, Instant)> = None;
     let mut said = String::new();
+    let mut waiting: Option<Counted> = None;
     let mut say = |what: String| {
+        waiting.get_or_insert_with(|| Counted::new(&WAITING));
         if what != said {
             (request.waiting)(what.clone());
             said = what;
@@ -271,7 +301,7 @@ fn hold(aws: Aws, config: LockConfig, request: HoldRequest, key: String, etag: S
             }
         })
     };
-    ClusterHold { lapsed: rx, renewal, stop, request, etag, aws, store, key }
+    ClusterHold { lapsed: rx, renewal, stop, request, _held: Counted::new(&HELD), etag, aws, store, key }
 }
 
 /// How far a lease's writer's clock may run from the reader's, for `live_holder`'s one look.
