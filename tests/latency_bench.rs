@@ -154,3 +154,38 @@ fn provision_create_cluster_and_teardown_at_a_fixed_delay_per_call() {
         );
     }
 }
+
+#[test]
+#[ignore = "a benchmark: scripts/bench-latency.sh runs it"]
+fn a_provision_holding_the_cluster_lease_against_one_without_at_a_fixed_delay_per_call() {
+    let delay_ms: u64 = std::env::var("INFRAFLOW_BENCH_DELAY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
+    let delay = Duration::from_millis(delay_ms);
+    let e = AwsEnv::new();
+    e.c.block_on(e.c.ec2.describe_availability_zones().send()).unwrap();
+    e.c.block_on(e.c.ec2.describe_vpcs().send()).unwrap();
+    e.c.block_on(e.c.s3.create_bucket().bucket("bench-locks").send()).unwrap();
+    e.proxy.set_latency(delay);
+    // Alternated, three of each, on one emulator: the median of each side.
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for round in 0..6 {
+        let leased = round % 2 == 0;
+        let infra = format!("l{round}-abcde");
+        let input = e.input(
+            &format!("{infra}.json"),
+            json!({"name": format!("l{round}"), "infraID": infra, "region": "us-east-1",
+                   "zones": ["us-east-1a", "us-east-1b", "us-east-1c"], "baseDomain": "example.com"}),
+        );
+        let mut args = vec!["run", "provision-infra", "--input", input.as_str(), "--id", infra.as_str()];
+        if leased {
+            args.extend(["--lock-bucket", "bench-locks"]);
+        }
+        let row = measure(&e, &infraflow(), &infra, &args);
+        if leased { with.push(row) } else { without.push(row) }
+    }
+    let median = |rows: &mut Vec<Row>| {
+        rows.sort_by(|a, b| a.wall.cmp(&b.wall));
+        (rows[rows.len() / 2].wall.as_secs_f64(), rows[0].calls)
+    };
+    let ((lw, lc), (nw, nc)) = (median(&mut with), median(&mut without));
+    println!("lease: a 3-zone provision at {delay_ms} ms a call, median of 3: {lw:.2} s and {lc} calls holding the lease, {nw:.2} s and {nc} calls without; lease / no lease {:.3}", lw / nw);
+}

@@ -310,6 +310,7 @@ impl Engine {
         let request = crate::HoldRequest {
             workflow: run.id.clone(),
             creator: run.creator.clone(),
+            environment: run.environment.lock().unwrap().clone(),
             waiting: Arc::new(move |reason| observer(&Progress::Waiting { workflow: workflow.clone(), reason })),
         };
         let Some(taking) = def.hold(request, &view.input) else { return Ok(Ok(None)) };

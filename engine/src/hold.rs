@@ -14,6 +14,9 @@ use crate::registry::BoxFuture;
 pub struct HoldRequest {
     pub workflow: String,
     pub creator: String,
+    /// Where the workflow acts, as its environment check journaled it (for AWS: `account`,
+    /// `region`): a hold need not ask again.
+    pub environment: Option<serde_json::Value>,
     /// Says, while the hold waits for another holder, whom it waits for (the engine's
     /// `Progress::Waiting`): called when the answer changes.
     pub waiting: Arc<dyn Fn(String) + Send + Sync>,

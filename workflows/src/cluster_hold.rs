@@ -178,9 +178,16 @@ async fn take(
 ) -> Result<ClusterHold, HoldError> {
     let store = &config.store;
     let aws = pool.region(&config.region).await;
-    let account = match role {
-        Some(r) => r.account().to_string(),
-        None => aws.environment().await.map_err(|e| operator(store, e))?.account,
+    // The account the workflow's environment check journaled (its role's, under a role).
+    let journaled = request.environment.as_ref().and_then(|e| e.get("account")?.as_str().map(str::to_string));
+    let account = match (journaled, role) {
+        (Some(account), _) => account,
+        (None, Some(r)) => r.account().to_string(),
+        (None, None) => aws.environment().await.map_err(|e| operator(store, e))?.account,
+    };
+    let region = match region {
+        "" => request.environment.as_ref().and_then(|e| e.get("region")?.as_str()).unwrap_or_default(),
+        given => given,
     };
     let key = store.key(&account, region, infra);
     let started = Instant::now();
@@ -328,7 +335,22 @@ pub async fn self_test(pool: &AwsPool) -> Result<(), String> {
     let aws = pool.region(&config.region).await;
     let probe = uuid::Uuid::now_v7().to_string();
     match cluster_lease::self_test(&aws, &config.store, &probe).await {
-        Ok(verdict) => verdict,
+        Ok((verdict, removal)) => {
+            *PROBE_REMOVAL.lock().unwrap() = Some(tokio::spawn(removal));
+            verdict
+        }
         Err(e) => Err(format!("cannot use s3://{} for cluster leases: {e}", config.store.bucket)),
+    }
+}
+
+/// The self-test probe's removal, running beside the command.
+static PROBE_REMOVAL: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>> = std::sync::Mutex::new(None);
+
+/// Waits for what the lease store still has to do for this process (the probe's removal):
+/// before the process ends.
+pub async fn finish_background() {
+    let removal = PROBE_REMOVAL.lock().unwrap().take();
+    if let Some(r) = removal {
+        let _ = r.await;
     }
 }
