@@ -121,7 +121,10 @@ fn a_holder_killed_mid_provision_is_taken_over_only_after_its_lease_runs_out_and
         std::thread::sleep(Duration::from_millis(50));
     }
     let first_change = first_change.expect("the other journal finished the cluster");
-    assert!(first_change >= ttl, "the other journal changed AWS {first_change:?} after the kill, inside the lease's {ttl:?}");
+    assert!(
+        first_change >= ttl,
+        "the other journal changed AWS {first_change:?} after the kill, inside the lease's {ttl:?}"
+    );
     Inventory::read(&e.c, "kh-abcde").assert_provisioned(&e.c, 1, 1, "kh", "example.com");
     assert_eq!(leases(&e), Vec::<String>::new(), "the lease released by the journal that finished");
 }
@@ -255,7 +258,11 @@ fn a_daemon_whose_workflow_waits_for_another_journals_lease_shows_it_in_metrics_
         let (_, body) = http_get(port, "/metrics");
         sample(&body, &format!("infraflow_cluster_leases{{state=\"{state}\"}}"))
     };
-    assert!(wait_until(Duration::from_secs(30), || metric("waiting") == 1.0), "the daemon's workflow waits: {}", e.s.daemon_log());
+    assert!(
+        wait_until(Duration::from_secs(30), || metric("waiting") == 1.0),
+        "the daemon's workflow waits: {}",
+        e.s.daemon_log()
+    );
     let theirs = finish(theirs);
     assert!(theirs.status.success(), "{}", stderr(&theirs));
     e.s.wait_for_state("ours", &["completed"], Duration::from_secs(60));

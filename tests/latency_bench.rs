@@ -183,9 +183,12 @@ fn a_provision_holding_the_cluster_lease_against_one_without_at_a_fixed_delay_pe
         if leased { with.push(row) } else { without.push(row) }
     }
     let median = |rows: &mut Vec<Row>| {
-        rows.sort_by(|a, b| a.wall.cmp(&b.wall));
+        rows.sort_by_key(|a| a.wall);
         (rows[rows.len() / 2].wall.as_secs_f64(), rows[0].calls)
     };
     let ((lw, lc), (nw, nc)) = (median(&mut with), median(&mut without));
-    println!("lease: a 3-zone provision at {delay_ms} ms a call, median of 3: {lw:.2} s and {lc} calls holding the lease, {nw:.2} s and {nc} calls without; lease / no lease {:.3}", lw / nw);
+    println!(
+        "lease: a 3-zone provision at {delay_ms} ms a call, median of 3: {lw:.2} s and {lc} calls holding the lease, {nw:.2} s and {nc} calls without; lease / no lease {:.3}",
+        lw / nw
+    );
 }

@@ -348,7 +348,8 @@ fn what_carries_the_clusters_tag_outside_its_vpcs_is_left_and_named_while_its_ow
     let default = default_vpc(&e);
     // The cloud provider's load balancer for a Service, in the cluster's subnet: the cluster's.
     let service = ("kubernetes.io/service-name", "openshift-ingress/router-default");
-    let mine = look_alikes::nlb(&e.c, "a0123456789abcdef", &subnet, &[("kubernetes.io/cluster/lb-abcde", "owned"), service]);
+    let mine =
+        look_alikes::nlb(&e.c, "a0123456789abcdef", &subnet, &[("kubernetes.io/cluster/lb-abcde", "owned"), service]);
     // The look-alikes: in the default VPC, and a zone of another region's.
     let made = look_alikes::make(&e.c, "lb-abcde", "theirs");
     let kept = made.ids();
@@ -371,6 +372,7 @@ fn what_carries_the_clusters_tag_outside_its_vpcs_is_left_and_named_while_its_ow
     let arns: Vec<&str> = lbs.load_balancers().iter().filter_map(|l| l.load_balancer_arn()).collect();
     assert!(!arns.contains(&mine.as_str()), "the cluster's own load balancer is gone: {arns:?}");
     let vpc = out["vpcID"].as_str().unwrap();
-    let vpcs = e.c.block_on(e.c.ec2.describe_vpcs().filters(Filter::builder().name("vpc-id").values(vpc).build()).send());
+    let vpcs =
+        e.c.block_on(e.c.ec2.describe_vpcs().filters(Filter::builder().name("vpc-id").values(vpc).build()).send());
     assert!(vpcs.unwrap().vpcs().is_empty(), "the cluster's VPC is gone: {done:#}");
 }

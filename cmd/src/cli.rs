@@ -43,7 +43,13 @@ pub struct LockArgs {
     #[arg(long, global = true, env = "INFRAFLOW_LOCK_BUCKET", value_name = "BUCKET")]
     pub lock_bucket: Option<String>,
     /// The leases' key prefix in the bucket: `<prefix>/<account>/<region>/<infraID>`.
-    #[arg(long, global = true, env = "INFRAFLOW_LOCK_PREFIX", value_name = "PREFIX", default_value = "infraflow/leases")]
+    #[arg(
+        long,
+        global = true,
+        env = "INFRAFLOW_LOCK_PREFIX",
+        value_name = "PREFIX",
+        default_value = "infraflow/leases"
+    )]
     pub lock_prefix: String,
     /// The bucket's region [default: AWS_REGION, else us-east-1].
     #[arg(long, global = true, env = "INFRAFLOW_LOCK_REGION", value_name = "REGION")]
@@ -197,7 +203,14 @@ pub enum Command {
 impl Command {
     /// Whether the command may run a workflow (and so take cluster leases).
     pub fn runs_workflows(&self) -> bool {
-        matches!(self, Command::Daemon { .. } | Command::Run(_) | Command::Retry { .. } | Command::Cancel { .. } | Command::Sweep { .. })
+        matches!(
+            self,
+            Command::Daemon { .. }
+                | Command::Run(_)
+                | Command::Retry { .. }
+                | Command::Cancel { .. }
+                | Command::Sweep { .. }
+        )
     }
 }
 

@@ -55,32 +55,6 @@ fn with_libpq_tls_defaults(url: &str, env: impl Fn(&str) -> Option<String>, home
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pgsslmode_and_pgsslrootcert_apply_when_the_url_has_none() {
-        let env = |k: &str| match k {
-            "PGSSLMODE" => Some("verify-full".to_string()),
-            "PGSSLROOTCERT" => Some("/etc/ca dir/ca.pem".to_string()),
-            _ => None,
-        };
-        assert_eq!(
-            with_libpq_tls_defaults("postgres://u@h/d", env, None),
-            "postgres://u@h/d?sslmode=verify-full&sslrootcert=/etc/ca%20dir/ca.pem"
-        );
-        let given = "postgres://u@h/d?sslmode=disable&sslrootcert=/x.pem";
-        assert_eq!(with_libpq_tls_defaults(given, env, None), given, "the URL's own settings win, as in libpq");
-        let home = tempfile::tempdir().unwrap();
-        std::fs::create_dir(home.path().join(".postgresql")).unwrap();
-        std::fs::write(home.path().join(".postgresql/root.crt"), "x").unwrap();
-        let defaulted = with_libpq_tls_defaults("postgres://u@h/d?sslmode=verify-ca", |_| None, Some(home.path()));
-        assert!(defaulted.ends_with("/.postgresql/root.crt"), "libpq's default CA file: {defaulted}");
-        assert_eq!(with_libpq_tls_defaults("postgres://u@h/d", |_| None, None), "postgres://u@h/d");
-    }
-}
-
 /// When the URL has none: `PGPASSWORD`, else the matching line of `PGPASSFILE` or `~/.pgpass`.
 fn pg_password(target: &PgTarget) -> Option<String> {
     if let Some(p) = std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()) {
@@ -119,4 +93,30 @@ pub fn prepare_dir(journal: &Location) -> Result<(), Failure> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| Failure::other(format!("cannot create {}: {e}", dir.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pgsslmode_and_pgsslrootcert_apply_when_the_url_has_none() {
+        let env = |k: &str| match k {
+            "PGSSLMODE" => Some("verify-full".to_string()),
+            "PGSSLROOTCERT" => Some("/etc/ca dir/ca.pem".to_string()),
+            _ => None,
+        };
+        assert_eq!(
+            with_libpq_tls_defaults("postgres://u@h/d", env, None),
+            "postgres://u@h/d?sslmode=verify-full&sslrootcert=/etc/ca%20dir/ca.pem"
+        );
+        let given = "postgres://u@h/d?sslmode=disable&sslrootcert=/x.pem";
+        assert_eq!(with_libpq_tls_defaults(given, env, None), given, "the URL's own settings win, as in libpq");
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir(home.path().join(".postgresql")).unwrap();
+        std::fs::write(home.path().join(".postgresql/root.crt"), "x").unwrap();
+        let defaulted = with_libpq_tls_defaults("postgres://u@h/d?sslmode=verify-ca", |_| None, Some(home.path()));
+        assert!(defaulted.ends_with("/.postgresql/root.crt"), "libpq's default CA file: {defaulted}");
+        assert_eq!(with_libpq_tls_defaults("postgres://u@h/d", |_| None, None), "postgres://u@h/d");
+    }
 }

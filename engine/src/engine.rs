@@ -335,8 +335,8 @@ impl Engine {
         signals: &Arc<Signals>,
     ) -> Result<WorkflowState, EngineError> {
         let state = match view.summary.state {
-            WorkflowState::Compensating => self.compensate(&run, view).await?,
-            WorkflowState::Cancelling => self.fail(&run, view, "cancel requested".into()).await?,
+            WorkflowState::Compensating => self.compensate(run, view).await?,
+            WorkflowState::Cancelling => self.fail(run, view, "cancel requested".into()).await?,
             WorkflowState::Pending | WorkflowState::Running => {
                 let result = def.run(WfCtx::new(run.clone()), view.input.clone()).await;
                 match result {
@@ -345,11 +345,11 @@ impl Engine {
                         WorkflowState::Completed
                     }
                     Err(StepError::Failed { step, error }) => {
-                        self.fail(&run, view, format!("step {step} failed: {error}")).await?
+                        self.fail(run, view, format!("step {step} failed: {error}")).await?
                     }
-                    Err(StepError::Cancelled) => self.fail(&run, view, "cancel requested".into()).await?,
+                    Err(StepError::Cancelled) => self.fail(run, view, "cancel requested".into()).await?,
                     Err(StepError::Aborted) if signals.cancel_requested() => {
-                        self.fail(&run, view, "cancel requested".into()).await?
+                        self.fail(run, view, "cancel requested".into()).await?
                     }
                     Err(StepError::Paused { .. }) => WorkflowState::Paused,
                     Err(e @ (StepError::Nondeterminism { .. } | StepError::Decode { .. })) => {

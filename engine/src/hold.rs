@@ -31,6 +31,9 @@ pub trait Hold: Send + Sync {
     fn release(self: Box<Self>) -> BoxFuture<()>;
 }
 
+/// A hold being taken: resolves once it is held (or cannot be).
+pub type TakeHold = BoxFuture<Result<Box<dyn Hold>, HoldError>>;
+
 /// Why a hold could not be taken.
 #[derive(Clone, Debug)]
 pub enum HoldError {

@@ -23,7 +23,7 @@ pub use context::{Signals, StepOptions, WfCtx, input_hash, join_branches, join_p
 pub use current_step::{StepId, current_step};
 pub use engine::{ENVIRONMENT_STEP, Engine, EngineConfig, Submission, Submitted, UNDO_PREFIX};
 pub use error::{ActivityError, EngineError, InputError, StepError};
-pub use hold::{Hold, HoldError, HoldRequest};
+pub use hold::{Hold, HoldError, HoldRequest, TakeHold};
 pub use ids::{check_id, new_id};
 pub use progress::{Observer, Progress, silent};
 pub use registry::{BoxFuture, Registry, UndoFn, Validated, WorkflowDef};

@@ -60,7 +60,7 @@ pub trait WorkflowDef: Send + Sync + 'static {
     /// The hold this workflow takes on what it acts on beyond the journal (a cluster lease),
     /// taken before anything acts and kept while it runs (`hold.rs`). The future waits while
     /// another holds it. None: no hold (the default; also when none is configured).
-    fn hold(&self, _request: crate::HoldRequest, _input: &Value) -> Option<BoxFuture<Result<Box<dyn crate::Hold>, crate::HoldError>>> {
+    fn hold(&self, _request: crate::HoldRequest, _input: &Value) -> Option<crate::TakeHold> {
         None
     }
     /// Every AWS action this workflow may call, compensation included (the workflows' `policy` module composes it): what

@@ -94,7 +94,12 @@ pub fn policy_document(args: &[&str]) -> serde_json::Value {
 
 /// Panics naming every call of `workflow` on cluster `infra_id` that
 /// `infraflow policy --infra-id INFRA_ID WORKFLOW` would not allow, as IAM evaluates it.
-pub fn assert_scoped_policy_allows(workflow: &str, infra_id: &str, lock_bucket: Option<&str>, calls: &[super::authz::Authz]) {
+pub fn assert_scoped_policy_allows(
+    workflow: &str,
+    infra_id: &str,
+    lock_bucket: Option<&str>,
+    calls: &[super::authz::Authz],
+) {
     let doc = match lock_bucket {
         Some(bucket) => policy_document(&["--lock-bucket", bucket, "--infra-id", infra_id, workflow]),
         None => policy_document(&["--infra-id", infra_id, workflow]),

@@ -41,7 +41,11 @@ pub fn chain(e: &AwsEnv, proxy: &Proxy, part: &Part, args: &[&str]) -> Kills {
         // A kill's resume waits only as long as the proxy's world needs to show what the killed
         // run made: the kills, not 5 s settles, are what a chain is for.
         let settle = format!("{}ms", proxy.consistency_settle().as_millis());
-        let mut child = e.spawn_cli_with(&proxy.endpoint(), if retrying { &retry } else { args }, &[("INFRAFLOW_CONSISTENCY_SETTLE", &settle)]);
+        let mut child = e.spawn_cli_with(
+            &proxy.endpoint(),
+            if retrying { &retry } else { args },
+            &[("INFRAFLOW_CONSISTENCY_SETTLE", &settle)],
+        );
         proxy.chain_process(child.id());
         let status = proxy.chain_wait(&mut child);
         retrying = false;

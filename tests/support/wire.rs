@@ -132,13 +132,15 @@ static CONDITIONAL_WRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn is_conditional_write(req: &Request) -> bool {
     let conditional = req.head.lines().any(|l| {
-        l.split_once(':').is_some_and(|(k, _)| k.eq_ignore_ascii_case("if-match") || k.eq_ignore_ascii_case("if-none-match"))
+        l.split_once(':')
+            .is_some_and(|(k, _)| k.eq_ignore_ascii_case("if-match") || k.eq_ignore_ascii_case("if-none-match"))
     });
     conditional && matches!(s3_operation(&req.head).as_deref(), Some("PutObject" | "DeleteObject"))
 }
 
 pub fn forward(req: &Request, upstream: u16) -> std::io::Result<Vec<u8>> {
-    let _one_at_a_time = is_conditional_write(req).then(|| CONDITIONAL_WRITES.lock().unwrap_or_else(|p| p.into_inner()));
+    let _one_at_a_time =
+        is_conditional_write(req).then(|| CONDITIONAL_WRITES.lock().unwrap_or_else(|p| p.into_inner()));
     let mut up = TcpStream::connect(("127.0.0.1", upstream))?;
     up.set_read_timeout(Some(Duration::from_secs(60)))?;
     let head: String = req

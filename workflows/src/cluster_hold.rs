@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use infraflow_activities::cluster_lease::{self, Holder, LeaseStore, Record, Seen, Written};
 use infraflow_activities::{AssumedRole, Aws, AwsError, AwsPool};
-use infraflow_engine::{BoxFuture, Hold, HoldError, HoldRequest};
+use infraflow_engine::{BoxFuture, Hold, HoldError, HoldRequest, TakeHold};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -70,7 +70,7 @@ pub const WAIT_BOUND: Duration = Duration::from_secs(60 * 60);
 
 /// The hold of a workflow whose input names `infraID` and `region` (and maybe a role), if a
 /// lease store is configured.
-pub fn for_input(pool: &AwsPool, request: HoldRequest, input: &Value) -> Option<BoxFuture<Result<Box<dyn Hold>, HoldError>>> {
+pub fn for_input(pool: &AwsPool, request: HoldRequest, input: &Value) -> Option<TakeHold> {
     let config = LOCK.get()?.clone();
     let infra = input.get("infraID")?.as_str()?.to_string();
     let region = input.get("region").and_then(Value::as_str).unwrap_or_default().to_string();
@@ -286,7 +286,9 @@ fn hold(aws: Aws, config: LockConfig, request: HoldRequest, key: String, etag: S
                 }
                 let sent = Instant::now();
                 let current = etag.lock().unwrap().clone();
-                match cluster_lease::replace(&aws, &config.store, &key, &current, &record(&config, &request, serial)).await {
+                match cluster_lease::replace(&aws, &config.store, &key, &current, &record(&config, &request, serial))
+                    .await
+                {
                     Ok(Written::Took(new)) => {
                         *etag.lock().unwrap() = new;
                         serial += 1;

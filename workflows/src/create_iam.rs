@@ -179,11 +179,7 @@ pub struct CreateIam {
 }
 
 impl WorkflowDef for CreateIam {
-    fn hold(
-        &self,
-        request: infraflow_engine::HoldRequest,
-        input: &Value,
-    ) -> Option<BoxFuture<Result<Box<dyn infraflow_engine::Hold>, infraflow_engine::HoldError>>> {
+    fn hold(&self, request: infraflow_engine::HoldRequest, input: &Value) -> Option<infraflow_engine::TakeHold> {
         crate::cluster_hold::for_input(&self.pool, request, input)
     }
 

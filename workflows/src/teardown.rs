@@ -90,11 +90,7 @@ fn delete_retry(max_attempts: u32) -> RetryPolicy {
 }
 
 impl WorkflowDef for Teardown {
-    fn hold(
-        &self,
-        request: infraflow_engine::HoldRequest,
-        input: &Value,
-    ) -> Option<BoxFuture<Result<Box<dyn infraflow_engine::Hold>, infraflow_engine::HoldError>>> {
+    fn hold(&self, request: infraflow_engine::HoldRequest, input: &Value) -> Option<infraflow_engine::TakeHold> {
         crate::cluster_hold::for_input(&self.pool, request, input)
     }
 

@@ -209,7 +209,7 @@ async fn marked_zones(aws: &Aws, infra_id: &str) -> AwsResult<Vec<(String, Resul
         let mut regions: Vec<String> = vpcs.into_iter().map(|(_, r)| r).collect();
         regions.sort();
         regions.dedup();
-        let here = regions.is_empty() || regions.iter().any(|r| *r == aws.region);
+        let here = regions.is_empty() || regions.contains(&aws.region);
         out.push((zone, if here { Ok(()) } else { Err(regions) }));
     }
     Ok(out)
