@@ -69,10 +69,11 @@ pub async fn read_anchors(aws: &Aws, infra: &str, oidc: Option<&str>) -> AwsResu
         })
         .collect();
     if let Some(arn) = oidc
-        && let Some(tags) = crate::iam::oidc_provider_tags(aws, arn).await? {
-            let tags = tags.iter().map(|t| (t.key().to_string(), t.value().to_string())).collect();
-            found.push(Tagged { kind: "oidc-provider", id: arn.to_string(), tags, regional: false });
-        }
+        && let Some(tags) = crate::iam::oidc_provider_tags(aws, arn).await?
+    {
+        let tags = tags.iter().map(|t| (t.key().to_string(), t.value().to_string())).collect();
+        found.push(Tagged { kind: "oidc-provider", id: arn.to_string(), tags, regional: false });
+    }
     let region = aws.region.clone();
     let refs: Vec<&Tagged> = found.iter().collect();
     let keep: Vec<String> = anchors(infra, &region, &refs).iter().map(|r| r.id.clone()).collect();

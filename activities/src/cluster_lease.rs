@@ -150,9 +150,7 @@ pub async fn read(aws: &Aws, store: &LeaseStore, key: &str) -> AwsResult<Option<
 /// Proves the store honours conditional writes before anything relies on them: a second
 /// `If-None-Match: *` write of one key must be refused. A store that accepts it (an S3
 /// look-alike, a proxy that drops the header) would let two writers hold one cluster.
-/// Returns the verdict as soon as the two writes are answered; the probe's removal is handed
-/// back to run beside what follows (`ProbeRemoval`), so it costs the caller no round trip.
-pub async fn self_test(aws: &Aws, store: &LeaseStore, probe: &str) -> AwsResult<(Result<(), String>, ProbeRemoval)> {
+pub async fn self_test(aws: &Aws, store: &LeaseStore, probe: &str) -> AwsResult<Result<(), String>> {
     let key = format!("{}/.self-test/{probe}", store.prefix.trim_end_matches('/'));
     let record = |serial| Record {
         holder: Holder {
@@ -175,16 +173,11 @@ pub async fn self_test(aws: &Aws, store: &LeaseStore, probe: &str) -> AwsResult<
             store.bucket
         )),
     };
-    // The probe is removed whatever the verdict.
-    let (s3, bucket) = (aws.s3.clone(), store.bucket.clone());
-    let removal = Box::pin(async move {
-        let _ = s3.delete_object().bucket(bucket).key(key).send().await;
-    });
-    Ok((verdict, removal))
+    // The probe is removed whatever the verdict, before anything else runs: a call left in
+    // flight beside the command would outlive a process killed meanwhile.
+    let _ = aws.s3.delete_object().bucket(&store.bucket).key(&key).send().await;
+    Ok(verdict)
 }
-
-/// The removal of a self-test's probe: await it before the process ends.
-pub type ProbeRemoval = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// How long a lease stands unrenewed before another may take it over, by default.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(60);

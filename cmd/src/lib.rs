@@ -91,7 +91,7 @@ pub fn main_infraflow() -> ExitCode {
                 if locking && command.runs_workflows() {
                     lock::self_test().await?;
                 }
-                let result = match command {
+                match command {
                     Command::Daemon {
                         workers,
                         listen,
@@ -127,9 +127,7 @@ pub fn main_infraflow() -> ExitCode {
                     | Command::Graph { .. } => {
                         unreachable!("handled above")
                     }
-                };
-                infraflow_workflows::cluster_hold::finish_background().await;
-                result
+                }
             }),
         }
     })())

@@ -291,6 +291,11 @@ impl Engine {
             }
         };
         if let Some(h) = hold {
+            // A finished workflow's journal lease went with its last record: the heartbeat must
+            // not take that for a loss and drop the release.
+            if state.is_finished() {
+                signals.finishing();
+            }
             h.release().await;
         }
         Ok(state)

@@ -64,7 +64,7 @@ impl Held {
                         if r.cancel_requested && !signals.cancel_requested() {
                             signals.cancel();
                         }
-                    } else {
+                    } else if !signals.is_finishing() {
                         tracing::warn!(workflow = %r.id, "lease lost; abandoning the workflow here");
                         signals.lose();
                     }
@@ -84,7 +84,7 @@ impl Held {
     fn fence(&self) {
         let now = BootInstant::now();
         for (id, (lease, signals)) in self.leases.lock().unwrap().iter() {
-            if now >= lease.fence_at() && !signals.is_lost() {
+            if now >= lease.fence_at() && !signals.is_lost() && !signals.is_finishing() {
                 tracing::warn!(workflow = %id, "no lease renewal succeeded in time; dropping the workflow before its lease can expire");
                 signals.lose();
             }

@@ -11,6 +11,9 @@ pub struct Signals {
     cancel: AtomicBool,
     stop: AtomicBool,
     lost: AtomicBool,
+    /// The workflow reached a finished state and only gives up what it holds beyond the journal
+    /// now: its journal lease went with its last record, which is no loss.
+    finishing: AtomicBool,
     notify: Notify,
     lost_notify: Notify,
 }
@@ -31,6 +34,14 @@ impl Signals {
         self.lost.store(true, Ordering::SeqCst);
         self.stop();
         self.lost_notify.notify_waiters();
+    }
+
+    pub fn finishing(&self) {
+        self.finishing.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_finishing(&self) -> bool {
+        self.finishing.load(Ordering::SeqCst)
     }
 
     pub fn is_lost(&self) -> bool {

@@ -21,6 +21,8 @@ struct State {
     counts: BTreeMap<String, u32>,
     /// S3's conditional headers dropped before moto sees them: a store that ignores them.
     ignore_conditions: bool,
+    /// Actions whose requests are dropped unanswered (a network cut between a client and them).
+    cut_off: std::collections::BTreeSet<String>,
     /// Share of requests that get a fault (0.0 to 1.0).
     chaos: f64,
     /// An API action answered with a terminal error (InvalidParameterValue) every time.
@@ -212,6 +214,11 @@ impl Proxy {
         lag.map_or(Duration::from_millis(100), |l| l * 2)
     }
 
+    /// Cuts the client off from these actions (their requests go unanswered); empty restores.
+    pub fn cut_off(&self, actions: &[&str]) {
+        self.state.lock().unwrap().cut_off = actions.iter().map(|a| a.to_string()).collect();
+    }
+
     /// Plays a store that ignores S3's conditions (`If-None-Match`, `If-Match`): they are
     /// dropped on the way.
     pub fn ignore_conditions(&self, on: bool) {
@@ -381,6 +388,9 @@ fn decide(st: &Mutex<State>, action: &str, class: Option<(&str, &str)>, asks: Op
     {
         s.kill_at = None;
         return Fault::Kill { pid: k.pid, after_aws_acts: k.after_aws_acts };
+    }
+    if s.cut_off.contains(action) {
+        return Fault::DropBefore;
     }
     if s.fail_action.as_deref() == Some(action) {
         *s.faults.entry("terminal").or_insert(0) += 1;

@@ -429,9 +429,10 @@ pub fn rewrite_elements(xml: &str, set: &str, elem: &str, f: impl Fn(&str) -> Op
             depth = depth.saturating_sub(1);
             i += close_item.len();
             if depth == 0
-                && let Some(item) = f(&inner[item_start..i]) {
-                    kept.push_str(&item);
-                }
+                && let Some(item) = f(&inner[item_start..i])
+            {
+                kept.push_str(&item);
+            }
         } else {
             if depth == 0 {
                 kept.push_str(&rest[..rest.chars().next().map_or(1, char::len_utf8)]);

@@ -203,9 +203,12 @@ async fn take(
         }
     };
     loop {
-        let attempt: Result<Option<String>, AwsError> = async {
+        // A lease taken: its ETag, when the write that took it was sent (the holder's time to live
+        // counts from then), and its serial.
+        let attempt: Result<Option<(String, Instant, u64)>, AwsError> = async {
+            let sent = Instant::now();
             if let Written::Took(etag) = cluster_lease::create(&aws, store, &key, &record(config, request, 1)).await? {
-                return Ok(Some(etag));
+                return Ok(Some((etag, sent, 1)));
             }
             let Some(Seen { record: theirs, etag }) = cluster_lease::read(&aws, store, &key).await? else {
                 return Ok(None);
@@ -222,11 +225,12 @@ async fn take(
             let ours = theirs.holder.creator == request.creator;
             if ours || expired {
                 let serial = theirs.serial + 1;
+                let sent = Instant::now();
                 if let Written::Took(etag) = cluster_lease::replace(&aws, store, &key, &etag, &record(config, request, serial)).await? {
                     if !ours {
                         tracing::warn!(key = %key, holder = %theirs.holder, "took over a cluster lease its holder stopped renewing");
                     }
-                    return Ok(Some(etag));
+                    return Ok(Some((etag, sent, serial)));
                 }
                 return Ok(None);
             }
@@ -246,7 +250,7 @@ async fn take(
         }
         .await;
         match attempt {
-            Ok(Some(etag)) => return Ok(hold(aws, config.clone(), request.clone(), key, etag)),
+            Ok(Some(taken)) => return Ok(hold(aws, config.clone(), request.clone(), key, taken)),
             Ok(None) => {}
             Err(e) if e.retryable && !e.operator => {
                 say(format!("cannot reach the cluster lease store s3://{} yet: {e}", store.bucket));
@@ -260,7 +264,8 @@ async fn take(
 /// A taken lease, renewed every third of its time to live; it lapses when a renewal finds it
 /// taken over, or when none has succeeded by a sixth of its time to live before another could
 /// take it (counted from when the last good renewal was sent).
-fn hold(aws: Aws, config: LockConfig, request: HoldRequest, key: String, etag: String) -> ClusterHold {
+fn hold(aws: Aws, config: LockConfig, request: HoldRequest, key: String, taken: (String, Instant, u64)) -> ClusterHold {
+    let (etag, sent, serial) = taken;
     let (tx, rx) = watch::channel(None);
     let etag = Arc::new(std::sync::Mutex::new(etag));
     let store = config.store.clone();
@@ -269,26 +274,29 @@ fn hold(aws: Aws, config: LockConfig, request: HoldRequest, key: String, etag: S
         let (aws, key, etag, stop, request) = (aws.clone(), key.clone(), etag.clone(), stop.clone(), request.clone());
         let ttl = config.ttl;
         tokio::spawn(async move {
-            let mut serial = 2;
-            let mut deadline = Instant::now() + ttl - ttl / 6;
-            let mut next = Instant::now() + ttl / 3;
+            let mut serial = serial + 1;
+            let mut deadline = sent + ttl - ttl / 6;
+            let mut next = sent + ttl / 3;
+            let lapse = |tx: &watch::Sender<Option<String>>| {
+                let _ = tx.send(Some(format!(
+                    "no renewal of the cluster lease s3://{}/{key} succeeded in time; stopped before another holder could start",
+                    config.store.bucket
+                )));
+            };
             loop {
                 tokio::select! {
-                    _ = tokio::time::sleep_until(deadline) => {
-                        let _ = tx.send(Some(format!(
-                            "no renewal of the cluster lease s3://{}/{key} succeeded in time; stopped before another holder could start",
-                            config.store.bucket
-                        )));
-                        return;
-                    }
+                    _ = tokio::time::sleep_until(deadline) => return lapse(&tx),
                     _ = tokio::time::sleep_until(next) => {}
                     _ = stop.notified() => return,
                 }
                 let sent = Instant::now();
                 let current = etag.lock().unwrap().clone();
-                match cluster_lease::replace(&aws, &config.store, &key, &current, &record(&config, &request, serial))
-                    .await
-                {
+                // A renewal S3 does not answer by the deadline (a hung connection waits out the
+                // SDK's read timeout, a minute) lapses the hold at the deadline all the same.
+                let body = record(&config, &request, serial);
+                let renewal = cluster_lease::replace(&aws, &config.store, &key, &current, &body);
+                let Ok(renewed) = tokio::time::timeout_at(deadline, renewal).await else { return lapse(&tx) };
+                match renewed {
                     Ok(Written::Took(new)) => {
                         *etag.lock().unwrap() = new;
                         serial += 1;
@@ -337,22 +345,7 @@ pub async fn self_test(pool: &AwsPool) -> Result<(), String> {
     let aws = pool.region(&config.region).await;
     let probe = uuid::Uuid::now_v7().to_string();
     match cluster_lease::self_test(&aws, &config.store, &probe).await {
-        Ok((verdict, removal)) => {
-            *PROBE_REMOVAL.lock().unwrap() = Some(tokio::spawn(removal));
-            verdict
-        }
+        Ok(verdict) => verdict,
         Err(e) => Err(format!("cannot use s3://{} for cluster leases: {e}", config.store.bucket)),
-    }
-}
-
-/// The self-test probe's removal, running beside the command.
-static PROBE_REMOVAL: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>> = std::sync::Mutex::new(None);
-
-/// Waits for what the lease store still has to do for this process (the probe's removal):
-/// before the process ends.
-pub async fn finish_background() {
-    let removal = PROBE_REMOVAL.lock().unwrap().take();
-    if let Some(r) = removal {
-        let _ = r.await;
     }
 }

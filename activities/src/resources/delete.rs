@@ -17,9 +17,10 @@ pub async fn delete(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> {
     match delete_unexplained(aws, kind, id).await {
         Err(mut e) if e.is_dependency_violation() => {
             if let Ok(blockers) = blockers_of(aws, kind, id).await
-                && !blockers.is_empty() {
-                    e.message = format!("{}; still in use by {}", e.message, blockers.join(", "));
-                }
+                && !blockers.is_empty()
+            {
+                e.message = format!("{}; still in use by {}", e.message, blockers.join(", "));
+            }
             Err(e)
         }
         r => r,

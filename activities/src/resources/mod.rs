@@ -352,10 +352,11 @@ fn ec2_id_prefix(kind: Kind) -> Option<&'static str> {
 pub fn ids_of_kind(kind: Kind, value: &serde_json::Value) -> Vec<String> {
     fn walk(v: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
         match v {
-            serde_json::Value::String(s) if s.starts_with(prefix) && !s.starts_with("vpce-svc-")
-                && !out.contains(s) => {
-                    out.push(s.clone());
-                }
+            serde_json::Value::String(s)
+                if s.starts_with(prefix) && !s.starts_with("vpce-svc-") && !out.contains(s) =>
+            {
+                out.push(s.clone());
+            }
             serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, prefix, out)),
             serde_json::Value::Object(m) => m.values().for_each(|x| walk(x, prefix, out)),
             _ => {}
