@@ -27,10 +27,15 @@ fn input(e: &Env, infra: &str) -> String {
 
 /// `infraflow --lock-bucket … ARGS` on `journal` through the env's proxy, in the background.
 fn spawn_locked(e: &Env, journal: &Scratch, args: &[&str], ttl: &str) -> Child {
+    spawn_locked_at(&e.proxy.endpoint(), journal, args, ttl)
+}
+
+/// `spawn_locked` through `endpoint` (a proxy of the test's own).
+fn spawn_locked_at(endpoint: &str, journal: &Scratch, args: &[&str], ttl: &str) -> Child {
     let mut c = Command::new(infraflow());
     c.arg("--db").arg(journal.db()).args(["--lock-bucket", BUCKET, "--lock-ttl", ttl]).args(args);
     c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    c.envs(aws_env(&e.proxy.endpoint()));
+    c.envs(aws_env(endpoint));
     c.spawn().unwrap()
 }
 
@@ -180,11 +185,8 @@ fn a_sweep_in_one_journal_classes_a_cluster_another_journal_holds_active_and_sub
     // lease while AWS throttles its VPC lookups, until the sweep is done.
     let slow = support::proxy::Proxy::start(e.moto.port);
     slow.fail_with("DescribeVpcs", "RequestLimitExceeded", 1_000_000);
-    let mut c = Command::new(infraflow());
-    c.arg("--db").arg(b.db()).args(["--lock-bucket", BUCKET, "--lock-ttl", "10s"]);
-    c.args(["run", "provision-infra", "--input", &p, "--id", "again"]).stdin(Stdio::null());
-    c.stdout(Stdio::piped()).stderr(Stdio::piped()).envs(aws_env(&slow.endpoint()));
-    let again = c.spawn().unwrap();
+    let again =
+        spawn_locked_at(&slow.endpoint(), &b, &["run", "provision-infra", "--input", &p, "--id", "again"], "10s");
     assert!(wait_until(Duration::from_secs(30), || leases(&e).len() == 1), "journal B holds the lease");
     let env = aws_env(&e.proxy.endpoint());
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -259,11 +261,8 @@ fn a_daemon_whose_workflow_waits_for_another_journals_lease_shows_it_in_metrics_
     // Journal B provisions slowly (each call answered 300 ms late): it holds the lease a while.
     let slow = support::proxy::Proxy::start(e.moto.port);
     slow.set_latency(Duration::from_millis(300));
-    let mut c = Command::new(infraflow());
-    c.arg("--db").arg(b.db()).args(["--lock-bucket", BUCKET, "--lock-ttl", "10s"]);
-    c.args(["run", "provision-infra", "--input", &p, "--id", "theirs"]).stdin(Stdio::null());
-    c.stdout(Stdio::piped()).stderr(Stdio::piped()).envs(aws_env(&slow.endpoint()));
-    let theirs = c.spawn().unwrap();
+    let theirs =
+        spawn_locked_at(&slow.endpoint(), &b, &["run", "provision-infra", "--input", &p, "--id", "theirs"], "10s");
     assert!(wait_until(Duration::from_secs(30), || leases(&e).len() == 1), "journal B holds the lease");
     // Journal A's daemon is given the same cluster's provision.
     let env = aws_env(&e.proxy.endpoint());
@@ -309,11 +308,8 @@ fn a_holder_cut_off_from_s3_stops_changing_aws_before_its_lease_could_expire_and
     // Its own proxy, each call a second late: a provision of a minute, cut off from S3 mid-way.
     let own = support::proxy::Proxy::start(e.moto.port);
     own.set_latency(Duration::from_secs(1));
-    let mut c = Command::new(infraflow());
-    c.arg("--db").arg(e.s.db()).args(["--lock-bucket", BUCKET, "--lock-ttl", "6s"]);
-    c.args(["run", "provision-infra", "--input", &p, "--id", "cut"]).stdin(Stdio::null());
-    c.stdout(Stdio::piped()).stderr(Stdio::piped()).envs(aws_env(&own.endpoint()));
-    let mut holder = c.spawn().unwrap();
+    let mut holder =
+        spawn_locked_at(&own.endpoint(), &e.s, &["run", "provision-infra", "--input", &p, "--id", "cut"], "6s");
     assert!(wait_until(Duration::from_secs(60), || own.counts().get("CreateSubnet").is_some()), "it got going");
     own.cut_off(&["PutObject", "GetObject", "DeleteObject"]);
     let ttl = Duration::from_secs(6);
