@@ -10,6 +10,7 @@ mod client;
 pub mod cluster_lease;
 pub mod compute;
 pub mod consistency;
+pub mod customer_network;
 pub mod dns;
 pub mod ebs;
 pub mod elb;

@@ -52,7 +52,7 @@ pub async fn split_by_vpc(aws: &Aws, kind: Kind, infra: &str, q: &TagQuery) -> A
     if found.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
-    let vpcs = network::find_vpcs(aws, &owned(infra)).await?;
+    let vpcs = network::cluster_vpcs(aws, infra).await?;
     let mut delete = Vec::new();
     let mut left = Vec::new();
     for (id, vpc) in found {

@@ -61,7 +61,7 @@ pub async fn submit(db: &Location, args: &SubmitArgs) -> CmdResult {
     }
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
-    refuse_protected_teardown(db, &submission).await?;
+    check_aws_before_journal(db, &submission).await?;
     let engine = open_engine(db, registry, tracing_observer())?;
     let submitted = engine.submit(submission).await?;
     println!("{}", submitted.id);
@@ -74,7 +74,7 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
     }
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
-    refuse_protected_teardown(db, &submission).await?;
+    check_aws_before_journal(db, &submission).await?;
     if let Some(file) = &args.output_file {
         check_output_file(file)?;
     }
@@ -89,12 +89,38 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
     see_through(&engine, &submitted.id, WorkflowState::Completed, args.output_file.as_deref()).await
 }
 
+/// What is read from AWS before a workflow is journaled, so that an input AWS refuses is bad
+/// input — exit 2, nothing journaled: a teardown's protection, a customer's network's rules. Not
+/// read again for a workflow this journal already holds (`run --id` resuming it): its own steps
+/// read the same again.
+async fn check_aws_before_journal(db: &Location, submission: &Submission) -> Result<(), Failure> {
+    if already_journaled(db, submission.id.as_deref()) {
+        return Ok(());
+    }
+    refuse_protected_teardown(submission).await?;
+    refuse_unfit_customer_network(submission).await
+}
+
+/// A provision into a customer's VPC (`vpcID`) whose network breaks a rule: every rule broken
+/// named, one line each, exit 2, nothing journaled or changed.
+async fn refuse_unfit_customer_network(submission: &Submission) -> Result<(), Failure> {
+    let role = infraflow_workflows::role_of(&submission.input);
+    let pool = crate::registry::pool().assuming(role.as_ref());
+    match infraflow_workflows::provision::check_before_submit(&pool, &submission.workflow, &submission.input).await {
+        Ok(None) => Ok(()),
+        Ok(Some(why)) => Err(Failure::usage(why)),
+        Err(e) => Err(Failure::other(format!(
+            "cannot read the customer's network (vpcID) to check it: {e}; nothing was submitted"
+        ))),
+    }
+}
+
 /// A teardown of a protected cluster (`infraflow.io/do-not-delete` on any of its resources) is
 /// bad input: exit 2 naming the resource, nothing journaled. Read from AWS, where the tag is.
 /// Not read again for a teardown this journal already holds (`run --id` resuming it): its own
 /// discovery reads the tag before every round of deletes, and pauses on it.
-async fn refuse_protected_teardown(db: &Location, submission: &Submission) -> Result<(), Failure> {
-    if submission.workflow != "teardown" || already_journaled(db, submission.id.as_deref()) {
+async fn refuse_protected_teardown(submission: &Submission) -> Result<(), Failure> {
+    if submission.workflow != "teardown" {
         return Ok(());
     }
     let field = |k: &str| submission.input[k].as_str().unwrap_or_default().to_string();

@@ -126,7 +126,11 @@ fn created(action: &str, p: &BTreeMap<String, String>) -> Vec<String> {
 /// The request's tags: EC2's `TagSpecification.N.Tag.M.Key`, ELB's and IAM's `Tags.member.N.Key`.
 fn request_tags(p: &BTreeMap<String, String>) -> Vec<(String, String)> {
     p.iter()
-        .filter(|(k, _)| (k.starts_with("TagSpecification.") || k.starts_with("Tags.member.")) && k.ends_with(".Key"))
+        .filter(|(k, _)| {
+            // `Tag.N.Key`: EC2's CreateTags, whose request tags AWS also offers to conditions.
+            (k.starts_with("TagSpecification.") || k.starts_with("Tags.member.") || k.starts_with("Tag."))
+                && k.ends_with(".Key")
+        })
         .map(|(k, v)| (v.clone(), p.get(&format!("{}.Value", &k[..k.len() - 4])).cloned().unwrap_or_default()))
         .collect()
 }
@@ -192,7 +196,7 @@ pub fn authorizations(c: &Clients, dropped: &DroppedTags, iam_action: &str, head
                     });
                 }
             }
-            if !tags.is_empty() && name != "CreateTags" {
+            if !tags.is_empty() && name != "CreateTags" && name != "DeleteTags" {
                 let mut ctx = context.clone();
                 ctx.insert("ec2:CreateAction".into(), name.to_string());
                 extra.push(Authz { action: "ec2:CreateTags".into(), context: ctx, resources: Vec::new() });

@@ -212,6 +212,7 @@ pub mod authz;
 pub mod aws;
 pub mod buckets;
 pub mod chain;
+pub mod customer_vpc;
 pub mod fleet;
 pub mod hypershift;
 pub mod iam;

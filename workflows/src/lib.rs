@@ -13,7 +13,7 @@ pub mod create_privatelink;
 pub mod expiry;
 pub mod janitor;
 pub mod policy;
-mod provision_dag;
+pub mod provision;
 pub mod provision_infra;
 pub mod scale_nodepool;
 pub mod teardown;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::aws_steps::probe_environment;
-pub use crate::provision_dag::provision;
+pub use crate::provision::provision;
 use crate::validate;
 use infraflow_engine::WfCtx;
 use infraflow_engine::{ActivityError, InputError, StepError};
@@ -47,6 +47,14 @@ pub struct ProvisionInput {
     pub session_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zones: Option<Vec<String>>,
+    /// Bring your own VPC: the customer's VPC the cluster goes into, with `subnets`. infraflow
+    /// then makes no network: it checks the customer's (`provision::customer_rules`) and marks
+    /// its subnets for the cluster.
+    #[serde(rename = "vpcID", default, skip_serializing_if = "Option::is_none")]
+    pub vpc_id: Option<String>,
+    /// The customer's subnets, a zone each (with `vpcID`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnets: Option<Vec<CustomerZone>>,
     #[serde(rename = "vpcCIDR", default = "default_cidr")]
     pub vpc_cidr: String,
     pub base_domain: String,
@@ -66,6 +74,18 @@ pub struct ProvisionInput {
     /// `expirationDate` = submission + this, the tag `infraflow sweep` tears expired clusters by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_in: Option<String>,
+}
+
+/// One zone of a customer's network: its private subnet (the nodes'; none in a public-only
+/// cluster) and its public one (the public load balancers'; optional, in every zone or in none).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CustomerZone {
+    pub zone: String,
+    #[serde(rename = "privateSubnetID", default, skip_serializing_if = "Option::is_none")]
+    pub private_subnet_id: Option<String>,
+    #[serde(rename = "publicSubnetID", default, skip_serializing_if = "Option::is_none")]
+    pub public_subnet_id: Option<String>,
 }
 
 fn default_cidr() -> String {
@@ -142,7 +162,13 @@ impl ProvisionInput {
             None => self.infra_id = Some(derive_infra_id(&self.name, workflow_id)),
         }
         validate::region("region", &self.region)?;
-        validate::cidr16("vpcCIDR", &self.vpc_cidr)?;
+        if self.vpc_id.is_some() || self.subnets.is_some() {
+            // A customer's VPC may be of any size: its CIDR is checked against the VPC's.
+            validate::cidr("vpcCIDR", &self.vpc_cidr)?;
+            crate::provision::customer_rules::validate_input(&mut self)?;
+        } else {
+            validate::cidr16("vpcCIDR", &self.vpc_cidr)?;
+        }
         validate::domain("baseDomain", &self.base_domain)?;
         if let Some(prefix) = &self.base_domain_prefix {
             validate::dns_label("baseDomainPrefix", prefix, 63)?;
@@ -255,8 +281,13 @@ impl WorkflowDef for ProvisionInfra {
     }
 
     /// 2: steps start as soon as their inputs exist (the zones beside the gateway, the DNS zones
-    /// beside everything after the VPC), which moved their positions.
+    /// beside everything after the VPC), which moved their positions. 3: a customer's VPC
+    /// (`vpcID`), checked and marked instead of a network made; a run of 2 has the same steps.
     fn version(&self) -> u32 {
+        3
+    }
+
+    fn oldest_version(&self) -> u32 {
         2
     }
 
@@ -288,6 +319,7 @@ impl WorkflowDef for ProvisionInfra {
             (ENDPOINTS, Use::Manage),
             (DNS, Use::Manage),
             (RESOURCES, Use::Read),
+            (CUSTOMER_NETWORK, Use::Manage),
         ])
     }
 

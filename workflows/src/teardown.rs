@@ -67,6 +67,10 @@ pub struct TeardownOutput {
     /// sweep judged expired any more.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
+    /// The customer's resources (bring your own VPC) whose marks of the cluster came off, with
+    /// the tag keys removed (version 4 on); nothing of the customer's is ever deleted.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unmarked: BTreeMap<String, Vec<String>>,
 }
 
 pub struct Teardown {
@@ -105,8 +109,10 @@ impl WorkflowDef for Teardown {
     /// 2: what a running cluster's controllers leave (volumes, snapshots, interfaces) is found
     /// and deleted too, and a last check names what carries the tag and teardown cannot delete.
     /// 3: the image registry's bucket too, and each round's deletes run as a dependency graph.
+    /// 4: a cluster in a customer's VPC has its marks taken off the customer's subnets and VPC
+    /// once nothing of its own is left.
     fn version(&self) -> u32 {
-        3
+        4
     }
 
     /// Runs the previous releases journaled keep running: 7243d60 journaled version 1 (one kind
@@ -198,6 +204,7 @@ impl WorkflowDef for Teardown {
             (INTERFACES, Use::Remove),
             (TAGGING, Use::Read),
             (S3, Use::Remove),
+            (CUSTOMER_NETWORK, Use::Remove),
         ])
     }
 
@@ -350,6 +357,9 @@ async fn teardown(
             .await?;
         out.rounds = round;
         if inventory.is_empty() {
+            if version >= 4 {
+                out.unmarked = unmark_customer_network(&rctx, pool, infra_id, region).await?;
+            }
             if version >= 2 {
                 out.left = last_check(&rctx, pool, infra_id, region, version >= 3).await?.unwrap_or_default();
             }
@@ -390,6 +400,28 @@ async fn teardown(
         }
     }
     Ok(out)
+}
+
+/// Takes the cluster's marks off a customer's network it was provisioned into (only the tags it
+/// added: `customer_network::marks`), once nothing of the cluster's own is left in it.
+async fn unmark_customer_network(
+    ctx: &WfCtx,
+    pool: &AwsPool,
+    infra_id: &str,
+    region: &str,
+) -> Result<BTreeMap<String, Vec<String>>, StepError> {
+    ctx.step_with(
+        "unmark-customer-network",
+        "ec2.unmark-customer-network",
+        &(infra_id, region),
+        read_opts(),
+        || async {
+            let aws = pool.region(region).await;
+            let done = infraflow_activities::customer_network::unmark(&aws, infra_id, None).await.map_err(from_aws)?;
+            Ok(done.into_iter().collect())
+        },
+    )
+    .await
 }
 
 /// Reads the cluster's anchors now and says why the sweep's evidence `seen` no longer holds, if

@@ -36,6 +36,10 @@ pub struct TeardownPlan {
     pub leave: Vec<Planned>,
     /// Foreign resources that would keep a delete waiting (then the teardown pauses naming them).
     pub blocked: Vec<Planned>,
+    /// A customer's resources (bring your own VPC) the cluster marked: only the tags it added
+    /// come off (`reason` names them); the resources themselves are never deleted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmark: Vec<Planned>,
 }
 
 /// Reads the plan of a teardown of `input` (validated as `teardown` validates it). Every read is
@@ -77,7 +81,19 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
         delete: Vec::new(),
         leave: Vec::new(),
         blocked: Vec::new(),
+        unmark: Vec::new(),
     };
+    for (id, keys) in
+        infraflow_activities::customer_network::marks_to_remove(&aws, &t.infra_id).await.map_err(from_aws)?
+    {
+        let kind = match id.split('-').next() {
+            Some("vpc") => "vpc",
+            Some("rtb") => "route-table",
+            _ => "subnet",
+        };
+        let reason = format!("the customer's, never deleted; takes off {}", keys.join(", "));
+        plan.unmark.push(Planned { kind: kind.into(), id, reason: Some(reason) });
+    }
     for (kind, id) in resources::find_iam_of_other_regions(&aws, &t.infra_id).await.map_err(from_aws)? {
         plan.leave.push(Planned {
             kind: kind.as_str().to_string(),
@@ -171,6 +187,9 @@ impl TeardownPlan {
         }
         for p in &self.blocked {
             out.push_str(&format!("  blocks  {:<22} {} ({})\n", p.kind, p.id, p.reason.as_deref().unwrap_or("")));
+        }
+        for p in &self.unmark {
+            out.push_str(&format!("  unmark  {:<22} {} ({})\n", p.kind, p.id, p.reason.as_deref().unwrap_or("")));
         }
         out.push_str(&format!(
             "{} to delete, {} left, {} blocking\n",

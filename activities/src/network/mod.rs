@@ -95,6 +95,18 @@ pub async fn availability_zones(aws: &Aws) -> AwsResult<Vec<ZoneInfo>> {
     Ok(zones)
 }
 
+/// The VPCs cluster `infra` lives in: those it owns, and a customer's it was provisioned into
+/// (marked by its maker, `customer_network::marks`). What the cluster's controllers made inside
+/// them is the cluster's; what carries its tag elsewhere is a look-alike.
+pub async fn cluster_vpcs(aws: &Aws, infra: &str) -> AwsResult<Vec<String>> {
+    let q = crate::tags::owned(infra);
+    let (mut owned, marked) = futures::try_join!(find_vpcs(aws, &q), crate::customer_network::marked_vpcs(aws, infra))?;
+    owned.extend(marked);
+    owned.sort();
+    owned.dedup();
+    Ok(owned)
+}
+
 pub async fn find_vpcs(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
     let out = aws.ec2.describe_vpcs().filters(q.filter()).send().await.map_err(|e| classify("DescribeVpcs", e))?;
     Ok(out.vpcs().iter().filter(|v| q.matches(v.tags())).filter_map(|v| v.vpc_id().map(str::to_string)).collect())

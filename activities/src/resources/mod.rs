@@ -299,7 +299,7 @@ async fn find_matching(aws: &Aws, kind: Kind, scope: &Scope, q: TagQuery) -> Aws
         Kind::OidcProvider => iam::find_oidc_providers(aws, f).await?,
         Kind::HostedZone => match scope {
             Scope::Owned(infra) => {
-                let vpcs = network::find_vpcs(aws, &owned(infra)).await?;
+                let vpcs = network::cluster_vpcs(aws, infra).await?;
                 dns::find_owned_zones(aws, infra, &vpcs).await?
             }
             Scope::Identity(key) => dns::find_zones_by_identity(aws, key, None).await?,

@@ -45,11 +45,13 @@ pub const INTERFACES: Area = area!(interfaces);
 pub const TAGGING: Area = area!(tagging);
 /// The image registry's bucket of a cluster that ran.
 pub const S3: Area = area!(s3);
+/// A customer's network (bring your own VPC): read and checked, its subnets and VPC marked.
+pub const CUSTOMER_NETWORK: Area = area!(customer_network);
 /// The janitor's census of the account's clusters, and teardown's protection check.
 pub const CENSUS: Area = area!(census);
 
 /// Every area, for the checks that run over all of them.
-pub const ALL_AREAS: [Area; 17] = [
+pub const ALL_AREAS: [Area; 18] = [
     NETWORK,
     NAT,
     ROUTING,
@@ -67,6 +69,7 @@ pub const ALL_AREAS: [Area; 17] = [
     INTERFACES,
     TAGGING,
     S3,
+    CUSTOMER_NETWORK,
 ];
 
 /// What a workflow does in an area.

@@ -180,6 +180,7 @@ pub fn document(infra_id: &str, actions: &BTreeSet<&'static str>) -> Result<Valu
             Some(json!({"StringEquals": {resource_tag: OWNED}})),
         );
     }
+    customer_network_statements(infra_id, actions, &mut push);
     // IAM: names are ids, and every name infraflow gives starts with the infraID; an OIDC
     // provider's is its issuer's URL, so only its tag tells. Tagging happens at creation, and on
     // what the cluster owns already (the adoption mark).
@@ -196,6 +197,34 @@ pub fn document(infra_id: &str, actions: &BTreeSet<&'static str>) -> Result<Valu
     // One pattern for the buckets and their objects (`*` spans the `/` of an object's ARN).
     push("RegistryBucketByName".into(), of("s3", |g| g == Grant::ByName), json!([format!("{bucket}*")]), None);
     Ok(json!({"Version": "2012-10-17", "Statement": statements}))
+}
+
+/// A customer's network (bring your own VPC): the cluster tags the customer's subnets, VPC and
+/// route tables only in a request that carries its record of what it adds
+/// (`infraflow.io/marks/<ID>`), and takes tags off only where that record is; its creates may
+/// name what it marked `kubernetes.io/cluster/<ID>=shared` (a group in the VPC, an endpoint on
+/// the route tables, instances in the subnets), and nothing else of the customer's.
+fn customer_network_statements(
+    infra_id: &str,
+    actions: &BTreeSet<&'static str>,
+    push: &mut impl FnMut(String, Vec<&'static str>, Value, Option<Value>),
+) {
+    if !actions.contains("ec2:DeleteTags") {
+        return;
+    }
+    let record = format!("{}{infra_id}", infraflow_activities::customer_network::MARKS_PREFIX);
+    let customers: Vec<String> =
+        ["subnet", "vpc", "route-table"].iter().map(|t| arn_pattern("ec2", t, infra_id)).collect();
+    if actions.contains("ec2:CreateTags") {
+        let condition = json!({"StringLike": {format!("aws:RequestTag/{record}"): "*"}});
+        push("Ec2MarkCustomerNetwork".into(), vec!["ec2:CreateTags"], json!(customers), Some(condition));
+    }
+    let condition = json!({"StringLike": {format!("ec2:ResourceTag/{record}"): "*"}});
+    push("Ec2UnmarkCustomerNetwork".into(), vec!["ec2:DeleteTags"], json!(customers), Some(condition));
+    let creates: Vec<&'static str> =
+        actions.iter().copied().filter(|a| a.starts_with("ec2:") && grant_of(a) == Grant::Create).collect();
+    let shared = json!({"StringEquals": {format!("ec2:ResourceTag/{}", ownership_key(infra_id)): "shared"}});
+    push("Ec2CreateInCustomerNetwork".into(), creates, json!(customers), Some(shared));
 }
 
 /// The ARNs of resources of `kind` the cluster may have: IAM names start with the infraID.

@@ -1,0 +1,244 @@
+//! The marks a cluster puts on a customer's subnets and VPC: the tags HyperShift, the cloud
+//! provider and Karpenter find them by, and — in the same `CreateTags` call — a record of which of
+//! them this cluster added (`infraflow.io/marks/<infraID>` = `<creator> <key> <key> …`), so that
+//! taking the marks off removes only what the cluster added: a tag the customer (or another
+//! cluster) had put there first is never removed. The record is on the resource, where every
+//! journal can read it: a rollback removes only its own creator's marks, a teardown the cluster's.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::types::Tag;
+use serde::{Deserialize, Serialize};
+
+use crate::client::Aws;
+use crate::error::{AwsResult, classify};
+use crate::tags::{OWNERSHIP_PREFIX, filter, ownership_key};
+
+/// The key of a cluster's record of its marks: `infraflow.io/marks/<infraID>`.
+pub const MARKS_PREFIX: &str = "infraflow.io/marks/";
+
+fn record_key(infra: &str) -> String {
+    format!("{MARKS_PREFIX}{infra}")
+}
+
+/// What a cluster wants on one of the customer's resources.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Marked {
+    pub resource: String,
+    pub tags: Vec<(String, String)>,
+}
+
+/// The tags of `ids` (subnets, VPCs), by resource.
+async fn tags_of(aws: &Aws, ids: &[&str]) -> AwsResult<BTreeMap<String, BTreeMap<String, String>>> {
+    let mut out: BTreeMap<String, BTreeMap<String, String>> =
+        ids.iter().map(|i| (i.to_string(), BTreeMap::new())).collect();
+    let mut token = None;
+    loop {
+        let page = aws
+            .ec2
+            .describe_tags()
+            .filters(filter("resource-id", ids))
+            .set_next_token(token)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeTags", e))?;
+        for t in page.tags() {
+            if let (Some(id), Some(key)) = (t.resource_id(), t.key())
+                && let Some(tags) = out.get_mut(id)
+            {
+                tags.insert(key.to_string(), t.value().unwrap_or_default().to_string());
+            }
+        }
+        token = page.next_token().map(str::to_string);
+        if token.is_none() {
+            return Ok(out);
+        }
+    }
+}
+
+/// Puts `wants` on the customer's resources for cluster `infra`, recording what `creator` added.
+/// A resource that already carries the cluster's record (an earlier run, a crashed attempt of this
+/// one) is left as it is; a tag already present — with any value — is never overwritten. Returns
+/// the resources it marked now.
+pub async fn mark(aws: &Aws, infra: &str, creator: &str, wants: &[Marked]) -> AwsResult<Vec<String>> {
+    let ids: Vec<&str> = wants.iter().map(|m| m.resource.as_str()).collect();
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let now = tags_of(aws, &ids).await?;
+    let record = record_key(infra);
+    let mut marked = Vec::new();
+    for want in wants {
+        let have = now.get(&want.resource).cloned().unwrap_or_default();
+        if have.contains_key(&record) {
+            continue;
+        }
+        let added: Vec<&(String, String)> = want.tags.iter().filter(|(k, _)| !have.contains_key(k)).collect();
+        let listed: Vec<&str> = added.iter().map(|(k, _)| k.as_str()).collect();
+        let mut tags: Vec<Tag> = added.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
+        tags.push(Tag::builder().key(&record).value(format!("{creator} {}", listed.join(" ")).trim_end()).build());
+        aws.ec2
+            .create_tags()
+            .resources(&want.resource)
+            .set_tags(Some(tags))
+            .send()
+            .await
+            .map_err(|e| classify("CreateTags", e))?;
+        marked.push(want.resource.clone());
+    }
+    Ok(marked)
+}
+
+/// A resource's record of cluster `infra`'s marks: who added them, and which keys.
+pub fn marks_of(infra: &str, tags: &BTreeMap<String, String>) -> Option<(String, Vec<String>)> {
+    let value = tags.get(&record_key(infra))?;
+    let mut words = value.split(' ').filter(|w| !w.is_empty());
+    let creator = words.next()?.to_string();
+    Some((creator, words.map(str::to_string).collect()))
+}
+
+/// What taking cluster `infra`'s marks off `tags` removes: each key it added that still holds
+/// what it wrote, and the record. A role tag (`kubernetes.io/role/…`) stays while another
+/// cluster's ownership tag is on the resource: that cluster's load balancers need it too.
+pub fn removal(infra: &str, tags: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    let Some((_, keys)) = marks_of(infra, tags) else { return Vec::new() };
+    let own = ownership_key(infra);
+    let shared_with_another = tags.keys().any(|k| k.starts_with(OWNERSHIP_PREFIX) && *k != own);
+    let mut out: Vec<(String, String)> = keys
+        .iter()
+        .filter_map(|k| tags.get(k).map(|v| (k.clone(), v.clone())))
+        .filter(|(k, v)| match k.as_str() {
+            k if k == own => true,
+            k if k.starts_with("kubernetes.io/role/") => !shared_with_another,
+            crate::tags::KARPENTER_DISCOVERY_TAG => v == infra,
+            _ => true,
+        })
+        .collect();
+    let record = record_key(infra);
+    out.push((record.clone(), tags[&record].clone()));
+    out
+}
+
+/// The resources (subnets, VPCs) carrying cluster `infra`'s record, with their tags.
+async fn carrying_record(aws: &Aws, infra: &str) -> AwsResult<BTreeMap<String, BTreeMap<String, String>>> {
+    let record = record_key(infra);
+    let mut ids: Vec<String> = Vec::new();
+    let mut token = None;
+    loop {
+        let page = aws
+            .ec2
+            .describe_tags()
+            .filters(filter("key", &[&record]))
+            .set_next_token(token)
+            .send()
+            .await
+            .map_err(|e| classify("DescribeTags", e))?;
+        ids.extend(
+            page.tags()
+                .iter()
+                .filter(|t| t.key() == Some(record.as_str()))
+                .filter_map(|t| t.resource_id().map(str::to_string)),
+        );
+        token = page.next_token().map(str::to_string);
+        if token.is_none() {
+            break;
+        }
+    }
+    ids.sort();
+    ids.dedup();
+    if ids.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    Ok(tags_of(aws, &refs).await?.into_iter().filter(|(_, tags)| tags.contains_key(&record)).collect())
+}
+
+/// The VPCs cluster `infra` marked as its home (a customer's VPC it was provisioned into): with
+/// the VPCs it owns, where its controllers' load balancers, groups and instances may be deleted.
+pub async fn marked_vpcs(aws: &Aws, infra: &str) -> AwsResult<Vec<String>> {
+    Ok(carrying_record(aws, infra).await?.into_keys().filter(|id| id.starts_with("vpc-")).collect())
+}
+
+/// What `unmark(aws, infra, None)` would take off, read only: each resource with the keys.
+pub async fn marks_to_remove(aws: &Aws, infra: &str) -> AwsResult<Vec<(String, Vec<String>)>> {
+    Ok(carrying_record(aws, infra)
+        .await?
+        .into_iter()
+        .map(|(id, tags)| {
+            let keys = removal(infra, &tags).into_iter().map(|(k, _)| k).collect();
+            (id, keys)
+        })
+        .collect())
+}
+
+/// Takes cluster `infra`'s marks off every resource carrying its record — only those `creator`
+/// added, when given (a rollback); the cluster's, whoever added them, when not (a teardown).
+/// Returns the resources unmarked, each with the keys removed.
+pub async fn unmark(aws: &Aws, infra: &str, creator: Option<&str>) -> AwsResult<Vec<(String, Vec<String>)>> {
+    let mut done = Vec::new();
+    for (id, tags) in carrying_record(aws, infra).await? {
+        if creator.is_some_and(|c| marks_of(infra, &tags).is_none_or(|(by, _)| by != c)) {
+            continue;
+        }
+        let remove = removal(infra, &tags);
+        // With their values: a tag someone changed since is theirs now, and stays.
+        let keys: Vec<Tag> = remove.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
+        aws.ec2
+            .delete_tags()
+            .resources(&id)
+            .set_tags(Some(keys))
+            .send()
+            .await
+            .map_err(|e| classify("DeleteTags", e))?;
+        done.push((id, remove.into_iter().map(|(k, _)| k).collect()));
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn only_what_the_cluster_added_comes_off() {
+        let t = tags(&[
+            ("kubernetes.io/cluster/c1", "shared"),
+            ("kubernetes.io/role/elb", "1"),
+            ("karpenter.sh/discovery", "c1"),
+            ("Name", "customer-public-a"),
+            ("infraflow.io/marks/c1", "w@1 kubernetes.io/cluster/c1 karpenter.sh/discovery"),
+        ]);
+        let keys: Vec<String> = removal("c1", &t).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["kubernetes.io/cluster/c1", "karpenter.sh/discovery", "infraflow.io/marks/c1"]);
+        assert_eq!(
+            marks_of("c1", &t),
+            Some(("w@1".into(), vec!["kubernetes.io/cluster/c1".into(), "karpenter.sh/discovery".into()]))
+        );
+        assert!(removal("c2", &t).is_empty(), "another cluster's record is not c1's");
+    }
+
+    #[test]
+    fn a_role_tag_stays_while_another_cluster_uses_the_subnet() {
+        let t = tags(&[
+            ("kubernetes.io/cluster/c1", "shared"),
+            ("kubernetes.io/cluster/c2", "shared"),
+            ("kubernetes.io/role/internal-elb", "1"),
+            ("karpenter.sh/discovery", "c2"),
+            (
+                "infraflow.io/marks/c1",
+                "w@1 kubernetes.io/cluster/c1 kubernetes.io/role/internal-elb karpenter.sh/discovery",
+            ),
+        ]);
+        let keys: Vec<String> = removal("c1", &t).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            keys,
+            ["kubernetes.io/cluster/c1", "infraflow.io/marks/c1"],
+            "c2's role tag and its discovery tag stay"
+        );
+    }
+}

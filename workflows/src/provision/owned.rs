@@ -1,0 +1,64 @@
+//! What the cluster owns inside its VPC, whoever made the VPC: the worker security group and the
+//! two private zones (`<name>.<baseDomain>` and `<name>.hypershift.local`), side by side.
+
+use infraflow_activities::{Kind, dns, security};
+use infraflow_engine::{StepError, join_pair};
+
+use super::Plan;
+use crate::aws_steps::from_aws;
+use crate::provision_infra::worker_rules;
+
+pub(super) struct Owned {
+    pub security_group_id: String,
+    pub private_zone_id: String,
+    pub local_zone_id: String,
+}
+
+pub(super) async fn ensure_owned(plan: &Plan<'_>, vpc: &str) -> Result<Owned, StepError> {
+    let (p, infra) = (plan.p, plan.infra);
+    let sg_ident = plan.ident("worker-sg", None, format!("{infra}-worker-sg"));
+    let sg_look = plan.first(&sg_ident);
+    let sg_name = format!("{infra}-worker-sg");
+    let rules = worker_rules(&p.vpc_cidr);
+    let sg = plan.ctx.step_with(
+        "security-group",
+        "ec2.ensure-security-group",
+        &(&sg_ident, vpc, &rules),
+        plan.with_undo(Kind::SecurityGroup, &sg_ident),
+        || async {
+            let aws = plan.pool.region(plan.region).await;
+            security::ensure_security_group(
+                &aws,
+                &sg_ident,
+                vpc,
+                &sg_name,
+                "worker security group",
+                &rules,
+                sg_look.lookup(),
+            )
+            .await
+            .map_err(from_aws)
+        },
+    );
+    let private = ensure_private_zone(plan, "private-zone", p.private_zone_name(), vpc);
+    let local = ensure_private_zone(plan, "local-zone", format!("{}.hypershift.local", p.name), vpc);
+    let (security_group_id, (private_zone_id, local_zone_id)) = join_pair(sg, join_pair(private, local)).await?;
+    Ok(Owned { security_group_id, private_zone_id, local_zone_id })
+}
+
+/// A private zone of the cluster (`role` is its step key and identity role), associated with `vpc`.
+async fn ensure_private_zone(plan: &Plan<'_>, role: &str, name: String, vpc: &str) -> Result<String, StepError> {
+    let ident = plan.ident(role, None, name.clone());
+    plan.ctx
+        .step_with(
+            role,
+            "route53.ensure-private-zone",
+            &(&ident, &name, vpc),
+            plan.with_undo(Kind::HostedZone, &ident),
+            || async {
+                let aws = plan.pool.region(plan.region).await;
+                dns::ensure_private_zone(&aws, &ident, &name, vpc).await.map_err(from_aws)
+            },
+        )
+        .await
+}
