@@ -77,6 +77,10 @@ fn a_cluster_in_a_customers_vpc_makes_no_network_and_its_teardown_leaves_the_vpc
     }
     assert_only_the_clusters_own(&e, "byo-abcde", true);
     assert_marked(&e, "byo-abcde", &cv);
+    for (zone, name, vpcs) in &Inventory::read(&e.c, "byo-abcde").zones {
+        assert_eq!(vpcs, &vec![cv.vpc.clone()], "{name} serves the customer's VPC");
+        assert_eq!(support::inventory::soa_minimum(&e.c, zone), 60, "{name}: HyperShift's negative-caching TTL");
+    }
     // HyperShift's CreateInfraOutput, naming the customer's ids.
     support::hypershift::assert_output_keys(&out, "create-infra-output.keys", &["securityGroupID", "publicSubnetIDs"]);
     assert_eq!(out["vpcID"], cv.vpc.as_str());
@@ -215,9 +219,10 @@ fn every_broken_rule_of_a_customers_network_is_named_at_once_and_nothing_is_jour
 }
 
 /// SIGKILL at every AWS call of a provision into a customer's VPC — or of its teardown — before
-/// the call reaches AWS, each kill's resume killed at its next call: the cluster's own made once,
-/// the marks put on once, and after the teardown the customer's VPC as it was.
-fn byo_chain(teardown: bool) {
+/// the call reaches AWS, or after AWS acted but before the answer arrives, each kill's resume
+/// killed at its next call: the cluster's own made once, the marks put on once, and after the
+/// teardown the customer's VPC as it was.
+fn byo_chain(teardown: bool, after_aws_acts: bool) {
     let world = || {
         let e = Env::new();
         let proxy = Proxy::start(e.moto.port);
@@ -252,17 +257,28 @@ fn byo_chain(teardown: bool) {
     first.1.reset_counts();
     run(&first, "clean", None);
     let clean = first.1.counts();
-    support::sweep::every_call_chained(&clean, false, first, world, |w, part| {
-        run(w, &format!("k{}", part.index), Some(part))
+    let tag = if after_aws_acts { "a" } else { "b" };
+    support::sweep::every_call_chained(&clean, after_aws_acts, first, world, |w, part| {
+        run(w, &format!("k{}{tag}", part.index), Some(part))
     });
 }
 
 #[test]
 fn a_provision_into_a_customers_vpc_killed_at_every_aws_call_before_it_reaches_aws_marks_and_makes_once() {
-    byo_chain(false);
+    byo_chain(false, false);
+}
+
+#[test]
+fn a_provision_into_a_customers_vpc_killed_at_every_aws_call_after_aws_acted_marks_and_makes_once() {
+    byo_chain(false, true);
 }
 
 #[test]
 fn a_teardown_in_a_customers_vpc_killed_at_every_aws_call_before_it_reaches_aws_leaves_the_vpc_as_it_was() {
-    byo_chain(true);
+    byo_chain(true, false);
+}
+
+#[test]
+fn a_teardown_in_a_customers_vpc_killed_at_every_aws_call_after_aws_acted_leaves_the_vpc_as_it_was() {
+    byo_chain(true, true);
 }

@@ -17,6 +17,7 @@ pub mod provision;
 pub mod provision_infra;
 pub mod scale_nodepool;
 pub mod teardown;
+mod teardown_graph;
 mod teardown_left;
 pub mod teardown_plan;
 mod user_data;

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_ec2::types::{AttributeBooleanValue, RouteTable, VpcAttributeName};
+use aws_sdk_ec2::types::{RouteTable, VpcAttributeName};
 use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
@@ -115,8 +115,8 @@ pub async fn read(aws: &Aws, vpc_id: &str, subnet_ids: &[String]) -> AwsResult<C
     net.tags = pairs(vpc.tags());
     let ids: Vec<&str> = subnet_ids.iter().map(String::as_str).collect();
     let (support, hostnames, subnets, tables, endpoints) = futures::try_join!(
-        vpc_attribute(aws, vpc_id, VpcAttributeName::EnableDnsSupport),
-        vpc_attribute(aws, vpc_id, VpcAttributeName::EnableDnsHostnames),
+        crate::network::vpc_attribute_on(aws, vpc_id, VpcAttributeName::EnableDnsSupport),
+        crate::network::vpc_attribute_on(aws, vpc_id, VpcAttributeName::EnableDnsHostnames),
         async {
             if ids.is_empty() {
                 return Ok(Vec::new());
@@ -195,22 +195,6 @@ pub async fn read(aws: &Aws, vpc_id: &str, subnet_ids: &[String]) -> AwsResult<C
         );
     }
     Ok(net)
-}
-
-async fn vpc_attribute(aws: &Aws, vpc_id: &str, attribute: VpcAttributeName) -> AwsResult<bool> {
-    let out = aws
-        .ec2
-        .describe_vpc_attribute()
-        .vpc_id(vpc_id)
-        .attribute(attribute.clone())
-        .send()
-        .await
-        .map_err(|e| classify("DescribeVpcAttribute", e))?;
-    let value = match attribute {
-        VpcAttributeName::EnableDnsHostnames => out.enable_dns_hostnames(),
-        _ => out.enable_dns_support(),
-    };
-    Ok(value.and_then(AttributeBooleanValue::value).unwrap_or(false))
 }
 
 /// The table subnet `subnet` uses: the one explicitly associated with it, else its VPC's main one.

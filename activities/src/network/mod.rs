@@ -219,7 +219,7 @@ pub async fn ensure_vpc(aws: &Aws, id: &Identity, cidr: &str, lookup: Lookup) ->
 }
 
 /// Whether the VPC's boolean attribute `which` is on.
-async fn vpc_attribute_on(aws: &Aws, vpc_id: &str, which: VpcAttributeName) -> AwsResult<bool> {
+pub(crate) async fn vpc_attribute_on(aws: &Aws, vpc_id: &str, which: VpcAttributeName) -> AwsResult<bool> {
     let out = aws
         .ec2
         .describe_vpc_attribute()

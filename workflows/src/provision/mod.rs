@@ -101,7 +101,9 @@ pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resul
         Ok::<_, StepError>(net)
     };
     // What the cluster owns needs only the VPC: beside the network's chain, off its critical path.
-    let (own, net) = join_pair(owned::ensure_owned(plan, vpc), Box::pin(network_then_endpoint)).await?;
+    let (own, net) =
+        join_pair(Box::pin(owned::ensure_owned(plan, vpc, pre.customer.is_none())), Box::pin(network_then_endpoint))
+            .await?;
     Ok(output(p, &pre.public_zone_id, vpc, own, &net))
 }
 

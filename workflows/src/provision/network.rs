@@ -1,8 +1,7 @@
-//! The network phase when infraflow makes the network: the VPC, then its DHCP options beside the
+//! The network phase when infraflow makes the network: the VPC and its DHCP options, and the
 //! critical path — the internet gateway and each zone's subnets and address, then the NAT
 //! gateways, then the route tables.
 
-use futures::FutureExt;
 use infraflow_activities::network::{SubnetInfo, ZoneInfo};
 use infraflow_activities::routing::Target;
 use infraflow_activities::tags::KARPENTER_DISCOVERY_TAG;
@@ -40,36 +39,37 @@ pub(super) async fn ensure_vpc(plan: &Plan<'_>) -> Result<String, StepError> {
         .await
 }
 
-/// Everything of the network after the VPC: DHCP options beside the chain of gateway, zones,
-/// NAT gateways and route tables.
+/// Everything of the network after the VPC but its DHCP options (which need only the VPC, and
+/// start beside what the cluster owns: `owned`): the chain of gateway, zones, NAT gateways and
+/// route tables.
 pub(super) async fn ensure_zones_and_routes(
     plan: &Plan<'_>,
     zones: &[ZoneInfo],
     vpc: &str,
 ) -> Result<Network, StepError> {
-    let dhcp = ensure_dhcp_options(plan, vpc).map(|r| r.map(|_: String| ()));
     // Boxed: the chain nests every zone's steps, too large a future for a worker's stack.
-    let (_, net) = join_pair(dhcp, Box::pin(ensure_chain(plan, zones, vpc))).await?;
-    Ok(net)
+    Box::pin(ensure_chain(plan, zones, vpc)).await
 }
 
-async fn ensure_dhcp_options(plan: &Plan<'_>, vpc: &str) -> Result<String, StepError> {
+/// The DHCP options step, its journal position taken at this call (the caller orders it).
+pub(super) fn ensure_dhcp_options<'a>(
+    plan: &'a Plan<'a>,
+    vpc: &'a str,
+) -> impl Future<Output = Result<String, StepError>> + 'a {
     let region = plan.region;
     let domain = if region == "us-east-1" { "ec2.internal".to_string() } else { format!("{region}.compute.internal") };
     let dhcp = plan.ident("dhcp-options", None, format!("{}-dhcp", plan.infra));
     let look = plan.first(&dhcp);
-    plan.ctx
-        .step_with(
-            "dhcp-options",
-            "ec2.ensure-dhcp-options",
-            &(&dhcp, &domain, vpc),
-            plan.with_undo(Kind::DhcpOptions, &dhcp),
-            || async {
-                let aws = plan.pool.region(region).await;
-                network::ensure_dhcp_options(&aws, &dhcp, &domain, vpc, look.lookup()).await.map_err(from_aws)
-            },
-        )
-        .await
+    let options = plan.with_undo(Kind::DhcpOptions, &dhcp);
+    let input = serde_json::to_value((&dhcp, &domain, vpc)).unwrap_or_default();
+    let pool = plan.pool;
+    plan.ctx.step_with("dhcp-options", "ec2.ensure-dhcp-options", &input, options, move || {
+        let (dhcp, domain, lookup) = (dhcp.clone(), domain.clone(), look.lookup());
+        async move {
+            let aws = pool.region(region).await;
+            network::ensure_dhcp_options(&aws, &dhcp, &domain, vpc, lookup).await.map_err(from_aws)
+        }
+    })
 }
 
 /// The critical path: gateway and zones, then NAT gateways, then route tables.
@@ -99,13 +99,19 @@ async fn ensure_chain(plan: &Plan<'_>, zones: &[ZoneInfo], vpc: &str) -> Result<
     let starts = zones
         .iter()
         .enumerate()
-        .map(|(i, z)| ensure_zone_start(plan, vpc, z, zone_cidrs(prefix, i), nat_zones.contains(&z.name.as_str())));
+        // Each boxed: a zone's three steps make a future too large to move about on a worker's
+        // stack (an unoptimized build overflowed it with three zones).
+        .map(|(i, z)| {
+            Box::pin(ensure_zone_start(plan, vpc, z, zone_cidrs(prefix, i), nat_zones.contains(&z.name.as_str())))
+        });
     let (igw, started) = join_pair(igw_step, join_branches(starts)).await?;
 
     let public_subnets: Vec<String> = started.iter().map(|z| z.public.subnet_id.clone()).collect();
-    let (public_table, mut tables) =
-        join_pair(ensure_public_table(plan, vpc, &igw, &public_subnets), ensure_private_tables(plan, vpc, &started))
-            .await?;
+    let (public_table, mut tables) = join_pair(
+        Box::pin(ensure_public_table(plan, vpc, &igw, &public_subnets)),
+        Box::pin(ensure_private_tables(plan, vpc, &started)),
+    )
+    .await?;
     tables.push(public_table);
     let zones = started
         .into_iter()

@@ -1,5 +1,6 @@
 //! What the cluster owns inside its VPC, whoever made the VPC: the worker security group and the
-//! two private zones (`<name>.<baseDomain>` and `<name>.hypershift.local`), side by side.
+//! two private zones (`<name>.<baseDomain>` and `<name>.hypershift.local`), side by side, off the
+//! network's critical path (with the DHCP options of a network infraflow made).
 
 use infraflow_activities::{Kind, dns, security};
 use infraflow_engine::{StepError, join_pair};
@@ -14,8 +15,19 @@ pub(super) struct Owned {
     pub local_zone_id: String,
 }
 
-pub(super) async fn ensure_owned(plan: &Plan<'_>, vpc: &str) -> Result<Owned, StepError> {
+/// What needs only the VPC, side by side: the DHCP options of a network infraflow made
+/// (`made_network`), the worker group, the private zones. Started in this order, which is the
+/// order of their journal positions since version 2.
+pub(super) async fn ensure_owned(plan: &Plan<'_>, vpc: &str, made_network: bool) -> Result<Owned, StepError> {
     let (p, infra) = (plan.p, plan.infra);
+    // Called first: its journal position comes before the group's and the zones'.
+    let dhcp = made_network.then(|| super::network::ensure_dhcp_options(plan, vpc));
+    let dhcp = async move {
+        if let Some(step) = dhcp {
+            step.await?;
+        }
+        Ok::<_, StepError>(())
+    };
     let sg_ident = plan.ident("worker-sg", None, format!("{infra}-worker-sg"));
     let sg_look = plan.first(&sg_ident);
     let sg_name = format!("{infra}-worker-sg");
@@ -42,7 +54,8 @@ pub(super) async fn ensure_owned(plan: &Plan<'_>, vpc: &str) -> Result<Owned, St
     );
     let private = ensure_private_zone(plan, "private-zone", p.private_zone_name(), vpc);
     let local = ensure_private_zone(plan, "local-zone", format!("{}.hypershift.local", p.name), vpc);
-    let (security_group_id, (private_zone_id, local_zone_id)) = join_pair(sg, join_pair(private, local)).await?;
+    let (_, (security_group_id, (private_zone_id, local_zone_id))) =
+        join_pair(dhcp, join_pair(sg, join_pair(private, local))).await?;
     Ok(Owned { security_group_id, private_zone_id, local_zone_id })
 }
 
