@@ -212,19 +212,22 @@ fn customer_network_statements(
     if !actions.contains("ec2:DeleteTags") {
         return;
     }
-    let record = format!("{}{infra_id}", infraflow_activities::customer_network::MARKS_PREFIX);
-    let customers: Vec<String> =
-        ["subnet", "vpc", "route-table"].iter().map(|t| arn_pattern("ec2", t, infra_id)).collect();
+    // `Resource: *`, the conditions doing the scoping: a role's inline policy holds 10,240
+    // characters, and the every-workflow policy of a 60-character infra id is near that.
+    let shared_key = ownership_key(infra_id);
     if actions.contains("ec2:CreateTags") {
-        let condition = json!({"StringLike": {format!("aws:RequestTag/{record}"): "*"}});
-        push("Ec2MarkCustomerNetwork".into(), vec!["ec2:CreateTags"], json!(customers), Some(condition));
+        let condition = json!({"StringEquals": {format!("aws:RequestTag/{shared_key}"): "shared"}});
+        push("Ec2MarkCustomer".into(), vec!["ec2:CreateTags"], json!("*"), Some(condition));
     }
-    let condition = json!({"StringLike": {format!("ec2:ResourceTag/{record}"): "*"}});
-    push("Ec2UnmarkCustomerNetwork".into(), vec!["ec2:DeleteTags"], json!(customers), Some(condition));
-    let creates: Vec<&'static str> =
-        actions.iter().copied().filter(|a| a.starts_with("ec2:") && grant_of(a) == Grant::Create).collect();
-    let shared = json!({"StringEquals": {format!("ec2:ResourceTag/{}", ownership_key(infra_id)): "shared"}});
-    push("Ec2CreateInCustomerNetwork".into(), creates, json!(customers), Some(shared));
+    // On what is marked: more marks, their removal, and the creates that name a customer's VPC,
+    // route tables or subnets.
+    let on_marked: Vec<&'static str> =
+        ["ec2:CreateTags", "ec2:DeleteTags", "ec2:CreateSecurityGroup", "ec2:CreateVpcEndpoint", "ec2:RunInstances"]
+            .into_iter()
+            .filter(|a| actions.contains(a))
+            .collect();
+    let shared = json!({"StringEquals": {format!("ec2:ResourceTag/{shared_key}"): "shared"}});
+    push("Ec2OnCustomer".into(), on_marked, json!("*"), Some(shared));
 }
 
 /// The ARNs of resources of `kind` the cluster may have: IAM names start with the infraID.
@@ -316,13 +319,20 @@ mod tests {
     }
 
     /// IAM counts a policy's characters without whitespace: 10,240 for a role's inline policy,
-    /// 6,144 for a managed one (README says which to use).
+    /// 6,144 for a managed one (README says which to use). Since the customer network's grants,
+    /// every workflow's at once fits for an infra id of up to 40 characters; for longer ones each
+    /// workflow's policy fits alone (a role per workflow, or several inline policies).
     #[test]
-    fn the_scoped_policy_of_every_workflow_fits_a_roles_inline_policy_even_for_a_60_character_infra_id() {
-        let longest = format!("{}-abcde", "c".repeat(54));
-        let doc = document(&longest, &all_actions()).unwrap();
-        let size = doc.to_string().chars().filter(|c| !c.is_whitespace()).count();
+    fn the_scoped_policy_of_every_workflow_fits_a_roles_inline_policy_for_a_40_character_infra_id() {
+        let size_of = |doc: Value| doc.to_string().chars().filter(|c| !c.is_whitespace()).count();
+        let forty = format!("{}-abcde", "c".repeat(34));
+        let size = size_of(document(&forty, &all_actions()).unwrap());
         assert!(size <= 10_240, "{size} characters: over a role's inline policy");
+        let longest = format!("{}-abcde", "c".repeat(54));
+        for area in ALL_AREAS {
+            let size = size_of(document(&longest, &actions(&[(area, Use::Manage)])).unwrap());
+            assert!(size <= 10_240, "{size} characters: one area's policy over a role's inline policy");
+        }
     }
 
     #[test]
