@@ -102,6 +102,25 @@ fn a_cluster_in_a_customers_vpc_makes_no_network_and_its_teardown_leaves_the_vpc
         assert!(endpoint.contains(table.as_str()), "{table}: {endpoint}");
     }
 
+    // Look-alikes: another VPC whose subnet and VPC carry the cluster's `shared` tag and a role
+    // tag (copied, without the maker's record), with a load balancer tagged as the cluster's.
+    let other = CustomerVpc::make(&e.c, "10.2", &["us-east-1a"], false);
+    let copied = [
+        aws_sdk_ec2::types::Tag::builder().key("kubernetes.io/cluster/byo-abcde").value("shared").build(),
+        aws_sdk_ec2::types::Tag::builder().key("kubernetes.io/role/internal-elb").value("1").build(),
+    ];
+    e.c.block_on(
+        e.c.ec2.create_tags().resources(&other.vpc).resources(&other.zones[0].1).set_tags(Some(copied.to_vec())).send(),
+    )
+    .unwrap();
+    let foreign_lb = support::look_alikes::nlb(
+        &e.c,
+        "byo-copied",
+        &other.zones[0].2,
+        &[("kubernetes.io/cluster/byo-abcde", "owned")],
+    );
+    let other_before = snapshot(&e.c, &other.vpc);
+
     // The dry run says what comes off the customer's resources, and deletes none of them.
     let td = e.input("t.json", json!({"infraID": "byo-abcde", "region": "us-east-1"}));
     let plan = ok(&e.cli(&["run", "teardown", "--input", &td, "--dry-run", "--json"]));
@@ -116,6 +135,14 @@ fn a_cluster_in_a_customers_vpc_makes_no_network_and_its_teardown_leaves_the_vpc
     assert_eq!(down["unmarked"].as_object().unwrap().len(), 8, "{down:#}");
     assert_eq!(snapshot(&e.c, &cv.vpc), before, "the customer's VPC as it was");
     assert_eq!(Inventory::read(&e.c, "byo-abcde").total(), 0);
+    assert_eq!(snapshot(&e.c, &other.vpc), other_before, "copied tags are no record: nothing taken off");
+    let left: Vec<&str> = down["left"].as_array().unwrap().iter().map(|l| l["id"].as_str().unwrap()).collect();
+    assert!(
+        left.contains(&foreign_lb.as_str()),
+        "the load balancer in a VPC without the record is left, named: {down:#}"
+    );
+    let lbs = e.c.block_on(e.c.elb.describe_load_balancers().send()).unwrap();
+    assert!(lbs.load_balancers().iter().any(|l| l.load_balancer_arn() == Some(foreign_lb.as_str())), "not deleted");
 }
 
 #[test]
@@ -216,6 +243,50 @@ fn every_broken_rule_of_a_customers_network_is_named_at_once_and_nothing_is_jour
         e.proxy.counts().into_iter().filter(|(a, _)| support::chain::is_change(a)).collect();
     assert!(changes.is_empty(), "a preflight only reads: {changes:?}");
     assert!(!e.s.db().exists() || e.s.cli(&["status", "bad"]).status.code() == Some(2), "nothing journaled");
+}
+
+/// Journal A's provision dies as AWS writes its first mark on the customer's network (one
+/// subnet marked, the step unrecorded); journal B's provision of the same cluster completes,
+/// marking the rest and adopting A's mark. Then A is cancelled: its rollback hands its mark over
+/// to B instead of taking it off, and B's cluster keeps every mark. B's teardown then takes all
+/// of them off.
+#[test]
+fn a_makers_rollback_after_another_journal_adopted_its_marks_hands_them_over() {
+    let e = Env::new();
+    let proxy = Proxy::start(e.moto.port);
+    let cv = CustomerVpc::make(&e.c, "10.1", &["us-east-1a", "us-east-1b"], false);
+    let before = snapshot(&e.c, &cv.vpc);
+    let input = e.input("p.json", byo_input("two", "two-abcde", &cv));
+    let args = ["run", "provision-infra", "--input", input.as_str(), "--id", "a"];
+    let mut child = e.spawn_cli_at(&proxy.endpoint(), &args);
+    proxy.kill_at_action("CreateTags", support::proxy::KillAt { call: 0, after_aws_acts: true, pid: child.id() });
+    let status = child.wait().unwrap();
+    assert!(proxy.action_kill_fired() && !status.success(), "{status:?}");
+    let by_a: Vec<String> = snapshot(&e.c, &cv.vpc)
+        .into_iter()
+        .filter(|(_, text)| text.contains("\"infraflow.io/marks/two-abcde\": \"a@"))
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(by_a.len(), 1, "A marked one resource before it died: {by_a:?}");
+
+    let b = Scratch::new();
+    let env = support::moto::aws_env(&e.proxy.endpoint());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let theirs = b.cli_env(&["run", "provision-infra", "--input", &input, "--id", "b"], &env);
+    assert!(theirs.status.success(), "{}", stderr(&theirs));
+    assert!(snapshot(&e.c, &cv.vpc)[&by_a[0]].contains("marks-adopted-by/two-abcde\": \"b@"), "B adopted A's mark");
+
+    let cancel = e.cli(&["cancel", "a"]);
+    assert_eq!(e.s.status("a")["state"], "compensated", "{}", stderr(&cancel));
+    assert_marked(&e, "two-abcde", &cv);
+    for (id, text) in snapshot(&e.c, &cv.vpc).iter().filter(|(_, t)| t.contains("infraflow.io/marks/two-abcde")) {
+        assert!(text.contains("\"infraflow.io/marks/two-abcde\": \"b@"), "{id}: B's now: {text}");
+        assert!(!text.contains("marks-adopted-by"), "{id}: {text}");
+    }
+
+    let td = e.input("t.json", json!({"infraID": "two-abcde", "region": "us-east-1"}));
+    ok(&e.cli(&["run", "teardown", "--input", &td, "--id", "down"]));
+    assert_eq!(snapshot(&e.c, &cv.vpc), before, "the customer's VPC as it was");
 }
 
 /// SIGKILL at every AWS call of a provision into a customer's VPC — or of its teardown — before

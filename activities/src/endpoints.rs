@@ -22,11 +22,13 @@ pub const IAM_DELETE: &[&str] = &["ec2:DeleteVpcEndpoints"];
 /// Endpoints matching `q` that are live, with their state: what a create may adopt (not a
 /// `failed`, `rejected` or `expired` one).
 pub async fn find_vpc_endpoints(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<(String, String)>> {
-    Ok(find_vpc_endpoints_to_delete(aws, q)
-        .await?
-        .into_iter()
-        .filter(|(_, state)| !matches!(state.as_str(), "failed" | "rejected" | "expired"))
-        .collect())
+    Ok(find_vpc_endpoints_to_delete(aws, q).await?.into_iter().filter(|(_, state)| adoptable(state)).collect())
+}
+
+/// Whether an endpoint in `state` (lowercase) may be adopted or relied on: not a `failed`,
+/// `rejected` or `expired` one.
+pub(crate) fn adoptable(state: &str) -> bool {
+    !matches!(state, "failed" | "rejected" | "expired")
 }
 
 /// Endpoints matching `q` in any state but `deleted`: a failed, rejected or expired endpoint

@@ -4,6 +4,10 @@
 //! taking the marks off removes only what the cluster added: a tag the customer (or another
 //! cluster) had put there first is never removed. The record is on the resource, where every
 //! journal can read it: a rollback removes only its own creator's marks, a teardown the cluster's.
+//! A later workflow of the cluster that finds them (another journal's, a second run) writes itself
+//! as their adopter (`infraflow.io/marks-adopted-by/<infraID>`): the maker's rollback then hands
+//! the record over instead of taking off marks a live cluster's run relies on, and the adopter's
+//! rollback drops only its adoption.
 
 use std::collections::BTreeMap;
 
@@ -17,8 +21,13 @@ use crate::tags::{OWNERSHIP_PREFIX, filter, ownership_key};
 /// The key of a cluster's record of its marks: `infraflow.io/marks/<infraID>`.
 pub const MARKS_PREFIX: &str = "infraflow.io/marks/";
 
-fn record_key(infra: &str) -> String {
+pub fn record_key(infra: &str) -> String {
     format!("{MARKS_PREFIX}{infra}")
+}
+
+/// The key naming the last workflow that adopted cluster `infra`'s marks.
+fn adopted_key(infra: &str) -> String {
+    format!("infraflow.io/marks-adopted-by/{infra}")
 }
 
 /// What a cluster wants on one of the customer's resources.
@@ -71,7 +80,19 @@ pub async fn mark(aws: &Aws, infra: &str, creator: &str, wants: &[Marked]) -> Aw
     let mut marked = Vec::new();
     for want in wants {
         let have = now.get(&want.resource).cloned().unwrap_or_default();
-        if have.contains_key(&record) {
+        if let Some((maker, _)) = marks_of(infra, &have) {
+            let adopted = adopted_key(infra);
+            if maker != creator && have.get(&adopted).is_none_or(|a| a != creator) {
+                let tag = Tag::builder().key(&adopted).value(creator).build();
+                aws.ec2
+                    .create_tags()
+                    .resources(&want.resource)
+                    .tags(tag)
+                    .send()
+                    .await
+                    .map_err(|e| classify("CreateTags", e))?;
+                marked.push(want.resource.clone());
+            }
             continue;
         }
         let added: Vec<&(String, String)> = want.tags.iter().filter(|(k, _)| !have.contains_key(k)).collect();
@@ -117,7 +138,33 @@ pub fn removal(infra: &str, tags: &BTreeMap<String, String>) -> Vec<(String, Str
         .collect();
     let record = record_key(infra);
     out.push((record.clone(), tags[&record].clone()));
+    let adopted = adopted_key(infra);
+    out.extend(tags.get(&adopted).map(|v| (adopted, v.clone())));
     out
+}
+
+/// What a rollback of workflow `creator` does to one resource carrying cluster `infra`'s marks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AtRollback {
+    /// Its own marks, adopted by nobody since: they come off (`removal`).
+    TakeOff,
+    /// Its own marks, adopted since by this workflow: the record becomes theirs.
+    HandOver { to: String },
+    /// Another's marks it adopted: only its adoption comes off.
+    DropAdoption,
+    /// Not its marks.
+    Leave,
+}
+
+pub fn at_rollback(infra: &str, creator: &str, tags: &BTreeMap<String, String>) -> AtRollback {
+    let Some((maker, _)) = marks_of(infra, tags) else { return AtRollback::Leave };
+    let adopter = tags.get(&adopted_key(infra)).filter(|a| !a.is_empty());
+    match adopter {
+        Some(a) if a == creator && maker != creator => AtRollback::DropAdoption,
+        Some(a) if maker == creator && a != creator => AtRollback::HandOver { to: a.clone() },
+        _ if maker == creator => AtRollback::TakeOff,
+        _ => AtRollback::Leave,
+    }
 }
 
 /// The resources (subnets, VPCs) carrying cluster `infra`'s record, with their tags.
@@ -154,12 +201,6 @@ async fn carrying_record(aws: &Aws, infra: &str) -> AwsResult<BTreeMap<String, B
     Ok(tags_of(aws, &refs).await?.into_iter().filter(|(_, tags)| tags.contains_key(&record)).collect())
 }
 
-/// The VPCs cluster `infra` marked as its home (a customer's VPC it was provisioned into): with
-/// the VPCs it owns, where its controllers' load balancers, groups and instances may be deleted.
-pub async fn marked_vpcs(aws: &Aws, infra: &str) -> AwsResult<Vec<String>> {
-    Ok(carrying_record(aws, infra).await?.into_keys().filter(|id| id.starts_with("vpc-")).collect())
-}
-
 /// What `unmark(aws, infra, None)` would take off, read only: each resource with the keys.
 pub async fn marks_to_remove(aws: &Aws, infra: &str) -> AwsResult<Vec<(String, Vec<String>)>> {
     Ok(carrying_record(aws, infra)
@@ -178,11 +219,28 @@ pub async fn marks_to_remove(aws: &Aws, infra: &str) -> AwsResult<Vec<(String, V
 pub async fn unmark(aws: &Aws, infra: &str, creator: Option<&str>) -> AwsResult<Vec<(String, Vec<String>)>> {
     let mut done = Vec::new();
     for (id, tags) in carrying_record(aws, infra).await? {
-        if creator.is_some_and(|c| marks_of(infra, &tags).is_none_or(|(by, _)| by != c)) {
-            continue;
+        let step = creator.map_or(AtRollback::TakeOff, |c| at_rollback(infra, c, &tags));
+        // Deleted with their values: a tag someone changed since is theirs now, and stays.
+        let (remove, rewrite): (Vec<(String, String)>, Option<Tag>) = match step {
+            AtRollback::Leave => continue,
+            AtRollback::TakeOff => (removal(infra, &tags), None),
+            AtRollback::DropAdoption | AtRollback::HandOver { .. } => {
+                let adopted = adopted_key(infra);
+                let value = tags[&adopted].clone();
+                let rewrite = match step {
+                    AtRollback::HandOver { to } => {
+                        let keys = marks_of(infra, &tags).map(|(_, keys)| keys).unwrap_or_default();
+                        let record = format!("{to} {}", keys.join(" "));
+                        Some(Tag::builder().key(record_key(infra)).value(record.trim_end()).build())
+                    }
+                    _ => None,
+                };
+                (vec![(adopted, value)], rewrite)
+            }
+        };
+        if let Some(record) = rewrite {
+            aws.ec2.create_tags().resources(&id).tags(record).send().await.map_err(|e| classify("CreateTags", e))?;
         }
-        let remove = removal(infra, &tags);
-        // With their values: a tag someone changed since is theirs now, and stays.
         let keys: Vec<Tag> = remove.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
         aws.ec2
             .delete_tags()
@@ -220,6 +278,25 @@ mod tests {
             Some(("w@1".into(), vec!["kubernetes.io/cluster/c1".into(), "karpenter.sh/discovery".into()]))
         );
         assert!(removal("c2", &t).is_empty(), "another cluster's record is not c1's");
+    }
+
+    #[test]
+    fn a_rollback_hands_adopted_marks_over_and_an_adopter_drops_only_its_adoption() {
+        let record = ("infraflow.io/marks/c1", "a@1 kubernetes.io/cluster/c1");
+        let adopted = ("infraflow.io/marks-adopted-by/c1", "b@2");
+        let t = tags(&[("kubernetes.io/cluster/c1", "shared"), record, adopted]);
+        assert_eq!(at_rollback("c1", "a@1", &t), AtRollback::HandOver { to: "b@2".into() });
+        assert_eq!(at_rollback("c1", "b@2", &t), AtRollback::DropAdoption);
+        assert_eq!(at_rollback("c1", "c@3", &t), AtRollback::Leave);
+        let own = tags(&[("kubernetes.io/cluster/c1", "shared"), record]);
+        assert_eq!(at_rollback("c1", "a@1", &own), AtRollback::TakeOff);
+        assert_eq!(at_rollback("c1", "b@2", &own), AtRollback::Leave);
+        let keys: Vec<String> = removal("c1", &t).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            keys,
+            ["kubernetes.io/cluster/c1", "infraflow.io/marks/c1", "infraflow.io/marks-adopted-by/c1"],
+            "a teardown takes all off"
+        );
     }
 
     #[test]

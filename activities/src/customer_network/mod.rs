@@ -14,7 +14,7 @@ use crate::tags::{IDENTITY_TAG, filter};
 
 pub mod marks;
 
-pub use marks::{MARKS_PREFIX, Marked, mark, marked_vpcs, marks_of, marks_to_remove, unmark};
+pub use marks::{MARKS_PREFIX, Marked, mark, marks_of, marks_to_remove, record_key, unmark};
 
 /// The IAM actions of the reads (what `infraflow policy` grants; proven complete by the AWS suites
 /// through the counting proxy).
@@ -112,7 +112,7 @@ pub async fn read(aws: &Aws, vpc_id: &str, subnet_ids: &[String]) -> AwsResult<C
     if net.cidrs.is_empty() {
         net.cidrs.extend(vpc.cidr_block().map(str::to_string));
     }
-    net.tags = pairs(vpc.tags());
+    net.tags = crate::adopt::pairs(vpc.tags()).into_iter().collect();
     let ids: Vec<&str> = subnet_ids.iter().map(String::as_str).collect();
     let (support, hostnames, subnets, tables, endpoints) = futures::try_join!(
         crate::network::vpc_attribute_on(aws, vpc_id, VpcAttributeName::EnableDnsSupport),
@@ -157,12 +157,8 @@ pub async fn read(aws: &Aws, vpc_id: &str, subnet_ids: &[String]) -> AwsResult<C
                 .filter(|e| e.vpc_id() == Some(vpc_id) && e.service_name() == Some(service.as_str()))
                 .filter(|e| e.vpc_endpoint_type().is_some_and(|t| t.as_str() == "Gateway"))
                 .filter(|e| {
-                    e.state().is_none_or(|s| {
-                        !matches!(
-                            s.as_str().to_ascii_lowercase().as_str(),
-                            "deleted" | "deleting" | "failed" | "rejected" | "expired"
-                        )
-                    })
+                    let state = e.state().map(|s| s.as_str().to_ascii_lowercase()).unwrap_or_default();
+                    !matches!(state.as_str(), "deleted" | "deleting") && crate::endpoints::adoptable(&state)
                 })
                 .filter_map(|e| {
                     let identity = e.tags().iter().find(|t| t.key() == Some(IDENTITY_TAG)).and_then(|t| t.value());
@@ -190,7 +186,7 @@ pub async fn read(aws: &Aws, vpc_id: &str, subnet_ids: &[String]) -> AwsResult<C
                 cidr: s.cidr_block().unwrap_or_default().to_string(),
                 route_table: table.and_then(|t| t.route_table_id()).map(str::to_string),
                 default_route: table.map(default_route).unwrap_or(DefaultRoute::None),
-                tags: pairs(s.tags()),
+                tags: crate::adopt::pairs(s.tags()).into_iter().collect(),
             },
         );
     }
@@ -232,8 +228,4 @@ fn default_route(table: &RouteTable) -> DefaultRoute {
                 .to_string(),
         ),
     }
-}
-
-pub(crate) fn pairs(tags: &[aws_sdk_ec2::types::Tag]) -> BTreeMap<String, String> {
-    tags.iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()
 }

@@ -96,15 +96,19 @@ pub async fn availability_zones(aws: &Aws) -> AwsResult<Vec<ZoneInfo>> {
 }
 
 /// The VPCs cluster `infra` lives in: those it owns, and a customer's it was provisioned into
-/// (marked by its maker, `customer_network::marks`). What the cluster's controllers made inside
-/// them is the cluster's; what carries its tag elsewhere is a look-alike.
+/// (carrying its maker's record, `customer_network::marks`). What the cluster's controllers made
+/// inside them is the cluster's; what carries its tag elsewhere is a look-alike. One read of the
+/// region's VPCs (a handful), judged here: AWS filters cannot ask for one tag *or* another.
 pub async fn cluster_vpcs(aws: &Aws, infra: &str) -> AwsResult<Vec<String>> {
-    let q = crate::tags::owned(infra);
-    let (mut owned, marked) = futures::try_join!(find_vpcs(aws, &q), crate::customer_network::marked_vpcs(aws, infra))?;
-    owned.extend(marked);
-    owned.sort();
-    owned.dedup();
-    Ok(owned)
+    let owned = crate::tags::owned(infra);
+    let record = crate::customer_network::record_key(infra);
+    let out = aws.ec2.describe_vpcs().send().await.map_err(|e| classify("DescribeVpcs", e))?;
+    Ok(out
+        .vpcs()
+        .iter()
+        .filter(|v| owned.matches(v.tags()) || v.tags().iter().any(|t| t.key() == Some(record.as_str())))
+        .filter_map(|v| v.vpc_id().map(str::to_string))
+        .collect())
 }
 
 pub async fn find_vpcs(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
