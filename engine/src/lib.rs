@@ -4,7 +4,9 @@
 //! its independence is a compile-time fact: it depends on the journal alone, never on a
 //! workflow (`infraflow-workflows`) or on the AWS activities (`infraflow-activities`).
 
+mod branches;
 mod clock;
+mod compensate;
 mod context;
 mod current_step;
 mod engine;
@@ -18,10 +20,12 @@ mod retry;
 mod runner;
 mod signals;
 
+pub use branches::{join_branches, join_pair};
 pub use clock::{Clock, Sleep, SystemClock, TestClock};
-pub use context::{Signals, StepOptions, WfCtx, input_hash, join_branches, join_pair};
+pub use compensate::UNDO_PREFIX;
+pub use context::{Signals, StepOptions, WfCtx, input_hash};
 pub use current_step::{StepId, current_step};
-pub use engine::{ENVIRONMENT_STEP, Engine, EngineConfig, Submission, Submitted, UNDO_PREFIX};
+pub use engine::{ENVIRONMENT_STEP, Engine, EngineConfig, Submission, Submitted};
 pub use error::{ActivityError, EngineError, InputError, StepError};
 pub use hold::{Hold, HoldError, HoldRequest, TakeHold};
 pub use ids::{check_id, new_id};
