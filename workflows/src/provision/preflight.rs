@@ -21,8 +21,6 @@ use crate::provision_infra::ProvisionInput;
 const CLUSTER_ROLES: [&str; 6] =
     ["vpc", "dhcp-options", "internet-gateway", "worker-sg", "public-route-table", "s3-endpoint"];
 const ZONE_ROLES: [&str; 5] = ["public-subnet", "private-subnet", "eip", "nat", "private-route-table"];
-/// In a customer's VPC the cluster makes only these.
-const CUSTOMER_VPC_ROLES: [&str; 2] = ["worker-sg", "s3-endpoint"];
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -39,10 +37,7 @@ pub(crate) struct Preflight {
     pub customer: Option<CustomerNetwork>,
 }
 
-pub(crate) fn identity_keys(infra: &str, zones: &[String], customer_vpc: bool) -> std::collections::BTreeSet<String> {
-    if customer_vpc {
-        return CUSTOMER_VPC_ROLES.iter().map(|r| Identity::new(infra, r, None, String::new()).key()).collect();
-    }
+pub(crate) fn identity_keys(infra: &str, zones: &[String]) -> std::collections::BTreeSet<String> {
     let cluster = CLUSTER_ROLES.iter().map(|r| Identity::new(infra, r, None, String::new()).key());
     let zoned = zones
         .iter()
@@ -69,12 +64,15 @@ pub(crate) async fn run(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resu
     let pre: Preflight = ctx
         .step_with("preflight", "provision.preflight", &step_input(p), read_opts(), || async {
             let aws = pool.region(region).await;
+            // In a customer's VPC the cluster makes two things: looking each up costs less than
+            // the inventory's nine reads, so none is taken (every create looks up).
+            let customer_vpc = p.vpc_id.is_some();
             let early = async {
                 match &p.zones {
-                    Some(names) => {
-                        take_inventory(&aws, infra, &identity_keys(infra, names, p.vpc_id.is_some())).await.map(Some)
+                    Some(names) if !customer_vpc => {
+                        take_inventory(&aws, infra, &identity_keys(infra, names)).await.map(Some)
                     }
-                    None => Ok(None),
+                    _ => Ok(None),
                 }
             };
             let customer = async {
@@ -105,11 +103,10 @@ pub(crate) async fn run(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resu
             let zones = chosen_zones(p, &available)?;
             let inventory = match early {
                 Some(i) => i,
+                None if customer_vpc => Inventory::default(),
                 None => {
                     let names: Vec<String> = zones.iter().map(|z| z.name.clone()).collect();
-                    take_inventory(&aws, infra, &identity_keys(infra, &names, p.vpc_id.is_some()))
-                        .await
-                        .map_err(from_aws)?
+                    take_inventory(&aws, infra, &identity_keys(infra, &names)).await.map_err(from_aws)?
                 }
             };
             took_inventory.store(true, Ordering::SeqCst);
@@ -149,11 +146,9 @@ mod tests {
 
     #[test]
     fn the_inventory_reads_every_role_of_every_zone() {
-        let keys = identity_keys("c-abcde", &["us-east-1a".into(), "us-east-1b".into()], false);
+        let keys = identity_keys("c-abcde", &["us-east-1a".into(), "us-east-1b".into()]);
         assert_eq!(keys.len(), CLUSTER_ROLES.len() + 2 * ZONE_ROLES.len());
         assert!(keys.contains("c-abcde/vpc"));
         assert!(keys.contains("c-abcde/nat/us-east-1b"));
-        let customer = identity_keys("c-abcde", &["us-east-1a".into()], true);
-        assert_eq!(customer.into_iter().collect::<Vec<_>>(), ["c-abcde/s3-endpoint", "c-abcde/worker-sg"]);
     }
 }
