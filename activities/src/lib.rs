@@ -33,6 +33,7 @@ pub mod routing;
 pub mod s3;
 pub mod security;
 pub mod tagging;
+pub mod vpc_state;
 pub mod tags;
 pub mod throttle;
 pub mod wait;

@@ -14,7 +14,13 @@ use crate::tags::{IDENTITY_TAG, Identity, TagQuery, filter};
 /// the AWS suites through the counting proxy).
 pub const IAM_READ: &[&str] = &["ec2:DescribeSecurityGroups"];
 /// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
-pub const IAM_WRITE: &[&str] = &["ec2:CreateSecurityGroup", "ec2:AuthorizeSecurityGroupIngress", "ec2:CreateTags"];
+/// (A provision revokes the rules added to the worker group it made: `Extra`.)
+pub const IAM_WRITE: &[&str] = &[
+    "ec2:CreateSecurityGroup",
+    "ec2:AuthorizeSecurityGroupIngress",
+    "ec2:RevokeSecurityGroupIngress",
+    "ec2:CreateTags",
+];
 /// The IAM actions of its deletes.
 pub const IAM_DELETE: &[&str] =
     &["ec2:DeleteSecurityGroup", "ec2:RevokeSecurityGroupIngress", "ec2:RevokeSecurityGroupEgress"];
@@ -42,6 +48,85 @@ impl Rule {
             .ip_ranges(IpRange::builder().cidr_ip(&self.cidr).build())
             .build()
     }
+
+    /// Whether the group's rule `r` is this one (ICMP's ports are AWS's to spell).
+    pub fn matches(&self, r: &IngressRule) -> bool {
+        r.protocol == self.protocol
+            && (self.protocol == "icmp" || (r.from == Some(self.from) && r.to == Some(self.to)))
+            && r.source == self.cidr
+    }
+
+    pub fn describe(&self) -> String {
+        format!("{} {}-{} from {}", self.protocol, self.from, self.to, self.cidr)
+    }
+}
+
+/// Descriptions the cluster's controllers give the rules they add to a node group: the cloud
+/// provider's for a network load balancer (`kubernetes.io/rule/nlb/{health,client,mtu}=<lb>`),
+/// the AWS Load Balancer Controller's (`elbv2.k8s.aws/targetGroupBinding=shared`).
+pub const CONTROLLER_RULE_PREFIXES: &[&str] = &["kubernetes.io/rule/nlb/", "elbv2.k8s.aws/"];
+
+/// One ingress rule of a group as AWS holds it, flattened to one source.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IngressRule {
+    pub protocol: String,
+    pub from: Option<i32>,
+    pub to: Option<i32>,
+    /// A CIDR, an IPv6 CIDR, a prefix list or a security group id.
+    pub source: String,
+    pub description: String,
+}
+
+impl IngressRule {
+    pub fn of(permissions: &[IpPermission]) -> Vec<IngressRule> {
+        let mut out = Vec::new();
+        for p in permissions {
+            let rule = |source: &str, description: Option<&str>| IngressRule {
+                protocol: p.ip_protocol().unwrap_or_default().to_string(),
+                from: p.from_port(),
+                to: p.to_port(),
+                source: source.to_string(),
+                description: description.unwrap_or_default().to_string(),
+            };
+            out.extend(p.ip_ranges().iter().map(|r| rule(r.cidr_ip().unwrap_or_default(), r.description())));
+            out.extend(p.ipv6_ranges().iter().map(|r| rule(r.cidr_ipv6().unwrap_or_default(), r.description())));
+            out.extend(p.prefix_list_ids().iter().map(|r| rule(r.prefix_list_id().unwrap_or_default(), r.description())));
+            out.extend(p.user_id_group_pairs().iter().map(|r| rule(r.group_id().unwrap_or_default(), r.description())));
+        }
+        out
+    }
+
+    /// Whether one of the cluster's controllers wrote it, or it names a group (a classic load
+    /// balancer's, the group itself, HyperShift's own rules): kept, never drift.
+    pub fn is_controllers(&self) -> bool {
+        self.source.starts_with("sg-") || CONTROLLER_RULE_PREFIXES.iter().any(|p| self.description.starts_with(p))
+    }
+
+    pub fn describe(&self) -> String {
+        let ports = match (self.from, self.to) {
+            (Some(f), Some(t)) if self.protocol != "icmp" && self.protocol != "-1" => format!(" {f}-{t}"),
+            _ => String::new(),
+        };
+        format!("{}{ports} from {}", self.protocol, self.source)
+    }
+
+    fn permission(&self) -> IpPermission {
+        let mut p = IpPermission::builder().ip_protocol(&self.protocol).set_from_port(self.from).set_to_port(self.to);
+        p = if self.source.contains(':') {
+            p.ipv6_ranges(aws_sdk_ec2::types::Ipv6Range::builder().cidr_ipv6(&self.source).build())
+        } else if self.source.starts_with("pl-") {
+            p.prefix_list_ids(aws_sdk_ec2::types::PrefixListId::builder().prefix_list_id(&self.source).build())
+        } else {
+            p.ip_ranges(IpRange::builder().cidr_ip(&self.source).build())
+        };
+        p.build()
+    }
+}
+
+/// The group's rules that are neither `wanted` nor a controller's: what a check reports as
+/// drift, and what a provision of a group infraflow made revokes.
+pub fn unwanted<'a>(ingress: &'a [IngressRule], wanted: &[Rule]) -> Vec<&'a IngressRule> {
+    ingress.iter().filter(|r| !r.is_controllers() && !wanted.iter().any(|w| w.matches(r))).collect()
 }
 
 pub async fn find_security_groups(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<String>> {
@@ -116,7 +201,19 @@ async fn take_duplicate(
     })
 }
 
-/// A security group in the VPC with at least the given ingress rules.
+/// Whether a found group keeps rules it was not given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extra {
+    /// Rules added by anyone stay (a group others share rules into).
+    Keep,
+    /// In a group infraflow made (its creator tag), a rule neither given nor a controller's
+    /// (`unwanted`) is revoked: the provision converges the group to what it makes.
+    RevokeInOwnGroup,
+}
+
+/// A security group in the VPC with at least the given ingress rules (and, with
+/// `Extra::RevokeInOwnGroup`, no other but its controllers').
+#[allow(clippy::too_many_arguments)]
 pub async fn ensure_security_group(
     aws: &Aws,
     id: &Identity,
@@ -124,6 +221,7 @@ pub async fn ensure_security_group(
     group_name: &str,
     description: &str,
     rules: &[Rule],
+    extra: Extra,
     lookup: Lookup,
 ) -> AwsResult<String> {
     let mut found = if lookup.first() { find_security_groups(aws, &id.query()).await? } else { Vec::new() };
@@ -168,13 +266,14 @@ pub async fn ensure_security_group(
         }
     }
     let group = found.swap_remove(0);
-    once_consistent(|| authorize(aws, &group, rules, created)).await?;
+    once_consistent(|| authorize(aws, &group, rules, created, extra)).await?;
     Ok(group)
 }
 
 /// Adds the ingress rules the group lacks, in one call: a re-run (after a lost reply, a crash)
-/// reads what is there instead of re-sending every rule; a group just created has none.
-async fn authorize(aws: &Aws, group: &str, rules: &[Rule], created: bool) -> AwsResult<()> {
+/// reads what is there instead of re-sending every rule; a group just created has none. With
+/// `Extra::RevokeInOwnGroup`, the unwanted rules of a group infraflow made are revoked first.
+async fn authorize(aws: &Aws, group: &str, rules: &[Rule], created: bool, extra: Extra) -> AwsResult<()> {
     let out = if created {
         None
     } else {
@@ -194,6 +293,30 @@ async fn authorize(aws: &Aws, group: &str, rules: &[Rule], created: bool) -> Aws
                 && p.ip_ranges().iter().any(|ip| ip.cidr_ip() == Some(r.cidr.as_str()))
         })
     };
+    if extra == Extra::RevokeInOwnGroup {
+        for g in out.iter().flat_map(|o| o.security_groups()) {
+            let made_here = g.tags().iter().any(|t| t.key() == Some(crate::tags::CREATED_BY_TAG));
+            let ingress = IngressRule::of(g.ip_permissions());
+            let revoke: Vec<IpPermission> = unwanted(&ingress, rules).iter().map(|r| r.permission()).collect();
+            if made_here && !revoke.is_empty() {
+                let r = aws
+                    .ec2
+                    .revoke_security_group_ingress()
+                    .group_id(group)
+                    .set_ip_permissions(Some(revoke))
+                    .send()
+                    .await
+                    .map_err(|e| classify("RevokeSecurityGroupIngress", e));
+                match r {
+                    // Revoked by a lost reply's call: the rule is gone, as wanted.
+                    Err(e) if e.code_is("InvalidPermission.NotFound") => {}
+                    r => {
+                        r?;
+                    }
+                }
+            }
+        }
+    }
     let missing: Vec<&Rule> = rules.iter().filter(|r| !present(r)).collect();
     if missing.is_empty() {
         return Ok(());

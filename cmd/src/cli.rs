@@ -93,6 +93,11 @@ pub enum Command {
         /// A region the scheduled sweep covers. Repeatable.
         #[arg(long = "sweep-region", value_name = "REGION", requires = "sweep_every")]
         sweep_regions: Vec<String>,
+        /// Check every cluster this journal provisioned this often (`30m`, `6h`), as `infraflow
+        /// check` does, one at a time: `infraflow_cluster_drift{kind}` and the page show the
+        /// result [default: never].
+        #[arg(long, value_name = "DURATION", value_parser = parse_age)]
+        check_every: Option<std::time::Duration>,
         /// A role ARN (`*` matches any run of characters) a workflow may name as its roleARN.
         /// Repeatable [default: the roles of the daemon's own account only].
         #[arg(long = "allow-role", value_name = "ARN-PATTERN")]
@@ -109,6 +114,21 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
         /// The clusters as JSON: infraID, region, class, reason, expirationDate, resources, teardown.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Whether a cluster this journal provisioned is still as its provision made it: every
+    /// difference (kind, id, expected, found, and the repair), what would hold its teardown up,
+    /// and what leaks. Reads only. Exit 0 in sync, 1 drifted, held up or leaking, 2 no such
+    /// cluster in the journal, 4 AWS could not be read.
+    Check {
+        /// The cluster's infraID.
+        #[arg(long, value_name = "ID")]
+        infra_id: String,
+        /// The region it was provisioned in.
+        #[arg(long, value_name = "REGION")]
+        region: String,
+        /// The report as JSON: drift, holdUps, leaks, inSync.
         #[arg(long)]
         json: bool,
     },
@@ -170,7 +190,8 @@ pub enum Command {
     /// Print the least-privilege IAM policy (JSON) that the named workflows need, compensation
     /// included [default: every workflow].
     Policy {
-        /// provision-infra, create-privatelink, scale-nodepool, teardown, create-cluster.
+        /// provision-infra, create-privatelink, scale-nodepool, teardown, create-cluster; `check`
+        /// for what `infraflow check` reads.
         workflows: Vec<String>,
         /// Condition every action AWS allows on this cluster's ownership tag
         /// (`kubernetes.io/cluster/ID=owned`): the role cannot touch another cluster.

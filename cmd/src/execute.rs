@@ -279,6 +279,21 @@ impl SweepSchedule {
     }
 }
 
+/// What the daemon does on a schedule besides running workflows: the sweep, the drift check.
+pub struct Schedules {
+    sweep: Option<SweepSchedule>,
+    check_every: Option<std::time::Duration>,
+}
+
+impl Schedules {
+    pub fn new(sweep: Option<SweepSchedule>, check_every: Option<std::time::Duration>) -> Result<Schedules, Failure> {
+        if check_every.is_some_and(|e| e < std::time::Duration::from_secs(1)) {
+            return Err(Failure::usage("--check-every must be at least 1s"));
+        }
+        Ok(Schedules { sweep, check_every })
+    }
+}
+
 /// Which roles the daemon acts through: `--allow-role`'s patterns, or the roles of its own
 /// account (read once, here: a daemon that cannot read it acts through no role), said at startup.
 pub async fn allow_roles(patterns: Vec<String>) {
@@ -307,12 +322,13 @@ pub async fn daemon(
     listen: Option<std::net::SocketAddr>,
     allow_remote_actions: bool,
     page_hosts: &[String],
-    sweep: Option<SweepSchedule>,
+    schedules: Schedules,
 ) -> CmdResult {
     let shutdown = Arc::new(Signals::default());
     forward_interrupts(shutdown.clone(), "the daemon");
     let metrics = crate::metrics::Metrics::new();
     let last_sweep = crate::sweep::SharedSweep::default();
+    let last_checks = crate::check::SharedChecks::default();
     let engine = Arc::new(open_engine(db, full_registry(), metrics.observer(tracing_observer()))?);
     engine.journal().verify()?;
     tracing::info!(journal = %db, "journal opened and verified");
@@ -327,10 +343,22 @@ pub async fn daemon(
         let bound = listener.local_addr().unwrap_or(addr);
         let hosts = crate::page::allowed_hosts(bound, page_hosts);
         let page =
-            Arc::new(crate::page::Page::new(engine.journal().clone(), actions, hosts).with_sweep(last_sweep.clone()));
+            Arc::new(crate::page::Page::new(engine.journal().clone(), actions, hosts)
+            .with_sweep(last_sweep.clone())
+            .with_checks(last_checks.clone()));
         tokio::spawn(crate::serve::serve(listener, metrics.clone(), engine.journal().clone(), page));
     }
-    if let Some(s) = sweep {
+    if let Some(every) = schedules.check_every {
+        tracing::info!(every = ?every, "checking every cluster of the journal for drift");
+        tokio::spawn(crate::check::every(
+            engine.journal().clone(),
+            every,
+            last_checks,
+            Some(metrics.clone()),
+            shutdown.clone(),
+        ));
+    }
+    if let Some(s) = schedules.sweep {
         tracing::info!(every = ?s.every, regions = ?s.regions, "sweeping the account for expired clusters");
         tokio::spawn(crate::sweep::every(
             engine.clone(),

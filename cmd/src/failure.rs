@@ -11,6 +11,10 @@ pub const WORKFLOW_FAILED: u8 = 1;
 pub const USAGE: u8 = 2;
 /// `wait`: the workflow paused, waiting for an operator.
 pub const PAUSED: u8 = 3;
+/// `check`: the cluster drifted, something would hold its teardown up, or something leaks.
+pub const DRIFTED: u8 = 1;
+/// `check`: AWS could not be read (the report is incomplete, so neither 0 nor 1).
+pub const CHECK_FAILED: u8 = 4;
 /// `wait`: the timeout passed first (as `timeout(1)` exits).
 pub const TIMED_OUT: u8 = 124;
 /// Stopped by SIGINT/SIGTERM with the workflow left resumable.

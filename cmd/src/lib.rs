@@ -2,6 +2,7 @@
 //! `infraflow` and `workflow-status` binaries. Nothing below this crate prints or reads env.
 
 mod bench;
+mod check;
 pub mod cli;
 mod execute;
 mod failure;
@@ -99,12 +100,15 @@ pub fn main_infraflow() -> ExitCode {
                         page_hosts,
                         sweep_every,
                         sweep_regions,
+                        check_every,
                         allow_roles,
                     } => {
                         let sweep = execute::SweepSchedule::new(sweep_every, sweep_regions)?;
+                        let schedules = execute::Schedules::new(sweep, check_every)?;
                         execute::allow_roles(allow_roles).await;
-                        execute::daemon(&db, workers, listen, allow_remote_actions, &page_hosts, sweep).await
+                        execute::daemon(&db, workers, listen, allow_remote_actions, &page_hosts, schedules).await
                     }
+                    Command::Check { infra_id, region, json } => check::check(&db, &infra_id, &region, json).await,
                     Command::Submit(args) => execute::submit(&db, &args).await,
                     Command::Sweep { regions, dry_run, json } => sweep::sweep(&db, &regions, dry_run, json).await,
                     Command::Run(args) => execute::run(&db, &args).await,

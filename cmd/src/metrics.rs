@@ -54,6 +54,10 @@ pub struct Metrics {
     cluster_leases: Family<Labels, Gauge>,
     sweep_clusters: Family<Labels, Gauge>,
     sweep_teardowns: Counter,
+    cluster_drift: Family<Labels, Gauge>,
+    clusters_checked: Family<Labels, Gauge>,
+    /// The drift kinds a check has reported (each set back to 0 when a round finds none).
+    drift_kinds: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// The last heartbeat could not renew this process's leases.
     renewal_failing: AtomicBool,
 }
@@ -79,6 +83,9 @@ impl Metrics {
             cluster_leases: Family::default(),
             sweep_clusters: Family::default(),
             sweep_teardowns: Counter::default(),
+            cluster_drift: Family::default(),
+            clusters_checked: Family::default(),
+            drift_kinds: Default::default(),
             renewal_failing: AtomicBool::new(false),
             registry: Registry::default(),
         };
@@ -140,6 +147,16 @@ impl Metrics {
             m.sweep_clusters.clone(),
         );
         registry.register("sweep_teardowns_submitted", "Teardowns the sweeps submitted", m.sweep_teardowns.clone());
+        registry.register(
+            "cluster_drift",
+            "Findings of the last drift check (--check-every) over every cluster, by kind (a drift's kind, hold-up, leak)",
+            m.cluster_drift.clone(),
+        );
+        registry.register(
+            "clusters_checked",
+            "Clusters the last drift check covered, by result (in_sync, drifted, failed)",
+            m.clusters_checked.clone(),
+        );
         Arc::new(Metrics { registry, ..m })
     }
 
@@ -151,6 +168,34 @@ impl Metrics {
             self.sweep_clusters.get_or_create(&labels(&[("class", class.as_str())])).set(n as i64);
         }
         self.sweep_teardowns.inc_by(submitted as u64);
+    }
+
+    /// What a round of drift checks found: findings by kind (kinds seen before and not now at 0),
+    /// and clusters by result.
+    pub fn record_checks<'a>(&self, checked: impl Iterator<Item = &'a crate::check::Checked>) {
+        let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
+        let (mut in_sync, mut drifted, mut failed) = (0, 0, 0);
+        for c in checked {
+            match &c.result {
+                Ok(r) if r.in_sync => in_sync += 1,
+                Ok(r) => {
+                    drifted += 1;
+                    for (k, n) in r.counts() {
+                        *kinds.entry(k).or_insert(0) += n;
+                    }
+                }
+                Err(_) => failed += 1,
+            }
+        }
+        let mut seen = self.drift_kinds.lock().unwrap();
+        seen.extend(kinds.keys().cloned());
+        for kind in seen.iter() {
+            let n = kinds.get(kind).copied().unwrap_or(0);
+            self.cluster_drift.get_or_create(&labels(&[("kind", kind)])).set(n as i64);
+        }
+        for (result, n) in [("in_sync", in_sync), ("drifted", drifted), ("failed", failed)] {
+            self.clusters_checked.get_or_create(&labels(&[("result", result)])).set(n);
+        }
     }
 
     /// Where the engine's progress goes: these counters, then `next` (the log lines).

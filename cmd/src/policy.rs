@@ -15,9 +15,14 @@ pub fn policy(workflows: &[String], infra_id: Option<&str>) -> CmdResult {
     };
     let mut grants = Vec::new();
     for name in &names {
+        // Not a workflow: `infraflow check`'s reads.
+        if name == "check" {
+            grants.push(("check", infraflow_workflows::check::iam_actions()));
+            continue;
+        }
         let def = registry.workflow(name).ok_or_else(|| {
             Failure::usage(format!(
-                "unknown workflow {name:?}; known workflows: {}",
+                "unknown workflow {name:?}; known workflows: {}, and check (`infraflow check`'s reads)",
                 registry.workflow_names().join(", ")
             ))
         })?;

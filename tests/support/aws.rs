@@ -36,6 +36,8 @@ impl AwsEnv {
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let workflow = match args {
             ["run", workflow, ..] => Some(*workflow),
+            // `infraflow policy check` grants what the check reads.
+            ["check", ..] => Some("check"),
             _ => None,
         };
         let before = workflow.and_then(|_| super::proxy::iam_counts_at(endpoint));
@@ -150,6 +152,9 @@ impl AwsEnv {
 
 /// The `infraID` of a `run`'s `--input` file, if it has one.
 fn input_infra_id(args: &[&str]) -> Option<String> {
+    if let Some(i) = args.iter().position(|a| *a == "--infra-id") {
+        return args.get(i + 1).map(|s| s.to_string());
+    }
     let file = args.iter().position(|a| *a == "--input").and_then(|i| args.get(i + 1))?;
     let v: Value = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
     v["infraID"].as_str().map(str::to_string)

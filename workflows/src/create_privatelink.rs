@@ -325,6 +325,7 @@ pub async fn create_privatelink(
                 &sg_name,
                 "PrivateLink endpoint",
                 &rules,
+                security::Extra::Keep,
                 Lookup::First,
             )
             .await

@@ -16,7 +16,7 @@ pub use records::{
     WrittenCname, cname_values, delete_records_named, delete_records_named_pointing_to, delete_records_pointing_to,
     records_named_pointing_to, records_of, restore_cnames, upsert_cnames,
 };
-pub use soa::{NEGATIVE_CACHE_TTL, ensure_negative_cache_ttl};
+pub use soa::{NEGATIVE_CACHE_TTL, ensure_negative_cache_ttl, negative_cache_ttl};
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
 /// the AWS suites through the counting proxy).
@@ -173,7 +173,7 @@ async fn refuse_zone_of_other_vpcs(aws: &Aws, zone: &str, name: &str, vpc_id: &s
 }
 
 /// The VPCs (id, region) zone `zone` is associated with; None if it is gone.
-async fn zone_vpcs(aws: &Aws, zone: &str) -> AwsResult<Option<Vec<(String, String)>>> {
+pub async fn zone_vpcs(aws: &Aws, zone: &str) -> AwsResult<Option<Vec<(String, String)>>> {
     let out = within_rate(|| async {
         aws.r53.get_hosted_zone().id(zone).send().await.map_err(|e| classify("GetHostedZone", e))
     })

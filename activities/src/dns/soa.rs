@@ -16,6 +16,38 @@ pub const NEGATIVE_CACHE_TTL: u32 = 60;
 /// [`NEGATIVE_CACHE_TTL`]. Read first, written only if it differs: a re-run after a crash (before
 /// or after the write) reads 60 and writes nothing, and the UPSERT itself is idempotent.
 pub async fn ensure_negative_cache_ttl(aws: &Aws, zone_id: &str, name: &str) -> AwsResult<()> {
+    let (soa, fields) = read_soa(aws, zone_id, name).await?;
+    if fields[6] == NEGATIVE_CACHE_TTL.to_string() {
+        return Ok(());
+    }
+    let mut fields = fields;
+    fields[6] = NEGATIVE_CACHE_TTL.to_string();
+    let record = ResourceRecord::builder()
+        .value(fields.join(" "))
+        .build()
+        .map_err(|e| AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
+    let set = ResourceRecordSet::builder()
+        .name(soa.name())
+        .r#type(RrType::Soa)
+        .ttl(soa.ttl().unwrap_or(900))
+        .resource_records(record)
+        .build()
+        .map_err(|e| AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
+    let change = Change::builder()
+        .action(ChangeAction::Upsert)
+        .resource_record_set(set)
+        .build()
+        .map_err(|e| AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
+    within_rate(|| change_records(aws, zone_id, vec![change.clone()])).await
+}
+
+/// The negative-caching TTL zone `zone_id` (named `name`) holds now: read only (`check`).
+pub async fn negative_cache_ttl(aws: &Aws, zone_id: &str, name: &str) -> AwsResult<String> {
+    Ok(read_soa(aws, zone_id, name).await?.1.swap_remove(6))
+}
+
+/// The zone's SOA record and its seven fields.
+async fn read_soa(aws: &Aws, zone_id: &str, name: &str) -> AwsResult<(ResourceRecordSet, Vec<String>)> {
     let apex = fqdn(name);
     // Both calls are asked again in place while Route53 throttles them (five requests a second
     // per account): the read changes nothing, the UPSERT is the same every time.
@@ -40,28 +72,7 @@ pub async fn ensure_negative_cache_ttl(aws: &Aws, zone_id: &str, name: &str) -> 
             ),
         ));
     };
-    if fields[6] == NEGATIVE_CACHE_TTL.to_string() {
-        return Ok(());
-    }
-    let mut fields = fields;
-    fields[6] = NEGATIVE_CACHE_TTL.to_string();
-    let record = ResourceRecord::builder()
-        .value(fields.join(" "))
-        .build()
-        .map_err(|e| AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
-    let set = ResourceRecordSet::builder()
-        .name(soa.name())
-        .r#type(RrType::Soa)
-        .ttl(soa.ttl().unwrap_or(900))
-        .resource_records(record)
-        .build()
-        .map_err(|e| AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
-    let change = Change::builder()
-        .action(ChangeAction::Upsert)
-        .resource_record_set(set)
-        .build()
-        .map_err(|e| AwsError::terminal("ChangeResourceRecordSets", e.to_string()))?;
-    within_rate(|| change_records(aws, zone_id, vec![change.clone()])).await
+    Ok((soa.clone(), fields))
 }
 
 /// The seven fields of an SOA value (`mname rname serial refresh retry expire minimum`), from

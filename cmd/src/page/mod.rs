@@ -37,6 +37,8 @@ pub struct Page {
     csrf: String,
     /// The daemon's last sweep (`--sweep-every`), shown under the list.
     sweep: crate::sweep::SharedSweep,
+    /// The daemon's last drift check of each cluster (`--check-every`), shown under the list.
+    checks: crate::check::SharedChecks,
 }
 
 /// The `Host` header values a page listening on `addr` answers for: the address itself, the
@@ -97,13 +99,50 @@ impl Page {
         ] {
             templates.add_template(name, source).expect("the page's templates parse");
         }
-        Page { journal, templates, actions, hosts, csrf: random_token(), sweep: Default::default() }
+        Page { journal, templates, actions, hosts, csrf: random_token(), sweep: Default::default(), checks: Default::default() }
     }
 
     /// The page with the daemon's last sweep under the list.
     pub fn with_sweep(mut self, sweep: crate::sweep::SharedSweep) -> Page {
         self.sweep = sweep;
         self
+    }
+
+    /// The page with the daemon's last drift checks under the list.
+    pub fn with_checks(mut self, checks: crate::check::SharedChecks) -> Page {
+        self.checks = checks;
+        self
+    }
+
+    /// The last checks for the list's template, a row per cluster (none before the first).
+    fn last_checks(&self) -> Value {
+        let checks = self.checks.lock().unwrap();
+        if checks.is_empty() {
+            return Value::Null;
+        }
+        let now = SystemClock.now();
+        Value::Array(
+            checks
+                .values()
+                .map(|c| {
+                    let (result, findings) = match &c.result {
+                        Ok(r) if r.in_sync => ("in sync".to_string(), String::new()),
+                        Ok(r) => (
+                            "drifted".to_string(),
+                            r.counts().iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", "),
+                        ),
+                        Err(e) => ("failed".to_string(), e.clone()),
+                    };
+                    json!({
+                        "infra_id": c.infra_id,
+                        "region": c.region,
+                        "age": render::age(now - c.at_ms),
+                        "result": result,
+                        "findings": findings,
+                    })
+                })
+                .collect(),
+        )
     }
 
     /// The last sweep for the list's template: when, its error, its clusters (none before one).
@@ -267,6 +306,7 @@ impl Page {
                 workflows => workflows,
                 filter => json!({"state": state, "workflow": workflow, "cluster": cluster, "q": q, "error": error}),
                 sweep => self.last_sweep(),
+                checks => self.last_checks(),
             },
         )
     }

@@ -49,9 +49,11 @@ pub const S3: Area = area!(s3);
 pub const CUSTOMER_NETWORK: Area = area!(customer_network);
 /// The janitor's census of the account's clusters, and teardown's protection check.
 pub const CENSUS: Area = area!(census);
+/// `infraflow check`: everything in a cluster's VPC, read.
+pub const VPC_STATE: Area = area!(vpc_state);
 
 /// Every area, for the checks that run over all of them.
-pub const ALL_AREAS: [Area; 18] = [
+pub const ALL_AREAS: [Area; 19] = [
     NETWORK,
     NAT,
     ROUTING,
@@ -70,6 +72,7 @@ pub const ALL_AREAS: [Area; 18] = [
     TAGGING,
     S3,
     CUSTOMER_NETWORK,
+    VPC_STATE,
 ];
 
 /// What a workflow does in an area.

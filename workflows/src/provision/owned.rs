@@ -46,6 +46,9 @@ pub(super) async fn ensure_owned(plan: &Plan<'_>, vpc: &str, made_network: bool)
                 &sg_name,
                 "worker security group",
                 &rules,
+                // What anyone but its controllers added to the worker group the cluster made is
+                // drift (`infraflow check`): a provision takes it out again.
+                security::Extra::RevokeInOwnGroup,
                 sg_look.lookup(),
             )
             .await

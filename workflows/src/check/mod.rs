@@ -1,0 +1,182 @@
+//! `infraflow check`: is a provisioned cluster still as its provision made it? Reads only — the
+//! provision's identities and attributes, compared with its journaled input and output
+//! (`drift`) — and says what would hold up a teardown today and what leaks (`holdups`). A
+//! second `run provision-infra` repairs the drift its report says it repairs.
+
+mod drift;
+mod holdups;
+pub mod report;
+
+use std::collections::BTreeSet;
+
+use infraflow_activities::tags::{IDENTITY_TAG, TagQuery, owned};
+use infraflow_activities::vpc_state::{self, VpcState};
+use infraflow_activities::{Aws, AwsError, AwsPool, dns, tagging};
+use infraflow_engine::{ActivityError, InputError};
+use serde_json::Value;
+
+use crate::aws_steps::from_aws;
+use crate::provision_infra::{ProvisionInput, ProvisionOutput};
+pub use report::{BY_PROVISION, CheckReport, Drift};
+
+/// The workflows whose journaled runs a check compares a cluster with.
+pub const CHECKED_WORKFLOWS: [&str; 2] = ["provision-infra", "create-cluster"];
+
+/// A completed provision, as the journal holds it.
+#[derive(Clone, Debug)]
+pub struct Provisioned {
+    /// The workflow id.
+    pub workflow: String,
+    pub input: ProvisionInput,
+    pub output: ProvisionOutput,
+    /// The input the role (if any) is read from.
+    role_input: Value,
+}
+
+impl Provisioned {
+    /// From a completed `provision-infra` or `create-cluster` run (its `infra` part).
+    pub fn from_run(name: &str, id: &str, input: &Value, output: &Value) -> Result<Provisioned, CheckError> {
+        let (i, o) = match name {
+            "provision-infra" => (input.clone(), output.clone()),
+            "create-cluster" => (input["infra"].clone(), output["infra"].clone()),
+            other => return Err(CheckError::Input(InputError(format!("{other} does not provision a cluster")))),
+        };
+        let unreadable = |what: &str, e: serde_json::Error| {
+            CheckError::Input(InputError(format!("the journaled {what} of {id} cannot be read: {e}")))
+        };
+        Ok(Provisioned {
+            workflow: id.to_string(),
+            input: serde_json::from_value(i).map_err(|e| unreadable("input", e))?,
+            output: serde_json::from_value(o).map_err(|e| unreadable("output", e))?,
+            role_input: input.clone(),
+        })
+    }
+
+    pub fn infra_id(&self) -> &str {
+        &self.output.infra_id
+    }
+
+    pub fn region(&self) -> &str {
+        &self.output.region
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("cannot read the cluster: {0}")]
+    Aws(#[from] ActivityError),
+}
+
+/// The IAM actions a check calls: reads only.
+pub fn iam_actions() -> BTreeSet<&'static str> {
+    use crate::policy::{DNS, TAGGING, Use, VPC_STATE, actions};
+    actions(&[(VPC_STATE, Use::Read), (DNS, Use::Read), (TAGGING, Use::Read)])
+}
+
+/// Checks the cluster `made` provisioned. A report that finds anything is read once more after
+/// the consistency settle, and that second reading is the report: EC2 lists what was just made
+/// (or changed) only after a moment, and a check right after a provision must not call that
+/// drift. A cluster in sync costs one reading.
+pub async fn check(pool: &AwsPool, made: &Provisioned) -> Result<CheckReport, CheckError> {
+    let pool = pool.assuming(crate::aws_steps::role_of(&made.role_input).as_ref());
+    let first = read_retrying(&pool, made).await?;
+    if first.in_sync {
+        return Ok(first);
+    }
+    tokio::time::sleep(crate::aws_steps::consistency_settle()).await;
+    read_retrying(&pool, made).await
+}
+
+/// Every read is idempotent: the whole check is read again on a retryable error (throttling
+/// above all), as a step's would be.
+async fn read_retrying(pool: &AwsPool, made: &Provisioned) -> Result<CheckReport, CheckError> {
+    let policy = crate::aws_steps::aws_retry();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match read_report(pool, made).await {
+            Err(e) if e.retryable && attempt < policy.max_attempts => {
+                tokio::time::sleep(policy.delay_after(attempt)).await;
+            }
+            r => return r.map_err(|e| CheckError::Aws(from_aws(e))),
+        }
+    }
+}
+
+/// A private zone's VPCs and negative-caching TTL; None if the zone is gone.
+async fn zone_facts(aws: &Aws, zone: &str, name: &str) -> Result<Option<(Vec<(String, String)>, String)>, AwsError> {
+    let Some(vpcs) = dns::zone_vpcs(aws, zone).await? else { return Ok(None) };
+    Ok(Some((vpcs, dns::negative_cache_ttl(aws, zone, name).await?)))
+}
+
+async fn read_report(pool: &AwsPool, made: &Provisioned) -> Result<CheckReport, AwsError> {
+    let (p, o) = (&made.input, &made.output);
+    let infra = o.infra_id.as_str();
+    let aws = pool.region(&o.region).await;
+    let made_network = p.vpc_id.is_none();
+    let dhcp = made_network.then(|| TagQuery::new(IDENTITY_TAG, format!("{infra}/dhcp-options")));
+    let owned = owned(infra);
+    let (private_name, local_name) = (p.private_zone_name(), format!("{}.hypershift.local", p.name));
+    let (env, state, private, local, (addresses, volumes, unknown)) = futures::try_join!(
+        aws.environment(),
+        vpc_state::read(&aws, &o.vpc_id, dhcp.as_ref()),
+        zone_facts(&aws, &o.private_zone_id, &private_name),
+        zone_facts(&aws, &o.local_zone_id, &local_name),
+        async {
+            futures::try_join!(
+                vpc_state::unassociated_addresses(&aws, &owned),
+                vpc_state::available_volumes(&aws, &owned),
+                tagging::left_unknown(&aws, infra),
+            )
+        },
+    )?;
+    let mut report = CheckReport::new(infra, env.account, &o.region, &made.workflow);
+    let m = drift::Made { p, o };
+    if made_network {
+        report.drift.extend(drift::made_network(&m, &state));
+        report.hold_ups.extend(holdups::hold_ups(infra, &state));
+        report.leaks.extend(holdups::vpc_leaks(&state));
+    } else {
+        report.drift.extend(customer_network(&m, &state));
+    }
+    if state.vpc.is_some() {
+        report.drift.extend(drift::worker_group(&m, &state));
+    }
+    report.drift.extend(drift::private_zone(&o.private_zone_id, &o.vpc_id, &o.region, private));
+    report.drift.extend(drift::private_zone(&o.local_zone_id, &o.vpc_id, &o.region, local));
+    report.leaks.extend(holdups::address_leaks(&addresses));
+    report.leaks.extend(holdups::volume_leaks(&volumes));
+    report.leaks.extend(holdups::unknown_kind_leaks(unknown));
+    Ok(report.finish())
+}
+
+/// A customer's network (bring your own VPC): infraflow made none of it, so only what it needs
+/// is compared — the VPC and each subnet still there, each subnet still marked as the cluster's.
+/// Nothing of it is the provision's to repair.
+fn customer_network(m: &drift::Made<'_>, s: &VpcState) -> Vec<Drift> {
+    let Some(vpc) = &s.vpc else {
+        return vec![Drift::new("vpc", &m.o.vpc_id, "present", "missing").by_hand(
+            "the customer's VPC is gone: the cluster's network with it; tear the cluster down (`infraflow run teardown`)",
+        )];
+    };
+    let owner = infraflow_activities::tags::ownership_key(&m.o.infra_id);
+    let mut out = Vec::new();
+    for zone in m.p.subnets.iter().flatten() {
+        for id in [&zone.private_subnet_id, &zone.public_subnet_id].into_iter().flatten() {
+            match s.subnets.iter().find(|sub| &sub.id == id) {
+                None => out.push(Drift::new("subnet", id, format!("in {}", vpc.id), "missing").by_hand(
+                    "the customer's subnet: infraflow never makes one in a customer's VPC; give the cluster a subnet in that zone",
+                )),
+                Some(sub) if !sub.tags.iter().any(|(k, v)| *k == owner && v == "shared") => out.push(
+                    Drift::new("tag", id, format!("{owner}=shared on the subnet"), "no such tag").by_hand(format!(
+                        "the cluster's record on the subnet says it was marked, so a provision does not mark it again: aws ec2 create-tags --resources {id} --tags Key={owner},Value=shared"
+                    )),
+                ),
+                Some(_) => {}
+            }
+        }
+    }
+    out
+}
