@@ -77,6 +77,45 @@ fn set_soa_minimum(e: &Env, zone: &str, name: &str, minimum: u64) {
     .unwrap();
 }
 
+/// What `drift` changed.
+struct Drifted {
+    vpc: String,
+    private_table: String,
+    private_zone: String,
+    group: String,
+    foreign: String,
+}
+
+/// Changes a provisioned 1-zone cluster behind infraflow's back, straight on moto: a private
+/// route deleted, the DHCP association undone, the private zone's SOA minimum set to a day, a
+/// rule added to the worker group, someone else's subnet put in the VPC.
+fn drift(e: &Env, infra: &str, made: &Value) -> Drifted {
+    let vpc = made["vpcID"].as_str().unwrap().to_string();
+    let tables = e.c.block_on(
+        e.c.ec2.describe_route_tables().filters(tagged(&format!("{infra}/private-route-table/us-east-1a"))).send(),
+    );
+    let private_table = tables.unwrap().route_tables()[0].route_table_id().unwrap().to_string();
+    e.c.block_on(
+        e.c.ec2.delete_route().route_table_id(&private_table).destination_cidr_block("0.0.0.0/0").send(),
+    )
+    .unwrap();
+    e.c.block_on(e.c.ec2.associate_dhcp_options().dhcp_options_id("default").vpc_id(&vpc).send()).unwrap();
+    let private_zone = made["privateZoneID"].as_str().unwrap().to_string();
+    let name = made["Name"].as_str().unwrap();
+    set_soa_minimum(e, &private_zone, &format!("{name}.example.com"), 86400);
+    let group = made["securityGroupID"].as_str().unwrap().to_string();
+    let rule = aws_sdk_ec2::types::IpPermission::builder()
+        .ip_protocol("tcp")
+        .from_port(8080)
+        .to_port(8080)
+        .ip_ranges(aws_sdk_ec2::types::IpRange::builder().cidr_ip("192.168.0.0/16").build())
+        .build();
+    e.c.block_on(e.c.ec2.authorize_security_group_ingress().group_id(&group).ip_permissions(rule).send()).unwrap();
+    let foreign = e.c.block_on(e.c.ec2.create_subnet().vpc_id(&vpc).cidr_block("10.0.64.0/20").send()).unwrap();
+    let foreign = foreign.subnet().unwrap().subnet_id().unwrap().to_string();
+    Drifted { vpc, private_table, private_zone, group, foreign }
+}
+
 #[test]
 fn a_check_lists_exactly_what_changed_with_no_write_and_a_provision_repairs_the_four_it_owns() {
     let e = Env::new();
@@ -97,30 +136,8 @@ fn a_check_lists_exactly_what_changed_with_no_write_and_a_provision_repairs_the_
     assert!(reads < provision_reads, "the check read {reads} times, the provision {provision_reads}: {:?}", e.proxy.counts());
     eprintln!("calls: a 1-zone provision read {provision_reads} times, its check {reads}");
 
-    // Changed behind infraflow's back: a private route, the DHCP association, the private zone's
-    // SOA minimum, a rule in the worker group, someone else's subnet in the VPC.
-    let vpc = made["vpcID"].as_str().unwrap().to_string();
-    let tables = e.c.block_on(
-        e.c.ec2.describe_route_tables().filters(tagged(&format!("{infra}/private-route-table/us-east-1a"))).send(),
-    );
-    let private_table = tables.unwrap().route_tables()[0].route_table_id().unwrap().to_string();
-    e.c.block_on(
-        e.c.ec2.delete_route().route_table_id(&private_table).destination_cidr_block("0.0.0.0/0").send(),
-    )
-    .unwrap();
-    e.c.block_on(e.c.ec2.associate_dhcp_options().dhcp_options_id("default").vpc_id(&vpc).send()).unwrap();
-    let private_zone = made["privateZoneID"].as_str().unwrap().to_string();
-    set_soa_minimum(&e, &private_zone, "drift.example.com", 86400);
-    let group = made["securityGroupID"].as_str().unwrap().to_string();
-    let rule = aws_sdk_ec2::types::IpPermission::builder()
-        .ip_protocol("tcp")
-        .from_port(8080)
-        .to_port(8080)
-        .ip_ranges(aws_sdk_ec2::types::IpRange::builder().cidr_ip("192.168.0.0/16").build())
-        .build();
-    e.c.block_on(e.c.ec2.authorize_security_group_ingress().group_id(&group).ip_permissions(rule).send()).unwrap();
-    let foreign = e.c.block_on(e.c.ec2.create_subnet().vpc_id(&vpc).cidr_block("10.0.64.0/20").send()).unwrap();
-    let foreign = foreign.subnet().unwrap().subnet_id().unwrap().to_string();
+    let d = drift(&e, infra, &made);
+    let Drifted { vpc, private_table, private_zone, group, foreign } = d;
 
     let (code, report, _, writes) = check(&e, infra);
     assert_eq!(code, 1, "drifted: {report:#}");
@@ -152,7 +169,7 @@ fn a_check_lists_exactly_what_changed_with_no_write_and_a_provision_repairs_the_
     assert_eq!(listed(&report, "holdUps"), vec![("subnet".to_string(), foreign.clone())], "{report:#}");
     assert_eq!(report["leaks"], json!([]));
     let text = stdout(&e.cli(&["check", "--infra-id", infra, "--region", "us-east-1"]));
-    assert!(text.contains(&format!("hold-up  subnet")) && text.contains(&foreign), "{text}");
+    assert!(text.contains("hold-up  subnet") && text.contains(&foreign), "{text}");
     assert!(text.contains("4 drifted (4 repaired by running provision-infra again), 1 holding a teardown up"), "{text}");
 
     // The repair: the same input, run again; a second check lists only the foreign subnet.
@@ -219,4 +236,38 @@ fn the_daemons_schedule_checks_every_cluster_and_its_metrics_and_page_say_which_
     };
     assert!(row("moved-abcde").contains("drifted") && row("moved-abcde").contains("1 security-group-rule"), "{page}");
     assert!(row("stay-abcde").contains("in sync"), "{page}");
+}
+
+/// SIGKILL at every change of a repairing provision after AWS acted but before the answer
+/// arrives (the route, the association, the revoke, the SOA, the adoption marks), each kill's
+/// resume killed at its next: the cluster ends in sync but for the foreign subnet.
+#[test]
+fn a_repair_killed_at_every_aws_call_after_aws_acted_ends_in_sync() {
+    let world = || {
+        let e = Env::new();
+        let proxy = support::proxy::Proxy::start(e.moto.port);
+        (e, proxy)
+    };
+    let run = |(e, proxy): &(Env, support::proxy::Proxy), name: &str, part: Option<&support::sweep::Part>| {
+        let infra = format!("{name}-abcde");
+        let p = e.input(&format!("{name}.json"), input(name, &infra, false));
+        let made = ok(&e.cli(&["run", "provision-infra", "--input", &p, "--id", name]));
+        let d = drift(e, &infra, &made);
+        proxy.reset_counts();
+        let id = format!("{name}-repair");
+        let repair = ["run", "provision-infra", "--input", p.as_str(), "--id", id.as_str()];
+        let killed = part.map(|part| support::sweep::chain(e, proxy, part, &repair));
+        let out = e.cli_at(&proxy.endpoint(), &repair);
+        assert!(out.status.success(), "{part:?}: {}", stderr(&out));
+        let (_, report, _, _) = check(e, &infra);
+        assert_eq!(report["drift"], json!([]), "{part:?}: {report:#}");
+        assert_eq!(listed(&report, "holdUps"), vec![("subnet".to_string(), d.foreign)], "{part:?}: {report:#}");
+        killed.unwrap_or_default()
+    };
+    let first = world();
+    run(&first, "clean", None);
+    let clean = first.1.counts();
+    support::sweep::every_call_chained(&clean, true, first, world, |w, part| {
+        run(w, &format!("k{}", part.index), Some(part))
+    });
 }
