@@ -192,3 +192,48 @@ fn a_provision_holding_the_cluster_lease_against_one_without_at_a_fixed_delay_pe
         lw / nw
     );
 }
+
+#[test]
+#[ignore = "a benchmark: scripts/bench-latency.sh runs it"]
+fn a_check_of_a_cluster_against_its_provision_at_a_fixed_delay_per_call() {
+    let delay_ms: u64 = std::env::var("INFRAFLOW_BENCH_DELAY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
+    let delay = Duration::from_millis(delay_ms);
+    let e = AwsEnv::new();
+    e.c.block_on(e.c.ec2.describe_vpcs().send()).unwrap();
+    e.proxy.set_latency(delay);
+    let mut rows = Vec::new();
+    for zones in [1usize, 3] {
+        let names: Vec<String> = ["a", "b", "c"].iter().take(zones).map(|z| format!("us-east-1{z}")).collect();
+        let infra = format!("chk{zones}-abcde");
+        let input = e.input(
+            &format!("p{zones}.json"),
+            json!({"name": format!("chk{zones}"), "infraID": infra, "region": "us-east-1", "zones": names,
+                   "baseDomain": "example.com"}),
+        );
+        let id = format!("p{zones}");
+        let provision = measure(&e, &infraflow(), &format!("provision-infra ({zones} zones)"), &["run", "provision-infra", "--input", &input, "--id", &id]);
+        let reads = {
+            let counts = e.proxy.counts();
+            counts.iter().filter(|(a, _)| !is_mutating(a)).map(|(_, n)| *n).sum::<u32>()
+        };
+        let check = measure(&e, &infraflow(), &format!("check of it ({zones} zones)"), &["check", "--infra-id", &infra, "--region", "us-east-1"]);
+        assert_eq!(check.mutating, 0, "a check writes nothing");
+        rows.push((provision, reads, check));
+    }
+    println!("delay per AWS call: {delay_ms} ms");
+    println!("| run | calls | reads | wall (s) |");
+    println!("|---|---|---|---|");
+    for (p, reads, c) in &rows {
+        println!("| {} | {} | {reads} | {:.2} |", p.what, p.calls, p.wall.as_secs_f64());
+        println!("| {} | {} | {} | {:.2} |", c.what, c.calls, c.calls, c.wall.as_secs_f64());
+    }
+    for (p, reads, c) in &rows {
+        println!(
+            "check: {}: {} reads against the provision's {reads} ({:.2}), wall {:.2} of the provision's",
+            p.what,
+            c.calls,
+            f64::from(c.calls) / f64::from(*reads),
+            c.wall.as_secs_f64() / p.wall.as_secs_f64()
+        );
+    }
+}
