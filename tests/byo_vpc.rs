@@ -83,6 +83,34 @@ fn a_cluster_in_a_customers_vpc_makes_no_network_and_its_teardown_leaves_the_vpc
     }
     assert_only_the_clusters_own(&e, "byo-abcde", true);
     assert_marked(&e, "byo-abcde", &cv);
+    // In sync, the customer's network as well (nothing of it is drift or a hold-up); then a
+    // mark taken off a subnet is drift the provision leaves to the operator (its record stays).
+    let check = e.cli(&["check", "--infra-id", "byo-abcde", "--region", "us-east-1", "--json"]);
+    assert_eq!(check.status.code(), Some(0), "{}{}", stdout(&check), stderr(&check));
+    let (zone0, private0, _) = &cv.zones[0];
+    e.c.block_on(
+        e.c.ec2
+            .delete_tags()
+            .resources(private0)
+            .tags(aws_sdk_ec2::types::Tag::builder().key("kubernetes.io/cluster/byo-abcde").build())
+            .send(),
+    )
+    .unwrap();
+    let check = e.cli(&["check", "--infra-id", "byo-abcde", "--region", "us-east-1", "--json"]);
+    let report: Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(check.status.code(), Some(1), "{zone0}: {report:#}");
+    let drift = report["drift"].as_array().unwrap();
+    assert_eq!(drift.len(), 1, "{report:#}");
+    assert_eq!((drift[0]["kind"].as_str(), drift[0]["id"].as_str()), (Some("tag"), Some(private0.as_str())));
+    assert!(drift[0]["repair"].as_str().unwrap().contains("aws ec2 create-tags"), "{report:#}");
+    e.c.block_on(
+        e.c.ec2
+            .create_tags()
+            .resources(private0)
+            .tags(aws_sdk_ec2::types::Tag::builder().key("kubernetes.io/cluster/byo-abcde").value("shared").build())
+            .send(),
+    )
+    .unwrap();
     for (zone, name, vpcs) in &Inventory::read(&e.c, "byo-abcde").zones {
         assert_eq!(vpcs, &vec![cv.vpc.clone()], "{name} serves the customer's VPC");
         assert_eq!(support::inventory::soa_minimum(&e.c, zone), 60, "{name}: HyperShift's negative-caching TTL");

@@ -267,6 +267,19 @@ fn teardown_of_a_cluster_that_ran_removes_its_volumes_snapshots_interfaces_and_r
     let instance = nodes["instanceIDs"][0].as_str().unwrap().to_string();
     let ran = what_it_ran(&e, "ran-abcde", &subnet, &instance, true);
 
+    // A check of the cluster that ran: its node pool, its controllers' rules and what they made
+    // are not drift; the volume and interface they left attached to nothing are leaks; nothing
+    // of the look-alikes' is named.
+    let check = e.cli(&["check", "--infra-id", "ran-abcde", "--region", "us-east-1", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(check.status.code(), Some(1), "{report:#}");
+    assert_eq!(report["drift"], json!([]), "{report:#}");
+    assert_eq!(report["holdUps"], json!([]), "{report:#}");
+    let leaks: Vec<(&str, &str)> =
+        report["leaks"].as_array().unwrap().iter().map(|l| (l["kind"].as_str().unwrap(), l["id"].as_str().unwrap())).collect();
+    let want = vec![("network-interface", ran.interfaces[0].as_str()), ("volume", ran.volumes[0].as_str())];
+    assert_eq!(leaks, want, "{report:#}");
+
     let td = e.input("td.json", json!({"infraID": "ran-abcde", "region": "us-east-1"}));
     let plan = ok(&e.cli(&["run", "teardown", "--input", &td, "--dry-run", "--json"]));
     let planned: Vec<&str> = plan["delete"].as_array().unwrap().iter().filter_map(|d| d["id"].as_str()).collect();

@@ -29,7 +29,7 @@ pub(super) fn hold_ups(infra: &str, s: &VpcState) -> Vec<Planned> {
     for p in &s.peerings {
         out.push(planned("vpc-peering", p, format!("peers the cluster's VPC {}: a VPC is not deleted while it is peered; end it first", vpc.id)));
     }
-    for (n, reason) in judged_interfaces(s) {
+    for (n, reason) in judged_interfaces(infra, s) {
         if let Verdict::Leave(why) = reason {
             out.push(planned("network-interface", &n, why));
         }
@@ -37,23 +37,27 @@ pub(super) fn hold_ups(infra: &str, s: &VpcState) -> Vec<Planned> {
     out
 }
 
-/// The interfaces of the VPC that none of the cluster's NAT gateways or endpoints names, and
-/// that no AWS service manages: each with teardown's verdict.
-fn judged_interfaces(s: &VpcState) -> Vec<(String, Verdict)> {
+/// The interfaces of the VPC a teardown judges — those tagged as the cluster's, and those left
+/// available (attached to nothing) — that none of the cluster's NAT gateways or endpoints names
+/// and no AWS service manages: each with teardown's verdict. (One in use by an instance is
+/// judged with its instance, by the teardown's instance rules, not here.)
+fn judged_interfaces(infra: &str, s: &VpcState) -> Vec<(String, Verdict)> {
+    let owned = infraflow_activities::tags::owned(infra);
     let named = |id: &str| {
         s.nat_gateways.iter().any(|n| n.interfaces.iter().any(|i| i == id))
             || s.endpoints.iter().any(|e| e.interfaces.iter().any(|i| i == id))
     };
     s.interfaces
         .iter()
+        .filter(|n| n.status == "available" || owned.matches_pairs(&n.tags))
         .filter(|n| !named(&n.id) && !n.requester_managed)
         .map(|n| (n.id.clone(), provenance::interface(&n.tags, &n.description, n.requester_managed)))
         .collect()
 }
 
 /// What leaks inside the VPC: interfaces the cluster's controllers made, left `available`.
-pub(super) fn vpc_leaks(s: &VpcState) -> Vec<Planned> {
-    judged_interfaces(s)
+pub(super) fn vpc_leaks(infra: &str, s: &VpcState) -> Vec<Planned> {
+    judged_interfaces(infra, s)
         .into_iter()
         .filter(|(id, v)| {
             *v == Verdict::Delete && s.interfaces.iter().any(|n| &n.id == id && n.status == "available")

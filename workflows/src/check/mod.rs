@@ -137,7 +137,7 @@ async fn read_report(pool: &AwsPool, made: &Provisioned) -> Result<CheckReport, 
     if made_network {
         report.drift.extend(drift::made_network(&m, &state));
         report.hold_ups.extend(holdups::hold_ups(infra, &state));
-        report.leaks.extend(holdups::vpc_leaks(&state));
+        report.leaks.extend(holdups::vpc_leaks(infra, &state));
     } else {
         report.drift.extend(customer_network(&m, &state));
     }
