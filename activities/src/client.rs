@@ -34,6 +34,8 @@ pub struct Aws {
     pub tagging: aws_sdk_resourcegroupstagging::Client,
     /// The image registry's bucket of a cluster that ran (teardown only).
     pub s3: aws_sdk_s3::Client,
+    /// The account's quotas (a provision's admission: `quotas`).
+    pub quotas: aws_sdk_servicequotas::Client,
     /// Why this process may not act through `role` (`RoleAllowList`): the environment probe,
     /// which every execution makes first, pauses with it.
     pub refused: Option<String>,
@@ -149,6 +151,12 @@ impl Aws {
                     .interceptor(tag(Service::S3))
                     // An endpoint of one's own (an emulator, a proxy) has no per-bucket host names.
                     .force_path_style(conf.endpoint_url().is_some())
+                    .build(),
+            ),
+            quotas: aws_sdk_servicequotas::Client::from_conf(
+                aws_sdk_servicequotas::config::Builder::from(&conf)
+                    .interceptor(CallCounter(account.clone()))
+                    .interceptor(tag(Service::Quotas))
                     .build(),
             ),
         }

@@ -27,6 +27,7 @@ pub mod observe;
 pub mod pacing;
 pub mod privatelink;
 pub mod provenance;
+pub mod quotas;
 pub mod resources;
 pub mod role;
 pub mod routing;

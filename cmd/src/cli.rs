@@ -248,6 +248,10 @@ pub struct SubmitArgs {
     /// On a terminal failure keep what was created instead of compensating.
     #[arg(long)]
     pub no_rollback: bool,
+    /// Journal a provision (or create-cluster) without first checking that what it makes fits
+    /// the account's quotas: for accounts whose quotas cannot be read.
+    #[arg(long, env = "INFRAFLOW_SKIP_QUOTA_CHECK")]
+    pub skip_quota_check: bool,
     /// `run teardown` only: print what it would delete and leave, and why; change nothing.
     #[arg(long)]
     pub dry_run: bool,

@@ -61,7 +61,7 @@ pub async fn submit(db: &Location, args: &SubmitArgs) -> CmdResult {
     }
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
-    check_aws_before_journal(db, &submission).await?;
+    check_aws_before_journal(db, &submission, args.skip_quota_check).await?;
     let engine = open_engine(db, registry, tracing_observer())?;
     let submitted = engine.submit(submission).await?;
     println!("{}", submitted.id);
@@ -74,7 +74,7 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
     }
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
-    check_aws_before_journal(db, &submission).await?;
+    check_aws_before_journal(db, &submission, args.skip_quota_check).await?;
     if let Some(file) = &args.output_file {
         check_output_file(file)?;
     }
@@ -90,15 +90,41 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
 }
 
 /// What is read from AWS before a workflow is journaled, so that an input AWS refuses is bad
-/// input — exit 2, nothing journaled: a teardown's protection, a customer's network's rules. Not
-/// read again for a workflow this journal already holds (`run --id` resuming it): its own steps
-/// read the same again.
-async fn check_aws_before_journal(db: &Location, submission: &Submission) -> Result<(), Failure> {
+/// input — exit 2, nothing journaled: a teardown's protection, a customer's network's rules, a
+/// provision the account's quotas cannot hold. Not read again for a workflow this journal
+/// already holds (`run --id` resuming it): its own steps read the same again.
+async fn check_aws_before_journal(db: &Location, submission: &Submission, skip_quota_check: bool) -> Result<(), Failure> {
     if already_journaled(db, submission.id.as_deref()) {
         return Ok(());
     }
     refuse_protected_teardown(submission).await?;
-    refuse_unfit_customer_network(submission).await
+    refuse_unfit_customer_network(submission).await?;
+    if !skip_quota_check {
+        refuse_over_quota(submission).await?;
+    }
+    Ok(())
+}
+
+/// A provision that would meet a quota half-way (Elastic IPs, VPCs, internet gateways, NAT
+/// gateways per zone) is refused before it makes anything: one line naming each quota, exit 2.
+/// Quotas Service Quotas would not tell are AWS's published defaults, said on stderr.
+async fn refuse_over_quota(submission: &Submission) -> Result<(), Failure> {
+    let role = infraflow_workflows::role_of(&submission.input);
+    let pool = crate::registry::pool().assuming(role.as_ref());
+    let admission = infraflow_workflows::provision::quota::admit_before_submit(&pool, &submission.workflow, &submission.input)
+        .await
+        .map_err(|e| {
+            Failure::other(format!(
+                "cannot read the account's quotas and usage to check that the provision fits: {e}; nothing was submitted (--skip-quota-check journals it unchecked)"
+            ))
+        })?;
+    if let Some(note) = admission.note {
+        eprintln!("infraflow: {note}");
+    }
+    match admission.refusal {
+        Some(why) => Err(Failure::usage(why)),
+        None => Ok(()),
+    }
 }
 
 /// A provision into a customer's VPC (`vpcID`) whose network breaks a rule: every rule broken

@@ -223,6 +223,7 @@ pub mod moto;
 pub mod netns;
 pub mod postgres;
 pub mod proxy;
+pub mod quotas;
 pub mod strict;
 pub mod sweep;
 pub mod transitions;

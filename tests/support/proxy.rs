@@ -58,6 +58,8 @@ struct State {
     issued: Vec<String>,
     /// The account of each access key STS issued (a role's): whose buckets its requests take.
     accounts: HashMap<String, String>,
+    /// Service Quotas answered and enforced (`quotas.rs`), once a test sets them.
+    quotas: Option<super::quotas::Quotas>,
 }
 
 /// Every live proxy by port, so that a command run against one can be checked against the IAM
@@ -177,6 +179,11 @@ impl Proxy {
 
     pub fn endpoint(&self) -> String {
         format!("http://{}:{}", self.addr, self.port)
+    }
+
+    /// Answers Service Quotas with these quotas and refuses the creates that would pass them.
+    pub fn set_quotas(&self, quotas: super::quotas::Quotas) {
+        self.state.lock().unwrap().quotas = Some(quotas);
     }
 
     pub fn set_chaos(&self, rate: f64, seed: u64) {
@@ -510,7 +517,9 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Reader
     let account = account_of(st, &req.head);
     let reply = match decide(st, &act, class.map(|c| (account.as_str(), c)), asks) {
         Fault::None => {
-            let early = st.lock().unwrap().strict.before(&act, &req.body);
+            let quotas = st.lock().unwrap().quotas.clone();
+            let (refused, _within_quota) = super::quotas::admit(quotas.as_ref(), &act, &req, readers, upstream);
+            let early = refused.map(Ok).or_else(|| st.lock().unwrap().strict.before(&act, &req.body));
             match early {
                 Some(Ok(remembered)) => remembered,
                 Some(Err((status, code, message))) => error_response(status, ec2, code, &message),

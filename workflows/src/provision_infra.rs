@@ -320,6 +320,8 @@ impl WorkflowDef for ProvisionInfra {
             (DNS, Use::Manage),
             (RESOURCES, Use::Read),
             (CUSTOMER_NETWORK, Use::Manage),
+            // The quota check `run` and `submit` make before journaling it.
+            (QUOTAS, Use::Read),
         ])
     }
 

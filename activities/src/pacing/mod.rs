@@ -100,6 +100,8 @@ pub(crate) enum Service {
     Tagging,
     /// The image registry's bucket: a teardown's few calls.
     S3,
+    /// Service Quotas: four reads before a provision.
+    Quotas,
 }
 
 /// The classes whose buckets one call draws from (none for STS, whose one call is made once
@@ -113,7 +115,7 @@ pub(crate) fn classes_of(service: Service, operation: &str) -> &'static [RateCla
         Service::Route53 => &[RateClass::Route53],
         Service::Iam => &[RateClass::Iam],
         // S3's request rates are per prefix (thousands a second): a teardown's few calls need no pacing.
-        Service::Sts | Service::Tagging | Service::S3 => &[],
+        Service::Sts | Service::Tagging | Service::S3 | Service::Quotas => &[],
     }
 }
 

@@ -51,9 +51,11 @@ pub const CUSTOMER_NETWORK: Area = area!(customer_network);
 pub const CENSUS: Area = area!(census);
 /// `infraflow check`: everything in a cluster's VPC, read.
 pub const VPC_STATE: Area = area!(vpc_state);
+/// A provision's quota check: Service Quotas and the account's usage, read.
+pub const QUOTAS: Area = area!(quotas);
 
 /// Every area, for the checks that run over all of them.
-pub const ALL_AREAS: [Area; 19] = [
+pub const ALL_AREAS: [Area; 20] = [
     NETWORK,
     NAT,
     ROUTING,
@@ -73,6 +75,7 @@ pub const ALL_AREAS: [Area; 19] = [
     S3,
     CUSTOMER_NETWORK,
     VPC_STATE,
+    QUOTAS,
 ];
 
 /// What a workflow does in an area.
@@ -161,7 +164,7 @@ mod tests {
             for a in area.read.iter().chain(area.write).chain(area.delete) {
                 let (service, action) = a.split_once(':').unwrap();
                 assert!(
-                    ["ec2", "elasticloadbalancing", "route53", "iam", "sts", "tag", "s3"].contains(&service),
+                    ["ec2", "elasticloadbalancing", "route53", "iam", "sts", "tag", "s3", "servicequotas"].contains(&service),
                     "{a}"
                 );
                 assert!(action.chars().next().is_some_and(|c| c.is_ascii_uppercase()), "{a}");

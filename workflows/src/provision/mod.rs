@@ -17,6 +17,7 @@ mod endpoints;
 mod network;
 mod owned;
 mod preflight;
+pub mod quota;
 
 pub use customer_rules::check_before_submit;
 

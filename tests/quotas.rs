@@ -1,0 +1,112 @@
+//! Quotas, black box: the proxy plays AWS's Service Quotas and enforces them on creates (moto
+//! does neither); a provision that would meet a quota half-way is refused before anything is
+//! journaled or changed, one that fits runs, and Service Quotas denied means AWS's published
+//! defaults, said.
+
+mod support;
+
+use std::process::Output;
+
+use serde_json::{Value, json};
+use support::aws::{AwsEnv as Env, ok};
+use support::chain::is_change;
+use support::quotas::{ELASTIC_IPS, Quotas};
+use support::*;
+
+fn input(name: &str, zones: &[&str], extra: Value) -> Value {
+    let mut v = json!({"name": name, "infraID": format!("{name}-abcde"), "region": "us-east-1",
+                       "baseDomain": "example.com", "zones": zones});
+    v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    v
+}
+
+/// `infraflow ARGS` through the env's proxy with the quota check on (the suites turn it off), its
+/// calls held to the workflow's policy.
+fn cli_checking_quotas(e: &Env, args: &[&str]) -> Output {
+    let env: Vec<(&str, String)> = support::moto::aws_env(&e.proxy.endpoint())
+        .into_iter()
+        .filter(|(k, _)| *k != "INFRAFLOW_SKIP_QUOTA_CHECK")
+        .collect();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let before = support::proxy::iam_counts_at(&e.proxy.endpoint()).unwrap();
+    let out = e.s.cli_env(args, &env);
+    let after = support::proxy::iam_counts_at(&e.proxy.endpoint()).unwrap();
+    if let ["run", workflow, ..] = args {
+        support::iam::assert_policy_with_lock_covers(workflow, None, &before, &after);
+    }
+    out
+}
+
+fn addresses(e: &Env) -> usize {
+    e.c.block_on(e.c.ec2.describe_addresses().send()).unwrap().addresses().len()
+}
+
+fn changes(e: &Env) -> Vec<String> {
+    e.proxy.counts().into_iter().filter(|(a, _)| is_change(a)).map(|(a, n)| format!("{a}×{n}")).collect()
+}
+
+#[test]
+fn a_provision_past_the_elastic_ip_quota_is_refused_before_any_change_and_a_single_nat_gateway_fits() {
+    let e = Env::new();
+    e.proxy.set_quotas(Quotas::with(&[(ELASTIC_IPS, 5)]));
+    for _ in 0..4 {
+        e.c.block_on(e.c.ec2.allocate_address().domain(aws_sdk_ec2::types::DomainType::Vpc).send()).unwrap();
+    }
+    let three = ["us-east-1a", "us-east-1b", "us-east-1c"];
+    let p = e.input("p.json", input("quota", &three, json!({})));
+
+    // Refused: one line naming the quota, exit 2, not one change, nothing journaled.
+    e.proxy.reset_counts();
+    let out = cli_checking_quotas(&e, &["run", "provision-infra", "--input", &p, "--id", "three"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("needs 3 Elastic IPs, 1 free (quota 5, 4 in use)"), "{err}");
+    assert!(err.contains("singleNATGateway") && err.contains("--skip-quota-check"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert_eq!(changes(&e), Vec::<String>::new(), "no change before the refusal");
+    assert!(e.proxy.counts().contains_key("GetServiceQuota"), "{:?}", e.proxy.counts());
+    let listed = e.s.cli(&["status", "--json"]);
+    assert!(stdout(&listed).trim() == "[]" || !e.s.db().exists(), "nothing journaled: {}", stdout(&listed));
+    assert_eq!(addresses(&e), 4);
+
+    // What the check spares: the same run unchecked meets AWS's AddressLimitExceeded half-way and
+    // rolls back everything it made.
+    e.proxy.reset_counts();
+    let out = cli_checking_quotas(&e, &["run", "provision-infra", "--input", &p, "--id", "unchecked", "--skip-quota-check"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("AddressLimitExceeded"), "{}", stderr(&out));
+    let made: u32 = e.proxy.counts().iter().filter(|(a, _)| is_change(a)).map(|(_, n)| n).sum();
+    eprintln!("unchecked, the 3-zone provision made {made} changes before and while rolling back: {:?}", changes(&e));
+    assert_eq!(addresses(&e), 4, "its one address released by the rollback");
+    assert_eq!(support::inventory::Inventory::read(&e.c, "quota-abcde").total(), 0, "rolled back whole");
+
+    // A single NAT gateway needs one address: it fits and completes.
+    let single = e.input("s.json", input("single", &three, json!({"singleNATGateway": true})));
+    ok(&cli_checking_quotas(&e, &["run", "provision-infra", "--input", &single, "--id", "single"]));
+    assert_eq!(addresses(&e), 5);
+    // Run again (a repair), it needs no new address: the quota is full, and it still fits.
+    ok(&cli_checking_quotas(&e, &["run", "provision-infra", "--input", &single, "--id", "single-again"]));
+    assert_eq!(addresses(&e), 5);
+}
+
+#[test]
+fn service_quotas_denied_by_policy_means_the_published_defaults_and_says_so() {
+    let e = Env::new();
+    e.proxy.set_quotas(Quotas { denied: true, ..Quotas::default() });
+    let p = e.input("p.json", input("denied", &["us-east-1a"], json!({})));
+    let out = cli_checking_quotas(&e, &["run", "provision-infra", "--input", &p, "--id", "denied"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("Service Quotas could not be read (AccessDeniedException)"), "{err}");
+    assert!(err.contains("AWS's published defaults used (5 Elastic IPs, 5 VPCs, 5 internet gateways, 5 NAT gateways)"), "{err}");
+
+    // The defaults hold the line too: with five VPCs in the account (moto's default VPC among
+    // them) a sixth is refused.
+    while e.c.block_on(e.c.ec2.describe_vpcs().send()).unwrap().vpcs().len() < 5 {
+        e.c.create_vpc("10.9.0.0/16");
+    }
+    let q = e.input("q.json", input("sixth", &["us-east-1a"], json!({"singleNATGateway": true})));
+    let out = cli_checking_quotas(&e, &["run", "provision-infra", "--input", &q, "--id", "sixth"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("needs 1 VPC, 0 free (quota 5, 5 in use)"), "{}", stderr(&out));
+}

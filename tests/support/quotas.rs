@@ -1,0 +1,123 @@
+//! Service Quotas as AWS answers and enforces them, played by the test proxy once a test sets
+//! them (`Proxy::set_quotas`): moto serves only the VPC service's default quotas (not EC2's
+//! Elastic IPs: NoSuchResourceException) and enforces none (measured: seven addresses allocated
+//! under a quota of five). GetServiceQuota is answered from the quotas set, or refused as a
+//! policy without `servicequotas:GetServiceQuota` refuses it; a create that would pass its quota
+//! is refused with AWS's error code, checked and made one at a time as AWS does.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use super::moto::Clients;
+use super::wire::{Request, error_response};
+
+/// The quotas a test gives the account, by Service Quotas code (`L-0263D0A3`); unset: AWS's
+/// published default, 5.
+#[derive(Clone, Debug, Default)]
+pub struct Quotas {
+    pub values: BTreeMap<String, u32>,
+    /// GetServiceQuota answers AccessDeniedException.
+    pub denied: bool,
+}
+
+pub const ELASTIC_IPS: &str = "L-0263D0A3";
+pub const VPCS: &str = "L-F678F1CE";
+pub const INTERNET_GATEWAYS: &str = "L-A4707A72";
+pub const NAT_GATEWAYS_PER_ZONE: &str = "L-FE5A380F";
+
+impl Quotas {
+    pub fn with(values: &[(&str, u32)]) -> Quotas {
+        Quotas { values: values.iter().map(|(k, v)| (k.to_string(), *v)).collect(), denied: false }
+    }
+
+    fn value(&self, code: &str) -> u32 {
+        self.values.get(code).copied().unwrap_or(5)
+    }
+}
+
+/// Creates checked against a quota are made one at a time, across every proxy of the binary.
+static CREATES: Mutex<()> = Mutex::new(());
+
+/// What the proxy does with a call under `quotas`: answer it here (a quota read, a refused
+/// create), or let it go on — holding, for a create within its quota, the lock its check took
+/// until the create is made.
+pub fn admit<'a>(
+    quotas: Option<&Quotas>,
+    action: &str,
+    req: &Request,
+    readers: &'a OnceLock<Clients>,
+    upstream: u16,
+) -> (Option<Vec<u8>>, Option<MutexGuard<'a, ()>>) {
+    let Some(q) = quotas else { return (None, None) };
+    if action == "GetServiceQuota" {
+        return (Some(quota_answer(q, &req.body)), None);
+    }
+    let enforced = ["AllocateAddress", "CreateVpc", "CreateInternetGateway", "CreateNatGateway"];
+    if !enforced.contains(&action) {
+        return (None, None);
+    }
+    let held = CREATES.lock().unwrap_or_else(|p| p.into_inner());
+    let c = readers.get_or_init(|| Clients::shared(&format!("http://127.0.0.1:{upstream}")));
+    let body = String::from_utf8_lossy(&req.body).to_string();
+    let (code, in_use, error, message) = match action {
+        "AllocateAddress" => {
+            let n = c.block_on(c.ec2.describe_addresses().send()).unwrap().addresses().len();
+            (ELASTIC_IPS, n, "AddressLimitExceeded", "The maximum number of addresses has been reached.")
+        }
+        "CreateVpc" => {
+            let n = c.block_on(c.ec2.describe_vpcs().send()).unwrap().vpcs().len();
+            (VPCS, n, "VpcLimitExceeded", "The maximum number of VPCs has been reached.")
+        }
+        "CreateInternetGateway" => {
+            let n = c.block_on(c.ec2.describe_internet_gateways().send()).unwrap().internet_gateways().len();
+            (INTERNET_GATEWAYS, n, "InternetGatewayLimitExceeded", "The maximum number of internet gateways has been reached.")
+        }
+        _ => {
+            let subnet = body.split('&').find_map(|p| p.strip_prefix("SubnetId=")).unwrap_or_default().to_string();
+            (NAT_GATEWAYS_PER_ZONE, nats_in_zone_of(c, &subnet), "NatGatewayLimitExceeded", "The maximum number of NAT gateways in this Availability Zone has been reached.")
+        }
+    };
+    if in_use as u32 >= q.value(code) {
+        return (Some(error_response("400 Bad Request", true, error, message)), None);
+    }
+    (None, Some(held))
+}
+
+/// NAT gateways pending or available in the zone of `subnet`.
+fn nats_in_zone_of(c: &Clients, subnet: &str) -> usize {
+    let zone_of = |id: &str| {
+        let out = c.block_on(c.ec2.describe_subnets().subnet_ids(id).send()).ok()?;
+        out.subnets().first().and_then(|s| s.availability_zone()).map(str::to_string)
+    };
+    let Some(zone) = zone_of(subnet) else { return 0 };
+    let nats = c.block_on(c.ec2.describe_nat_gateways().send()).unwrap();
+    nats.nat_gateways()
+        .iter()
+        .filter(|n| matches!(n.state().map(|s| s.as_str()), Some("pending" | "available")))
+        .filter(|n| n.subnet_id().and_then(zone_of).as_deref() == Some(zone.as_str()))
+        .count()
+}
+
+/// Service Quotas' JSON answer to GetServiceQuota (or its refusal).
+fn quota_answer(q: &Quotas, body: &[u8]) -> Vec<u8> {
+    let asked: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let (service, code) = (asked["ServiceCode"].as_str().unwrap_or_default(), asked["QuotaCode"].as_str().unwrap_or_default());
+    let (status, body) = if q.denied {
+        (
+            "400 Bad Request",
+            serde_json::json!({"__type": "AccessDeniedException", "message": "User is not authorized to perform: servicequotas:GetServiceQuota"}),
+        )
+    } else {
+        (
+            "200 OK",
+            serde_json::json!({"Quota": {"ServiceCode": service, "QuotaCode": code, "QuotaName": code,
+                                         "Value": f64::from(q.value(code)), "Unit": "None", "Adjustable": true}}),
+        )
+    };
+    let body = body.to_string();
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/x-amz-json-1.1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}

@@ -1,0 +1,177 @@
+//! Whether a provision fits the account's quotas before it changes anything: what it will make
+//! of each quota (one VPC and internet gateway of a network of its own, an Elastic IP and a NAT
+//! gateway per NAT zone; nothing of these in a customer's VPC), less what the cluster already has
+//! (a resumed or repeated provision keeps it), against the quota less what the account uses.
+
+use infraflow_activities::quotas::{self, Quota, Usage};
+use infraflow_activities::{AwsError, AwsPool};
+use serde_json::Value;
+
+use crate::provision_infra::ProvisionInput;
+
+/// What a provision of `p` makes of each quota: (quota, zone for per-zone quotas, how many).
+/// Zones left out are one zone AWS picks: its per-zone NAT quota is not known before.
+pub fn wanted(p: &ProvisionInput) -> Vec<(Quota, Option<String>, u32)> {
+    if p.vpc_id.is_some() {
+        return Vec::new();
+    }
+    let zones: Vec<Option<String>> = match &p.zones {
+        Some(z) => z.iter().cloned().map(Some).collect(),
+        None => vec![None],
+    };
+    let nat_zones: Vec<Option<String>> = if p.public_only {
+        Vec::new()
+    } else if p.single_nat_gateway {
+        zones.into_iter().take(1).collect()
+    } else {
+        zones
+    };
+    let mut out = vec![(Quota::Vpcs, None, 1), (Quota::InternetGateways, None, 1)];
+    out.push((Quota::ElasticIps, None, nat_zones.len() as u32));
+    out.extend(nat_zones.into_iter().flatten().map(|z| (Quota::NatGateways, Some(z), 1)));
+    out.retain(|(_, _, n)| *n > 0);
+    out
+}
+
+/// Each quota `p` would overrun, as a phrase: `needs 3 Elastic IPs, 1 free (quota 5, 4 in use)`.
+pub fn shortfalls(p: &ProvisionInput, usage: &Usage) -> Vec<String> {
+    let mut out = Vec::new();
+    for (quota, zone, n) in wanted(p) {
+        let Some(limit) = usage.limits.get(&quota) else { continue };
+        let (in_use, own) = match &zone {
+            Some(z) => (usage.zone_nats.get(z).copied().unwrap_or(0), usage.own_zone_nats.get(z).copied().unwrap_or(0)),
+            None => (usage.in_use.get(&quota).copied().unwrap_or(0), usage.own.get(&quota).copied().unwrap_or(0)),
+        };
+        let new = n.saturating_sub(own);
+        let free = limit.value.saturating_sub(in_use);
+        if new > free {
+            let (at, per) = match &zone {
+                Some(z) => (format!(" in {z}"), " per zone"),
+                None => (String::new(), ""),
+            };
+            out.push(format!(
+                "needs {new} {}{at}, {free} free (quota {}{per}, {in_use} in use)",
+                quota.name(new),
+                limit.value
+            ));
+        }
+    }
+    out
+}
+
+/// Which quotas stand at AWS's published defaults because Service Quotas could not be read, and
+/// why: said to the operator, who may have more.
+pub fn defaulted(usage: &Usage) -> Option<String> {
+    let mut why: Vec<String> = Vec::new();
+    let mut which: Vec<String> = Vec::new();
+    for (quota, limit) in &usage.limits {
+        if let Some(w) = &limit.defaulted {
+            which.push(format!("{} {}", limit.value, quota.name(limit.value)));
+            if !why.contains(w) {
+                why.push(w.clone());
+            }
+        }
+    }
+    (!which.is_empty()).then(|| {
+        format!(
+            "Service Quotas could not be read ({}): AWS's published defaults used ({}); pass --skip-quota-check if the account has more",
+            why.join(", "),
+            which.join(", ")
+        )
+    })
+}
+
+/// What the quota check says before a provision (or create-cluster) is journaled: a refusal (one
+/// line naming each quota it would overrun) and a note (defaults stood in for Service Quotas).
+#[derive(Debug, Default)]
+pub struct Admission {
+    pub refusal: Option<String>,
+    pub note: Option<String>,
+}
+
+/// Reads the quotas a provision of `input` draws on and whether it fits; other workflows fit.
+pub async fn admit_before_submit(pool: &AwsPool, workflow: &str, input: &Value) -> Result<Admission, AwsError> {
+    let infra = match workflow {
+        "provision-infra" => input,
+        "create-cluster" => &input["infra"],
+        _ => return Ok(Admission::default()),
+    };
+    let Ok(p) = serde_json::from_value::<ProvisionInput>(infra.clone()) else { return Ok(Admission::default()) };
+    if wanted(&p).is_empty() {
+        return Ok(Admission::default());
+    }
+    let aws = pool.region(&p.region).await;
+    let usage = quotas::read(&aws, p.infra_id.as_deref()).await?;
+    let short = shortfalls(&p, &usage);
+    let refusal = (!short.is_empty()).then(|| {
+        format!(
+            "{workflow} would not fit the account's quotas in {}: {}; nothing was submitted — release some, ask AWS for more (Service Quotas){}, or pass --skip-quota-check",
+            p.region,
+            short.join("; "),
+            if p.single_nat_gateway || p.public_only { "" } else { ", use singleNATGateway" }
+        )
+    });
+    Ok(Admission { refusal, note: defaulted(&usage) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infraflow_activities::quotas::Limit;
+
+    fn input(extra: serde_json::Value) -> ProvisionInput {
+        let mut v = serde_json::json!({"name": "q", "infraID": "q-abcde", "region": "us-east-1", "baseDomain": "example.com",
+                                       "zones": ["us-east-1a", "us-east-1b", "us-east-1c"]});
+        v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn usage(eips: u32, own: u32) -> Usage {
+        let mut u = Usage::default();
+        for q in Quota::ALL {
+            u.limits.insert(q, Limit { value: 5, defaulted: None });
+        }
+        u.in_use.insert(Quota::ElasticIps, eips);
+        u.own.insert(Quota::ElasticIps, own);
+        u
+    }
+
+    #[test]
+    fn three_nat_zones_need_three_addresses_and_a_single_nat_gateway_one() {
+        let p = input(serde_json::json!({}));
+        assert_eq!(shortfalls(&p, &usage(4, 0)), vec!["needs 3 Elastic IPs, 1 free (quota 5, 4 in use)"]);
+        assert!(shortfalls(&input(serde_json::json!({"singleNATGateway": true})), &usage(4, 0)).is_empty());
+        assert!(shortfalls(&input(serde_json::json!({"publicOnly": true})), &usage(5, 0)).is_empty());
+    }
+
+    #[test]
+    fn what_the_cluster_already_has_is_not_needed_again() {
+        // A provision run again over its own three addresses (5 in use, 3 its own) needs none.
+        assert!(shortfalls(&input(serde_json::json!({})), &usage(5, 3)).is_empty());
+        assert_eq!(shortfalls(&input(serde_json::json!({})), &usage(5, 2)), vec!["needs 1 Elastic IP, 0 free (quota 5, 5 in use)"]);
+    }
+
+    #[test]
+    fn a_customers_vpc_needs_none_of_these() {
+        let p = input(serde_json::json!({"vpcID": "vpc-1", "zones": null, "subnets": []}));
+        assert!(wanted(&p).is_empty());
+    }
+
+    #[test]
+    fn a_full_zone_is_named_with_its_nat_gateways() {
+        let mut u = usage(0, 0);
+        u.zone_nats.insert("us-east-1b".into(), 5);
+        assert_eq!(
+            shortfalls(&input(serde_json::json!({})), &u),
+            vec!["needs 1 NAT gateway in us-east-1b, 0 free (quota 5 per zone, 5 in use)"]
+        );
+    }
+
+    #[test]
+    fn defaults_are_said_with_why() {
+        let mut u = usage(0, 0);
+        u.limits.insert(Quota::ElasticIps, Limit { value: 5, defaulted: Some("AccessDeniedException".into()) });
+        let said = defaulted(&u).unwrap();
+        assert!(said.contains("AccessDeniedException") && said.contains("5 Elastic IPs"), "{said}");
+    }
+}
