@@ -12,4 +12,4 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 INFRAFLOW_MOTO_SERVER="$(scripts/moto.sh install)"
 export INFRAFLOW_MOTO_SERVER
-cargo test -p infraflow-cmd --test latency_bench -- --ignored --nocapture 2>&1 | grep -E '^(delay|default pacing|lease:|check:|\||  )'
+cargo test -p infraflow-cmd --test latency_bench -- --ignored --nocapture 2>&1 | grep -E '^(delay|default pacing|lease:|check:|quota:|\||  )'

@@ -2,7 +2,7 @@
 # The main job on the embedded default, no AWS account needed: starts moto (the AWS emulator)
 # on a free loopback port, creates the demo's public zone, creates a 3-zone cluster with a
 # fresh SQLite journal (VPC, subnets, NAT gateways, DNS zones, PrivateLink, a node pool per
-# zone), shows its status, and tears it all down again.
+# zone), shows its status, checks it for drift, and tears it all down again.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -34,6 +34,8 @@ echo; echo "== infraflow run create-cluster --input scripts/demo/cluster.json"
 "$infraflow" run create-cluster --input scripts/demo/cluster.json --id demo-cluster | tee "$root/.demo/cluster.json"
 echo; echo "== infraflow status"
 "$infraflow" status
+echo; echo "== infraflow check --infra-id demo-infra --region us-east-1   (drift: reads only)"
+"$infraflow" check --infra-id demo-infra --region us-east-1
 echo; echo "== infraflow run teardown --input scripts/demo/teardown.json"
 "$infraflow" run teardown --input scripts/demo/teardown.json --id demo-teardown
 echo; echo "== infraflow status"

@@ -237,3 +237,60 @@ fn a_check_of_a_cluster_against_its_provision_at_a_fixed_delay_per_call() {
         );
     }
 }
+
+#[test]
+#[ignore = "a benchmark: scripts/bench-latency.sh runs it"]
+fn the_quota_check_against_a_provision_without_it_at_a_fixed_delay_per_call() {
+    let delay_ms: u64 = std::env::var("INFRAFLOW_BENCH_DELAY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
+    let delay = Duration::from_millis(delay_ms);
+    let e = AwsEnv::new();
+    e.c.block_on(e.c.ec2.describe_vpcs().send()).unwrap();
+    e.proxy.set_quotas(support::quotas::Quotas::with(&[(support::quotas::VPCS, 50), (support::quotas::INTERNET_GATEWAYS, 50)]));
+    e.proxy.set_latency(delay);
+    let zones = json!(["us-east-1a", "us-east-1b", "us-east-1c"]);
+    let mut walls = Vec::new();
+    // Alternated, twice each: the order of runs on one moto does not favour either.
+    for (round, checked) in [(0, false), (1, true), (2, true), (3, false)] {
+        let infra = format!("qc{round}-abcde");
+        let input = e.input(
+            &format!("q{round}.json"),
+            json!({"name": format!("qc{round}"), "infraID": infra, "region": "us-east-1", "zones": zones,
+                   "baseDomain": "example.com", "singleNATGateway": true}),
+        );
+        let id = format!("q{round}");
+        let mut args = vec!["run", "provision-infra", "--input", &input, "--id", &id];
+        if !checked {
+            args.push("--skip-quota-check");
+        }
+        // `run` here passes the suites' INFRAFLOW_SKIP_QUOTA_CHECK; `--skip-quota-check` decides.
+        e.proxy.reset_counts();
+        let t0 = Instant::now();
+        let mut c = std::process::Command::new(infraflow());
+        c.arg("--db").arg(e.s.db()).args(&args).stdin(std::process::Stdio::null());
+        for (k, v) in support::moto::aws_env(&e.proxy.endpoint()) {
+            if k != "INFRAFLOW_SKIP_QUOTA_CHECK" {
+                c.env(k, v);
+            }
+        }
+        let out = c.output().unwrap();
+        let wall = t0.elapsed();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let counts = e.proxy.counts();
+        let quota_reads: u32 = counts.get("GetServiceQuota").copied().unwrap_or(0);
+        walls.push((checked, wall, counts.values().sum::<u32>(), quota_reads));
+    }
+    println!("delay per AWS call: {delay_ms} ms");
+    let mean = |checked: bool| {
+        let w: Vec<f64> = walls.iter().filter(|r| r.0 == checked).map(|r| r.1.as_secs_f64()).collect();
+        w.iter().sum::<f64>() / w.len() as f64
+    };
+    let calls = |checked: bool| walls.iter().find(|r| r.0 == checked).map(|r| r.2).unwrap_or(0);
+    println!(
+        "quota: a 3-zone provision (single NAT gateway) with the quota check: {} calls, {:.2} s; without: {} calls, {:.2} s; ratio {:.2}",
+        calls(true),
+        mean(true),
+        calls(false),
+        mean(false),
+        mean(true) / mean(false)
+    );
+}
