@@ -10,7 +10,7 @@ use std::process::Output;
 use serde_json::{Value, json};
 use support::aws::{AwsEnv as Env, ok};
 use support::chain::is_change;
-use support::quotas::{ELASTIC_IPS, Quotas};
+use support::quotas::{ELASTIC_IPS, INTERNET_GATEWAYS, Quotas, VPCS};
 use support::*;
 
 fn input(name: &str, zones: &[&str], extra: Value) -> Value {
@@ -109,4 +109,57 @@ fn service_quotas_denied_by_policy_means_the_published_defaults_and_says_so() {
     let out = cli_checking_quotas(&e, &["run", "provision-infra", "--input", &q, "--id", "sixth"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("needs 1 VPC, 0 free (quota 5, 5 in use)"), "{}", stderr(&out));
+}
+
+/// The env of a command or daemon through the env's proxy with the quota check on.
+fn checking_env(e: &Env) -> Vec<(&'static str, String)> {
+    support::moto::aws_env(&e.proxy.endpoint()).into_iter().filter(|(k, _)| *k != "INFRAFLOW_SKIP_QUOTA_CHECK").collect()
+}
+
+#[test]
+fn six_provisions_submitted_at_once_with_five_free_addresses_run_five_and_the_sixth_waits_for_a_teardown() {
+    let e = Env::new();
+    // Six VPCs and gateways fit (the account asked AWS for more); five Elastic IPs, none in use.
+    e.proxy.set_quotas(Quotas::with(&[(ELASTIC_IPS, 5), (VPCS, 20), (INTERNET_GATEWAYS, 20)]));
+    let env = checking_env(&e);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    // Submitted before any runs: each fits the account as it is (nothing in use), so each is
+    // journaled; the daemon admits them one beside the other.
+    for i in 0..6 {
+        let p = e.input(&format!("f{i}.json"), input(&format!("f{i}"), &["us-east-1a"], json!({})));
+        let out = e.s.cli_env(&["submit", "provision-infra", "--input", &p, "--id", &format!("f{i}")], &env);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let settle = format!("{}ms", e.proxy.consistency_settle().as_millis());
+    let mut daemon = e.s.spawn_daemon(&["--workers", "8", "--consistency-settle", &settle], &env);
+    let state = |id: &str| e.s.status(id)["state"].as_str().unwrap_or_default().to_string();
+    let completed = || (0..6).filter(|i| state(&format!("f{i}")) == "completed").count();
+    let five = wait_until(std::time::Duration::from_secs(120), || completed() == 5);
+    let log = e.s.daemon_log();
+    assert!(five, "five run: {:?}\n{log}", (0..6).map(|i| state(&format!("f{i}"))).collect::<Vec<_>>());
+    // The sixth waits, naming the quota, and has made nothing.
+    let waiting: Vec<usize> = (0..6).filter(|i| state(&format!("f{i}")) != "completed").collect();
+    assert_eq!(waiting.len(), 1);
+    let sixth = format!("f{}", waiting[0]);
+    assert!(log.contains("quota: needs 1 Elastic IP, 0 free (quota 5, 5 in use)"), "{log}");
+    assert_eq!(support::inventory::Inventory::read(&e.c, &format!("{sixth}-abcde")).total(), 0, "the sixth made nothing");
+    assert_eq!(addresses(&e), 5);
+
+    // A teardown of one of the five releases its address: the sixth starts and completes.
+    let gone = (0..6).map(|i| format!("f{i}")).find(|id| *id != sixth).unwrap();
+    let td = e.input("td.json", json!({"infraID": format!("{gone}-abcde"), "region": "us-east-1"}));
+    let out = e.s.cli_env(&["submit", "teardown", "--input", &td, "--id", "down"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let done = wait_until(std::time::Duration::from_secs(120), || state(&sixth) == "completed");
+    terminate(&mut daemon, std::time::Duration::from_secs(20));
+    assert!(done, "the sixth ran once an address was free: {}\n{}", state(&sixth), e.s.daemon_log());
+    assert_eq!(state("down"), "completed");
+    // No run met the quota: every address asked for was given; none is left but the five clusters'.
+    let allocated = e.proxy.counts().get("AllocateAddress").copied().unwrap_or(0);
+    assert_eq!(allocated, 6, "six addresses asked for, none refused: {:?}", e.proxy.counts());
+    assert_eq!(addresses(&e), 5);
+    for i in 0..6 {
+        let id = format!("f{i}");
+        assert!(!e.s.history(&id).iter().any(|ev| ev.to_string().contains("AddressLimitExceeded")), "{id}");
+    }
 }

@@ -73,17 +73,36 @@ pub struct Limit {
     pub defaulted: Option<String>,
 }
 
-/// What the account allows and uses, and what of it cluster `infra` already has (which a
-/// provision finds and keeps rather than makes).
+/// What the account allows and uses, and what of it each cluster asked about already has (which
+/// a provision finds and keeps rather than makes).
 #[derive(Clone, Debug, Default)]
 pub struct Usage {
     pub limits: BTreeMap<Quota, Limit>,
     /// In use now, by quota (NAT gateways: by zone, under `zone_nats`).
     pub in_use: BTreeMap<Quota, u32>,
-    pub own: BTreeMap<Quota, u32>,
-    /// NAT gateways pending or available per zone, and the cluster's own per zone.
+    /// By cluster (infraID): what carries its ownership tag.
+    pub own: BTreeMap<String, BTreeMap<Quota, u32>>,
+    /// NAT gateways pending or available per zone, and each cluster's per zone.
     pub zone_nats: BTreeMap<String, u32>,
-    pub own_zone_nats: BTreeMap<String, u32>,
+    pub own_zone_nats: BTreeMap<String, BTreeMap<String, u32>>,
+}
+
+impl Usage {
+    /// Cluster `infra`'s count of `quota` (in `zone`, for NAT gateways).
+    pub fn own_of(&self, infra: &str, quota: Quota, zone: Option<&str>) -> u32 {
+        match zone {
+            Some(z) => self.own_zone_nats.get(infra).and_then(|m| m.get(z)).copied().unwrap_or(0),
+            None => self.own.get(infra).and_then(|m| m.get(&quota)).copied().unwrap_or(0),
+        }
+    }
+
+    /// In use now of `quota` (in `zone`, for NAT gateways).
+    pub fn in_use_of(&self, quota: Quota, zone: Option<&str>) -> u32 {
+        match zone {
+            Some(z) => self.zone_nats.get(z).copied().unwrap_or(0),
+            None => self.in_use.get(&quota).copied().unwrap_or(0),
+        }
+    }
 }
 
 /// Service Quotas' applied value of `quota`, or the published default and why.
@@ -102,11 +121,13 @@ async fn limit(aws: &Aws, quota: Quota) -> Limit {
     }
 }
 
-/// Reads every quota, the account's usage of each, and cluster `infra`'s share: 4 quota reads
-/// and 4 or 5 Describe calls, side by side.
-pub async fn read(aws: &Aws, infra: Option<&str>) -> AwsResult<Usage> {
-    let mine = infra.map(owned);
-    let is_mine = |tags: &[(String, String)]| mine.as_ref().is_some_and(|q| q.matches_pairs(tags));
+/// Reads every quota, the account's usage of each, and the share of each cluster of `infras`: 4
+/// quota reads and 4 or 5 Describe calls, side by side.
+pub async fn read(aws: &Aws, infras: &[String]) -> AwsResult<Usage> {
+    let queries: Vec<(String, crate::tags::TagQuery)> = infras.iter().map(|i| (i.clone(), owned(i))).collect();
+    let owners = |tags: &[(String, String)]| -> Vec<String> {
+        queries.iter().filter(|(_, q)| q.matches_pairs(tags)).map(|(i, _)| i.clone()).collect()
+    };
     let limits = futures::future::join_all(Quota::ALL.map(|q| async move { (q, limit(aws, q).await) }));
     let addresses = async {
         let out = aws.ec2.describe_addresses().send().await.map_err(|e| classify("DescribeAddresses", e))?;
@@ -137,7 +158,9 @@ pub async fn read(aws: &Aws, infra: Option<&str>) -> AwsResult<Usage> {
         [(Quota::ElasticIps, &addresses), (Quota::Vpcs, &vpcs), (Quota::InternetGateways, &gateways)]
     {
         usage.in_use.insert(quota, tags.len() as u32);
-        usage.own.insert(quota, tags.iter().filter(|t| is_mine(t)).count() as u32);
+        for infra in tags.iter().flat_map(|t| owners(t)) {
+            *usage.own.entry(infra).or_default().entry(quota).or_insert(0) += 1;
+        }
     }
     // Each NAT gateway's zone is its subnet's: one read of those subnets.
     let subnets: Vec<&str> = nats.iter().map(|(s, _)| s.as_str()).collect();
@@ -159,8 +182,8 @@ pub async fn read(aws: &Aws, infra: Option<&str>) -> AwsResult<Usage> {
     for (subnet, tags) in &nats {
         let zone = zone_of.get(subnet).cloned().unwrap_or_default();
         *usage.zone_nats.entry(zone.clone()).or_insert(0) += 1;
-        if is_mine(tags) {
-            *usage.own_zone_nats.entry(zone).or_insert(0) += 1;
+        for infra in owners(tags) {
+            *usage.own_zone_nats.entry(infra).or_default().entry(zone.clone()).or_insert(0) += 1;
         }
     }
     Ok(usage)

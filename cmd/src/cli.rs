@@ -28,6 +28,11 @@ pub struct Cli {
     /// resource at once (`500ms`).
     #[arg(long, global = true, env = "INFRAFLOW_CONSISTENCY_SETTLE", value_name = "DURATION", value_parser = parse_settle)]
     pub consistency_settle: Option<std::time::Duration>,
+    /// Neither check a provision (or create-cluster) against the account's quotas before
+    /// journaling it, nor hold it in a daemon until it fits: for accounts whose quotas cannot be
+    /// read.
+    #[arg(long, global = true, env = "INFRAFLOW_SKIP_QUOTA_CHECK")]
+    pub skip_quota_check: bool,
     #[command(flatten)]
     pub lock: LockArgs,
     #[command(subcommand)]
@@ -248,10 +253,7 @@ pub struct SubmitArgs {
     /// On a terminal failure keep what was created instead of compensating.
     #[arg(long)]
     pub no_rollback: bool,
-    /// Journal a provision (or create-cluster) without first checking that what it makes fits
-    /// the account's quotas: for accounts whose quotas cannot be read.
-    #[arg(long, env = "INFRAFLOW_SKIP_QUOTA_CHECK")]
-    pub skip_quota_check: bool,
+
     /// `run teardown` only: print what it would delete and leave, and why; change nothing.
     #[arg(long)]
     pub dry_run: bool,

@@ -61,7 +61,7 @@ pub async fn submit(db: &Location, args: &SubmitArgs) -> CmdResult {
     }
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
-    check_aws_before_journal(db, &submission, args.skip_quota_check).await?;
+    check_aws_before_journal(db, &submission).await?;
     let engine = open_engine(db, registry, tracing_observer())?;
     let submitted = engine.submit(submission).await?;
     println!("{}", submitted.id);
@@ -74,7 +74,7 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
     }
     let registry = full_registry();
     let submission = validated_submission(args, &registry)?;
-    check_aws_before_journal(db, &submission, args.skip_quota_check).await?;
+    check_aws_before_journal(db, &submission).await?;
     if let Some(file) = &args.output_file {
         check_output_file(file)?;
     }
@@ -93,13 +93,13 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
 /// input — exit 2, nothing journaled: a teardown's protection, a customer's network's rules, a
 /// provision the account's quotas cannot hold. Not read again for a workflow this journal
 /// already holds (`run --id` resuming it): its own steps read the same again.
-async fn check_aws_before_journal(db: &Location, submission: &Submission, skip_quota_check: bool) -> Result<(), Failure> {
+async fn check_aws_before_journal(db: &Location, submission: &Submission) -> Result<(), Failure> {
     if already_journaled(db, submission.id.as_deref()) {
         return Ok(());
     }
     refuse_protected_teardown(submission).await?;
     refuse_unfit_customer_network(submission).await?;
-    if !skip_quota_check {
+    if infraflow_workflows::quota_hold::on() {
         refuse_over_quota(submission).await?;
     }
     Ok(())

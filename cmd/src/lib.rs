@@ -72,6 +72,7 @@ pub fn main_infraflow() -> ExitCode {
         if let Some(pacing) = cli.aws_rate {
             registry::set_pacing(pacing);
         }
+        infraflow_workflows::quota_hold::configure(!cli.skip_quota_check);
         if let Some(settle) = cli.consistency_settle {
             infraflow_workflows::set_consistency_settle(settle);
         }

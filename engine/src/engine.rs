@@ -315,6 +315,7 @@ impl Engine {
             workflow: run.id.clone(),
             creator: run.creator.clone(),
             environment: run.environment.lock().unwrap().clone(),
+            undoing: matches!(view.summary.state, WorkflowState::Compensating | WorkflowState::Cancelling),
             waiting: Arc::new(move |reason| observer(&Progress::Waiting { workflow: workflow.clone(), reason })),
         };
         let Some(taking) = def.hold(request, &view.input) else { return Ok(Ok(None)) };

@@ -17,6 +17,9 @@ pub struct HoldRequest {
     /// Where the workflow acts, as its environment check journaled it (for AWS: `account`,
     /// `region`): a hold need not ask again.
     pub environment: Option<serde_json::Value>,
+    /// The execution only undoes (compensating, or cancelling): it makes nothing, so a hold on
+    /// what it would make (a quota's admission) need not wait for it.
+    pub undoing: bool,
     /// Says, while the hold waits for another holder, whom it waits for (the engine's
     /// `Progress::Waiting`): called when the answer changes.
     pub waiting: Arc<dyn Fn(String) + Send + Sync>,

@@ -159,8 +159,10 @@ pub struct CreateCluster {
 }
 
 impl WorkflowDef for CreateCluster {
+    /// Admitted to the account's quotas, then the cluster's lease.
     fn hold(&self, request: infraflow_engine::HoldRequest, input: &Value) -> Option<infraflow_engine::TakeHold> {
-        crate::cluster_hold::for_input(&self.pool, request, input)
+        let admission = crate::quota_hold::for_input(&self.pool, &request, input);
+        crate::quota_hold::both(admission, crate::cluster_hold::for_input(&self.pool, request, input))
     }
 
     fn name(&self) -> &'static str {

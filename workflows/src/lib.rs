@@ -16,6 +16,7 @@ pub mod janitor;
 pub mod policy;
 pub mod provision;
 pub mod provision_infra;
+pub mod quota_hold;
 pub mod scale_nodepool;
 pub mod teardown;
 mod teardown_graph;

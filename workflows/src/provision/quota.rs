@@ -33,24 +33,48 @@ pub fn wanted(p: &ProvisionInput) -> Vec<(Quota, Option<String>, u32)> {
     out
 }
 
-/// Each quota `p` would overrun, as a phrase: `needs 3 Elastic IPs, 1 free (quota 5, 4 in use)`.
-pub fn shortfalls(p: &ProvisionInput, usage: &Usage) -> Vec<String> {
+/// What a workflow admitted beside others still claims of the quotas: what it makes, less what
+/// its cluster has made so far (`Usage` counts that as in use already).
+#[derive(Clone, Debug)]
+pub struct Claim {
+    pub infra: String,
+    pub wanted: Vec<(Quota, Option<String>, u32)>,
+}
+
+impl Claim {
+    pub fn of(p: &ProvisionInput) -> Claim {
+        Claim { infra: p.infra_id().to_string(), wanted: wanted(p) }
+    }
+
+    fn left(&self, usage: &Usage, quota: Quota, zone: Option<&str>) -> u32 {
+        self.wanted
+            .iter()
+            .filter(|(q, z, _)| *q == quota && z.as_deref() == zone)
+            .map(|(_, _, n)| n.saturating_sub(usage.own_of(&self.infra, quota, zone)))
+            .sum()
+    }
+}
+
+/// Each quota `p` would overrun beside `others` (workflows admitted before it and not finished),
+/// as a phrase: `needs 3 Elastic IPs, 1 free (quota 5, 4 in use)`.
+pub fn shortfalls(p: &ProvisionInput, usage: &Usage, others: &[Claim]) -> Vec<String> {
+    let mine = Claim::of(p);
     let mut out = Vec::new();
-    for (quota, zone, n) in wanted(p) {
-        let Some(limit) = usage.limits.get(&quota) else { continue };
-        let (in_use, own) = match &zone {
-            Some(z) => (usage.zone_nats.get(z).copied().unwrap_or(0), usage.own_zone_nats.get(z).copied().unwrap_or(0)),
-            None => (usage.in_use.get(&quota).copied().unwrap_or(0), usage.own.get(&quota).copied().unwrap_or(0)),
-        };
-        let new = n.saturating_sub(own);
-        let free = limit.value.saturating_sub(in_use);
+    for (quota, zone, _) in &mine.wanted {
+        let Some(limit) = usage.limits.get(quota) else { continue };
+        let zone = zone.as_deref();
+        let new = mine.left(usage, *quota, zone);
+        let in_use = usage.in_use_of(*quota, zone);
+        let claimed: u32 = others.iter().map(|c| c.left(usage, *quota, zone)).sum();
+        let free = limit.value.saturating_sub(in_use + claimed);
         if new > free {
-            let (at, per) = match &zone {
+            let (at, per) = match zone {
                 Some(z) => (format!(" in {z}"), " per zone"),
                 None => (String::new(), ""),
             };
+            let claimed = if claimed > 0 { format!(", {claimed} claimed by workflows running here") } else { String::new() };
             out.push(format!(
-                "needs {new} {}{at}, {free} free (quota {}{per}, {in_use} in use)",
+                "needs {new} {}{at}, {free} free (quota {}{per}, {in_use} in use{claimed})",
                 quota.name(new),
                 limit.value
             ));
@@ -101,8 +125,8 @@ pub async fn admit_before_submit(pool: &AwsPool, workflow: &str, input: &Value) 
         return Ok(Admission::default());
     }
     let aws = pool.region(&p.region).await;
-    let usage = quotas::read(&aws, p.infra_id.as_deref()).await?;
-    let short = shortfalls(&p, &usage);
+    let usage = quotas::read(&aws, &[p.infra_id().to_string()]).await?;
+    let short = shortfalls(&p, &usage, &[]);
     let refusal = (!short.is_empty()).then(|| {
         format!(
             "{workflow} would not fit the account's quotas in {}: {}; nothing was submitted — release some, ask AWS for more (Service Quotas){}, or pass --skip-quota-check",
@@ -132,23 +156,23 @@ mod tests {
             u.limits.insert(q, Limit { value: 5, defaulted: None });
         }
         u.in_use.insert(Quota::ElasticIps, eips);
-        u.own.insert(Quota::ElasticIps, own);
+        u.own.entry("q-abcde".into()).or_default().insert(Quota::ElasticIps, own);
         u
     }
 
     #[test]
     fn three_nat_zones_need_three_addresses_and_a_single_nat_gateway_one() {
         let p = input(serde_json::json!({}));
-        assert_eq!(shortfalls(&p, &usage(4, 0)), vec!["needs 3 Elastic IPs, 1 free (quota 5, 4 in use)"]);
-        assert!(shortfalls(&input(serde_json::json!({"singleNATGateway": true})), &usage(4, 0)).is_empty());
-        assert!(shortfalls(&input(serde_json::json!({"publicOnly": true})), &usage(5, 0)).is_empty());
+        assert_eq!(shortfalls(&p, &usage(4, 0), &[]), vec!["needs 3 Elastic IPs, 1 free (quota 5, 4 in use)"]);
+        assert!(shortfalls(&input(serde_json::json!({"singleNATGateway": true})), &usage(4, 0), &[]).is_empty());
+        assert!(shortfalls(&input(serde_json::json!({"publicOnly": true})), &usage(5, 0), &[]).is_empty());
     }
 
     #[test]
     fn what_the_cluster_already_has_is_not_needed_again() {
         // A provision run again over its own three addresses (5 in use, 3 its own) needs none.
-        assert!(shortfalls(&input(serde_json::json!({})), &usage(5, 3)).is_empty());
-        assert_eq!(shortfalls(&input(serde_json::json!({})), &usage(5, 2)), vec!["needs 1 Elastic IP, 0 free (quota 5, 5 in use)"]);
+        assert!(shortfalls(&input(serde_json::json!({})), &usage(5, 3), &[]).is_empty());
+        assert_eq!(shortfalls(&input(serde_json::json!({})), &usage(5, 2), &[]), vec!["needs 1 Elastic IP, 0 free (quota 5, 5 in use)"]);
     }
 
     #[test]
@@ -162,8 +186,23 @@ mod tests {
         let mut u = usage(0, 0);
         u.zone_nats.insert("us-east-1b".into(), 5);
         assert_eq!(
-            shortfalls(&input(serde_json::json!({})), &u),
+            shortfalls(&input(serde_json::json!({})), &u, &[]),
             vec!["needs 1 NAT gateway in us-east-1b, 0 free (quota 5 per zone, 5 in use)"]
+        );
+    }
+
+    #[test]
+    fn what_workflows_admitted_before_still_claim_is_not_free() {
+        // Another cluster admitted for 3 addresses has made 1 (in use): it claims 2 more.
+        let mut u = usage(1, 0);
+        u.own.entry("other-abcde".into()).or_default().insert(Quota::ElasticIps, 1);
+        let other = Claim { infra: "other-abcde".into(), wanted: vec![(Quota::ElasticIps, None, 3)] };
+        let single = input(serde_json::json!({"singleNATGateway": true}));
+        assert!(shortfalls(&single, &u, std::slice::from_ref(&other)).is_empty());
+        let three = input(serde_json::json!({}));
+        assert_eq!(
+            shortfalls(&three, &u, &[other]),
+            vec!["needs 3 Elastic IPs, 2 free (quota 5, 1 in use, 2 claimed by workflows running here)"]
         );
     }
 
