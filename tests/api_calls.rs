@@ -33,9 +33,10 @@ fn a_three_zone_provision_makes_a_bounded_number_of_calls_and_a_rerun_makes_none
     for (action, n) in &first {
         println!("  {n:>3}  {action}");
     }
-    // HyperShift's CLI makes 71. A first provisioning reads what the cluster has once per kind
-    // instead of looking up before every create (79 calls when it did).
-    assert!(total <= 71, "{total} calls");
+    // HyperShift's CLI makes 71. A first provisioning takes one census of the cluster (two reads
+    // of EC2's tag index) instead of looking up before every create (79 calls when it did, 70
+    // with a read per kind); the quota check before it is counted apart (tests/quotas.rs).
+    assert!(total <= 60, "{total} calls");
 
     proxy.reset_counts();
     let out = s.cli_env(&["run", "provision-infra", "--input", input, "--id", "count"], &env);

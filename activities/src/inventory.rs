@@ -1,11 +1,9 @@
-//! One read of every EC2 resource a workflow's identities name, a call per kind in parallel: lets
-//! the first attempt of a create skip its own lookup when the inventory saw nothing there.
+//! The census of a cluster's EC2 resources, from EC2's tag index (two reads side by side): lets
+//! the first attempt of a create skip its own lookup when the census saw nothing there.
 
 use std::collections::BTreeSet;
 
-use aws_sdk_ec2::types::{Filter, Tag};
-use futures::FutureExt;
-use futures::future::BoxFuture;
+use aws_sdk_ec2::types::Filter;
 use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
@@ -57,110 +55,59 @@ impl Inventory {
     }
 }
 
-/// What one read found: the wanted identity keys it listed, whether it listed something of the
-/// cluster without an identity, and whether a page was left unread.
-struct Found {
-    keys: BTreeSet<String>,
-    unclaimed: bool,
-    truncated: bool,
-}
-
-fn found<'a>(
-    tags: impl Iterator<Item = &'a [Tag]>,
-    next_token: Option<&str>,
-    owner: &str,
-    wanted: &BTreeSet<String>,
-) -> Found {
-    let mut out =
-        Found { keys: BTreeSet::new(), unclaimed: false, truncated: next_token.is_some_and(|t| !t.is_empty()) };
-    for tags in tags {
-        // Checked on what comes back: some implementations ignore tag filters on some calls.
-        if !tags.iter().any(|t| t.key() == Some(owner) && t.value() == Some("owned")) {
-            continue;
+/// Every EC2 resource carrying tag `key` (with a value matching `value`, wildcards allowed):
+/// (resource id, value); None when more pages were left than a census reads.
+async fn tagged(aws: &Aws, key: &str, value: Option<&str>) -> AwsResult<Option<Vec<(String, String)>>> {
+    const PAGES: usize = 10;
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    for _ in 0..PAGES {
+        let mut call = aws.ec2.describe_tags().filters(Filter::builder().name("key").values(key).build());
+        if let Some(v) = value {
+            call = call.filters(Filter::builder().name("value").values(v).build());
         }
-        match tags.iter().find(|t| t.key() == Some(IDENTITY_TAG)).and_then(|t| t.value()) {
-            Some(key) if wanted.contains(key) => {
-                out.keys.insert(key.to_string());
-            }
-            Some(_) => {}
-            None => out.unclaimed = true,
+        let o = call.set_next_token(token.clone()).send().await.map_err(|e| classify("DescribeTags", e))?;
+        // Checked on what comes back: some implementations ignore some filters.
+        out.extend(
+            o.tags()
+                .iter()
+                .filter(|t| t.key() == Some(key))
+                .filter_map(|t| Some((t.resource_id()?.to_string(), t.value().unwrap_or_default().to_string()))),
+        );
+        token = o.next_token().filter(|t| !t.is_empty()).map(str::to_string);
+        if token.is_none() {
+            return Ok(Some(out));
         }
     }
-    out
+    Ok(None)
 }
 
-/// Reads, in parallel, the VPCs, DHCP options, internet gateways, security groups, subnets,
-/// addresses, NAT gateways, route tables and VPC endpoints of cluster `infra_id` (its ownership
-/// tag): which of `keys` exist, and whether anything of the cluster has no identity (HyperShift's).
+/// The cluster's census: two reads of EC2's tag index side by side — everything carrying the
+/// cluster's ownership tag, and every identity of the cluster — for which of `keys` exist, and
+/// whether anything of the cluster, of any kind, has no identity (HyperShift's, or what the
+/// cluster's controllers made: either way not a cluster with nothing, so nothing is skipped).
 pub async fn take_inventory(aws: &Aws, infra_id: &str, keys: &BTreeSet<String>) -> AwsResult<Inventory> {
     let wanted: BTreeSet<String> = keys.iter().take(MAX_KEYS).cloned().collect();
     let owner = ownership_key(infra_id);
-    let f = || Filter::builder().name(format!("tag:{owner}")).values("owned").build();
-    let (ec2, w, own) = (&aws.ec2, &wanted, owner.as_str());
-    // Each read retried in place (nine must succeed together) and boxed (nine SDK futures
-    // inline would make one very large future).
-    let reads: Vec<BoxFuture<'_, AwsResult<Found>>> = vec![
-        read_retrying(|| async {
-            let o = ec2.describe_vpcs().filters(f()).send().await.map_err(|e| classify("DescribeVpcs", e))?;
-            Ok(found(o.vpcs().iter().map(|r| r.tags()), o.next_token(), own, w))
-        })
-        .boxed(),
-        read_retrying(|| async {
-            let o = ec2.describe_dhcp_options().filters(f()).send().await;
-            let o = o.map_err(|e| classify("DescribeDhcpOptions", e))?;
-            Ok(found(o.dhcp_options().iter().map(|r| r.tags()), o.next_token(), own, w))
-        })
-        .boxed(),
-        read_retrying(|| async {
-            let o = ec2.describe_internet_gateways().filters(f()).send().await;
-            let o = o.map_err(|e| classify("DescribeInternetGateways", e))?;
-            Ok(found(o.internet_gateways().iter().map(|r| r.tags()), o.next_token(), own, w))
-        })
-        .boxed(),
-        read_retrying(|| async {
-            let o = ec2.describe_security_groups().filters(f()).send().await;
-            let o = o.map_err(|e| classify("DescribeSecurityGroups", e))?;
-            Ok(found(o.security_groups().iter().map(|r| r.tags()), o.next_token(), own, w))
-        })
-        .boxed(),
-        read_retrying(|| async {
-            let o = ec2.describe_subnets().filters(f()).send().await.map_err(|e| classify("DescribeSubnets", e))?;
-            Ok(found(o.subnets().iter().map(|r| r.tags()), o.next_token(), own, w))
-        })
-        .boxed(),
-        read_retrying(|| async {
-            let o = ec2.describe_addresses().filters(f()).send().await;
-            let o = o.map_err(|e| classify("DescribeAddresses", e))?;
-            // DescribeAddresses has no pages.
-            Ok(found(o.addresses().iter().map(|r| r.tags()), None, own, w))
-        })
-        .boxed(),
-        read_retrying(|| async {
-            let o = ec2.describe_nat_gateways().filter(f()).send().await;
-            let o = o.map_err(|e| classify("DescribeNatGateways", e))?;
-            Ok(found(o.nat_gateways().iter().map(|r| r.tags()), o.next_token(), own, w))
-        })
-        .boxed(),
-        read_retrying(|| async {
-            let o = ec2.describe_route_tables().filters(f()).send().await;
-            let o = o.map_err(|e| classify("DescribeRouteTables", e))?;
-            Ok(found(o.route_tables().iter().map(|r| r.tags()), o.next_token(), own, w))
-        })
-        .boxed(),
-        read_retrying(|| async {
-            let o = ec2.describe_vpc_endpoints().filters(f()).send().await;
-            let o = o.map_err(|e| classify("DescribeVpcEndpoints", e))?;
-            Ok(found(o.vpc_endpoints().iter().map(|r| r.tags()), o.next_token(), own, w))
-        })
-        .boxed(),
-    ];
-    let all = futures::future::try_join_all(reads).await?;
-    if all.iter().any(|f| f.truncated) {
-        // A page was left unread: nothing may be presumed absent.
+    let identities = format!("{infra_id}/*");
+    let (owned, named) = futures::try_join!(
+        read_retrying(|| tagged(aws, &owner, Some("owned"))),
+        read_retrying(|| tagged(aws, IDENTITY_TAG, Some(&identities))),
+    )?;
+    let (Some(owned), Some(named)) = (owned, named) else {
+        // Pages were left unread: nothing may be presumed absent.
         return Ok(Inventory { looked: wanted, present: keys.clone(), unclaimed: true });
-    }
-    let unclaimed = all.iter().any(|f| f.unclaimed);
-    let present = all.into_iter().flat_map(|f| f.keys).collect();
+    };
+    let owned: BTreeSet<&str> = owned.iter().map(|(id, _)| id.as_str()).collect();
+    let identity_of: std::collections::BTreeMap<&str, &str> =
+        named.iter().map(|(id, v)| (id.as_str(), v.as_str())).collect();
+    let present = owned
+        .iter()
+        .filter_map(|id| identity_of.get(id))
+        .filter(|key| wanted.contains(**key))
+        .map(|key| key.to_string())
+        .collect();
+    let unclaimed = owned.iter().any(|id| !identity_of.contains_key(id));
     Ok(Inventory { looked: wanted, present, unclaimed })
 }
 

@@ -107,8 +107,11 @@ pub async fn ensure_route_table(
         .map(String::as_str)
         .filter(|s| !table.associations().iter().any(|a| a.subnet_id() == Some(*s)))
         .collect();
+    // Subnets made by this same execution, whose inventory found nothing of the cluster, have no
+    // table of their own yet: associated straight away, with no read of where they are.
+    let fresh = lookup == Lookup::Skip;
     let associations =
-        async { if todo.is_empty() { Ok(()) } else { once_consistent(|| associate(aws, &rt, &todo)).await } };
+        async { if todo.is_empty() { Ok(()) } else { once_consistent(|| associate(aws, &rt, &todo, fresh)).await } };
     let is_main = async {
         if main && !table.associations().iter().any(|a| a.main() == Some(true)) {
             once_consistent(|| make_main(aws, &rt, vpc_id)).await
@@ -151,8 +154,29 @@ async fn ensure_default_route(aws: &Aws, table: &RouteTable, rt: &str, target: &
 }
 
 /// Associates the subnets, moving each from another table if it had one: one read of where
-/// they are, then a call per subnet, side by side.
-async fn associate(aws: &Aws, rt: &str, subnets: &[&str]) -> AwsResult<()> {
+/// they are, then a call per subnet, side by side. `fresh` subnets (made by this execution) are
+/// associated without the read; one AWS says is associated already goes the read's way.
+async fn associate(aws: &Aws, rt: &str, subnets: &[&str], fresh: bool) -> AwsResult<()> {
+    if fresh {
+        let one = |subnet: &str| {
+            let subnet = subnet.to_string();
+            async move {
+                let r = aws.ec2.associate_route_table().route_table_id(rt).subnet_id(&subnet).send().await;
+                match r.map_err(|e| classify("AssociateRouteTable", e)) {
+                    Ok(_) => Ok(None),
+                    Err(e) if e.code_is("Resource.AlreadyAssociated") => Ok(Some(subnet)),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        let taken: Vec<String> =
+            futures::future::try_join_all(subnets.iter().map(|s| one(s))).await?.into_iter().flatten().collect();
+        if taken.is_empty() {
+            return Ok(());
+        }
+        let taken: Vec<&str> = taken.iter().map(String::as_str).collect();
+        return Box::pin(associate(aws, rt, &taken, false)).await;
+    }
     let current = describe(aws, filter("association.subnet-id", subnets)).await?;
     let one = |subnet: &str| {
         let found = current.iter().find_map(|t| {

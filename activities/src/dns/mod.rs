@@ -107,10 +107,10 @@ pub async fn find_public_zone(aws: &Aws, base_domain: &str) -> AwsResult<Option<
 /// cached for a minute (HyperShift's SOA minimum), whether it was made here or found.
 pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &str) -> AwsResult<String> {
     let key = id.key();
-    let found = zones_named(aws, name)
-        .await?
-        .into_iter()
-        .find(|z| z.private && parse_marker(&z.comment).is_some_and(|(k, _)| k == key));
+    // One read of the zones of this name serves the lookup and, when it finds nothing marked,
+    // the adoption of HyperShift's.
+    let named = zones_named(aws, name).await?;
+    let found = named.iter().find(|z| z.private && parse_marker(&z.comment).is_some_and(|(k, _)| k == key)).cloned();
     let (zone, tags) = match found {
         // Made by whoever the comment names: tag it again without claiming it.
         Some(z) => {
@@ -129,7 +129,7 @@ pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &
             }
             (z.id, tags)
         }
-        None => match adopt_hypershift_zone(aws, id, name, vpc_id).await? {
+        None => match adopt_hypershift_zone(aws, id, name, vpc_id, named).await? {
             Some(z) => (z, id.adoption_tags()),
             None => (create_private_zone(aws, id, name, vpc_id, marker(id)).await?, id.tags()),
         },
@@ -227,9 +227,16 @@ pub async fn marked_zones_elsewhere(aws: &Aws, infra_id: &str) -> AwsResult<Vec<
 /// marker, without a creator, so no compensation deletes it. A zone a person made (a comment of
 /// theirs, untagged) or shares with other VPCs is never taken: teardown would delete it with
 /// every record. Two such zones pause the workflow naming both.
-async fn adopt_hypershift_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &str) -> AwsResult<Option<String>> {
+/// `named`: the zones of that name, as the caller just read them.
+async fn adopt_hypershift_zone(
+    aws: &Aws,
+    id: &Identity,
+    name: &str,
+    vpc_id: &str,
+    named: Vec<ZoneSummary>,
+) -> AwsResult<Option<String>> {
     let mut theirs = Vec::new();
-    for z in zones_named(aws, name).await?.into_iter().filter(|z| z.private && parse_marker(&z.comment).is_none()) {
+    for z in named.into_iter().filter(|z| z.private && parse_marker(&z.comment).is_none()) {
         let out = aws.r53.get_hosted_zone().id(&z.id).send().await.map_err(|e| classify("GetHostedZone", e))?;
         if out.vpcs().is_empty() || !out.vpcs().iter().all(|v| v.vpc_id() == Some(vpc_id)) {
             continue;

@@ -189,13 +189,14 @@ pub async fn ensure_vpc(aws: &Aws, id: &Identity, cidr: &str, lookup: Lookup) ->
         }
     };
     // A VPC found (resumed, or adopted from HyperShift) is read first: one taken over whole is
-    // configured already and is not written to. A new one is configured without asking.
+    // configured already and is not written to. A new one has DNS support already (AWS's
+    // default for every VPC: `CreateVpc` documents it) and is given DNS hostnames without asking.
     let (support, hostnames) = match found {
         true => tokio::try_join!(
             vpc_attribute_on(aws, &vpc_id, VpcAttributeName::EnableDnsSupport),
             vpc_attribute_on(aws, &vpc_id, VpcAttributeName::EnableDnsHostnames)
         )?,
-        false => (false, false),
+        false => (true, false),
     };
     // One attribute per call: AWS refuses both at once, but takes the two calls side by side.
     // In place while the new id settles.
