@@ -110,8 +110,11 @@ pub async fn ensure_route_table(
     // Subnets made by this same execution, whose inventory found nothing of the cluster, have no
     // table of their own yet: associated straight away, with no read of where they are.
     let fresh = lookup == Lookup::Skip;
-    let associations =
-        async { if todo.is_empty() { Ok(()) } else { once_consistent(|| associate(aws, &rt, &todo, fresh)).await } };
+    // Boxed: a create-cluster's future nests every step of its provision, and `run` drives it on
+    // the main thread's stack (an unoptimized build overflowed it with this one inline).
+    let associations = async {
+        if todo.is_empty() { Ok(()) } else { once_consistent(|| Box::pin(associate(aws, &rt, &todo, fresh))).await }
+    };
     let is_main = async {
         if main && !table.associations().iter().any(|a| a.main() == Some(true)) {
             once_consistent(|| make_main(aws, &rt, vpc_id)).await

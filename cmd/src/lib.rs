@@ -44,13 +44,15 @@ fn init_logging(default: &str, format: LogFormat) {
     }
 }
 
-const WORKER_STACK: usize = 8 << 20;
+/// The stack of every thread that polls a workflow: the command's own (`main_infraflow` runs on
+/// one of this size, not on the process's main thread) and the runtime's workers. A workflow's
+/// future nests every concurrent branch's SDK calls, and an unoptimized build keeps their frames
+/// large: a create-cluster overflowed 8 MiB. Only what is touched is ever committed.
+const WORKER_STACK: usize = 32 << 20;
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        // As much as the main thread that `run` drives workflows on: a workflow's future nests
-        // every concurrent branch's SDK calls, and debug builds keep their frames large.
         .thread_stack_size(WORKER_STACK)
         .build()
         .map_err(|e| Failure::other(format!("cannot start the async runtime: {e}")))
@@ -63,8 +65,21 @@ fn finish(result: CmdResult) -> ExitCode {
     }
 }
 
-/// `infraflow`.
+/// `infraflow`, on a thread with a workflow's stack (`WORKER_STACK`): `run` drives its workflow
+/// on the thread that calls it.
 pub fn main_infraflow() -> ExitCode {
+    let command = std::thread::Builder::new().name("infraflow".into()).stack_size(WORKER_STACK).spawn(infraflow_command);
+    match command.map(|t| t.join()) {
+        Ok(Ok(code)) => code,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(e) => {
+            eprintln!("infraflow: cannot start its command thread: {e}");
+            ExitCode::from(crate::failure::WORKFLOW_FAILED)
+        }
+    }
+}
+
+fn infraflow_command() -> ExitCode {
     let cli = Cli::parse();
     init_logging(if matches!(cli.command, Command::Daemon { .. }) { "info" } else { "warn" }, cli.log_format);
     finish((|| {

@@ -34,6 +34,21 @@ pub fn on() -> bool {
 /// How often a waiting workflow reads the account again (sooner when an admitted one ends).
 const POLL: Duration = Duration::from_secs(5);
 
+/// How long the check `run` made before journaling stands for its admission.
+const CHECKED_FOR: Duration = Duration::from_secs(60);
+
+/// Clusters (infraID, region) this process checked against the quotas before journaling, when.
+fn checked() -> &'static Mutex<BTreeMap<(String, String), std::time::Instant>> {
+    static CHECKED: OnceLock<Mutex<BTreeMap<(String, String), std::time::Instant>>> = OnceLock::new();
+    CHECKED.get_or_init(Default::default)
+}
+
+/// The quota check before journaling found cluster `infra`'s provision fitting the account: its
+/// admission in this process, alone, need not read the account again (`run`).
+pub fn checked_before_journal(infra: &str, region: &str) {
+    checked().lock().unwrap().insert((infra.to_string(), region.to_string()), std::time::Instant::now());
+}
+
 /// The claims of the workflows admitted in this process, by (account, region), by workflow.
 #[derive(Default)]
 struct Admitted {
@@ -66,6 +81,15 @@ pub fn for_input(pool: &AwsPool, request: &HoldRequest, input: &Value) -> Option
         let aws = pool.region(&p.region).await;
         let started = tokio::time::Instant::now();
         let mut said = String::new();
+        let just_checked = checked()
+            .lock()
+            .unwrap()
+            .remove(&(claim.infra.clone(), p.region.clone()))
+            .is_some_and(|at| at.elapsed() < CHECKED_FOR);
+        if just_checked && others(&key, &workflow).is_empty() {
+            admitted().claims.lock().unwrap().entry(key.clone()).or_default().insert(workflow.clone(), claim.clone());
+            return Ok(Box::new(Admission { key, workflow }) as Box<dyn Hold>);
+        }
         loop {
             // Registered before reading: an admitted workflow that ends meanwhile wakes this one.
             let freed = admitted().freed.notified();

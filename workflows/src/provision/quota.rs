@@ -135,6 +135,9 @@ pub async fn admit_before_submit(pool: &AwsPool, workflow: &str, input: &Value) 
             if p.single_nat_gateway || p.public_only { "" } else { ", use singleNATGateway" }
         )
     });
+    if refusal.is_none() {
+        crate::quota_hold::checked_before_journal(p.infra_id(), &p.region);
+    }
     Ok(Admission { refusal, note: defaulted(&usage) })
 }
 
