@@ -275,8 +275,12 @@ fn teardown_of_a_cluster_that_ran_removes_its_volumes_snapshots_interfaces_and_r
     assert_eq!(check.status.code(), Some(1), "{report:#}");
     assert_eq!(report["drift"], json!([]), "{report:#}");
     assert_eq!(report["holdUps"], json!([]), "{report:#}");
-    let leaks: Vec<(&str, &str)> =
-        report["leaks"].as_array().unwrap().iter().map(|l| (l["kind"].as_str().unwrap(), l["id"].as_str().unwrap())).collect();
+    let leaks: Vec<(&str, &str)> = report["leaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["kind"].as_str().unwrap(), l["id"].as_str().unwrap()))
+        .collect();
     let want = vec![("network-interface", ran.interfaces[0].as_str()), ("volume", ran.volumes[0].as_str())];
     assert_eq!(leaks, want, "{report:#}");
 

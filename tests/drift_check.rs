@@ -26,7 +26,8 @@ fn reads_and_writes(e: &Env) -> (u32, Vec<String>) {
 fn check(e: &Env, infra: &str) -> (i32, Value, u32, Vec<String>) {
     e.proxy.reset_counts();
     let settle = format!("{}ms", e.proxy.consistency_settle().as_millis());
-    let out = e.cli(&["--consistency-settle", &settle, "check", "--infra-id", infra, "--region", "us-east-1", "--json"]);
+    let out =
+        e.cli(&["--consistency-settle", &settle, "check", "--infra-id", infra, "--region", "us-east-1", "--json"]);
     let (reads, writes) = reads_and_writes(e);
     let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("a report: {}", stderr(&out)));
     (out.status.code().unwrap(), report, reads, writes)
@@ -52,12 +53,8 @@ fn set_soa_minimum(e: &Env, zone: &str, name: &str, minimum: u64) {
     let out = e.c.block_on(e.c.r53.list_resource_record_sets().hosted_zone_id(zone).send()).unwrap();
     let soa = out.resource_record_sets().iter().find(|r| r.r#type().as_str() == "SOA").unwrap().clone();
     let value = soa.resource_records()[0].value();
-    let mut fields: Vec<String> = value
-        .trim_start_matches("{'Value': '")
-        .trim_end_matches("'}")
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
+    let mut fields: Vec<String> =
+        value.trim_start_matches("{'Value': '").trim_end_matches("'}").split_whitespace().map(str::to_string).collect();
     fields[6] = minimum.to_string();
     let set = ResourceRecordSet::builder()
         .name(format!("{name}."))
@@ -95,10 +92,8 @@ fn drift(e: &Env, infra: &str, made: &Value) -> Drifted {
         e.c.ec2.describe_route_tables().filters(tagged(&format!("{infra}/private-route-table/us-east-1a"))).send(),
     );
     let private_table = tables.unwrap().route_tables()[0].route_table_id().unwrap().to_string();
-    e.c.block_on(
-        e.c.ec2.delete_route().route_table_id(&private_table).destination_cidr_block("0.0.0.0/0").send(),
-    )
-    .unwrap();
+    e.c.block_on(e.c.ec2.delete_route().route_table_id(&private_table).destination_cidr_block("0.0.0.0/0").send())
+        .unwrap();
     e.c.block_on(e.c.ec2.associate_dhcp_options().dhcp_options_id("default").vpc_id(&vpc).send()).unwrap();
     let private_zone = made["privateZoneID"].as_str().unwrap().to_string();
     let name = made["Name"].as_str().unwrap();
@@ -157,7 +152,12 @@ fn a_check_lists_exactly_what_changed_with_no_write_and_a_provision_repairs_the_
     let mut want = vec![
         ("dhcp-association".to_string(), vpc.clone(), format!("DHCP options {dhcp}"), "default".to_string()),
         ("route".into(), private_table.clone(), format!("0.0.0.0/0 to {nat}"), "no route".into()),
-        ("security-group-rule".into(), group.clone(), "no such rule".into(), "tcp 8080-8080 from 192.168.0.0/16 added".into()),
+        (
+            "security-group-rule".into(),
+            group.clone(),
+            "no such rule".into(),
+            "tcp 8080-8080 from 192.168.0.0/16 added".into(),
+        ),
         ("soa-minimum".into(), private_zone.clone(), "60".into(), "86400".into()),
     ];
     want.sort();
@@ -169,7 +169,10 @@ fn a_check_lists_exactly_what_changed_with_no_write_and_a_provision_repairs_the_
     assert_eq!(report["leaks"], json!([]));
     let text = stdout(&e.cli(&["check", "--infra-id", infra, "--region", "us-east-1"]));
     assert!(text.contains("hold-up  subnet") && text.contains(&foreign), "{text}");
-    assert!(text.contains("4 drifted (4 repaired by running provision-infra again), 1 holding a teardown up"), "{text}");
+    assert!(
+        text.contains("4 drifted (4 repaired by running provision-infra again), 1 holding a teardown up"),
+        "{text}"
+    );
 
     // The repair: the same input, run again; a second check lists only the foreign subnet.
     e.proxy.reset_counts();
@@ -179,7 +182,9 @@ fn a_check_lists_exactly_what_changed_with_no_write_and_a_provision_repairs_the_
     // and it reads nothing back of what it makes).
     let (repair_reads, _) = reads_and_writes(&e);
     assert!(check_reads < repair_reads, "the check read {check_reads} times, a provision run again {repair_reads}");
-    eprintln!("reads: a fresh 1-zone provision {fresh_reads}, its check {check_reads}, the provision run again {repair_reads}");
+    eprintln!(
+        "reads: a fresh 1-zone provision {fresh_reads}, its check {check_reads}, the provision run again {repair_reads}"
+    );
     let (code, report, _, _) = check(&e, infra);
     assert_eq!(code, 1, "{report:#}");
     assert_eq!(report["drift"], json!([]), "{report:#}");
@@ -206,8 +211,22 @@ fn a_check_refuses_a_cluster_this_journal_did_not_provision_and_changes_nothing(
 #[test]
 fn the_daemons_schedule_checks_every_cluster_and_its_metrics_and_page_say_which_drifted() {
     let e = Env::new();
-    ok(&e.cli(&["run", "provision-infra", "--input", &e.input("a.json", input("stay", "stay-abcde", true)), "--id", "a"]));
-    let b = ok(&e.cli(&["run", "provision-infra", "--input", &e.input("b.json", input("moved", "moved-abcde", true)), "--id", "b"]));
+    ok(&e.cli(&[
+        "run",
+        "provision-infra",
+        "--input",
+        &e.input("a.json", input("stay", "stay-abcde", true)),
+        "--id",
+        "a",
+    ]));
+    let b = ok(&e.cli(&[
+        "run",
+        "provision-infra",
+        "--input",
+        &e.input("b.json", input("moved", "moved-abcde", true)),
+        "--id",
+        "b",
+    ]));
     let group = b["securityGroupID"].as_str().unwrap();
     let rule = aws_sdk_ec2::types::IpPermission::builder()
         .ip_protocol("tcp")
@@ -220,7 +239,10 @@ fn the_daemons_schedule_checks_every_cluster_and_its_metrics_and_page_say_which_
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let settle = format!("{}ms", e.proxy.consistency_settle().as_millis());
-    let mut daemon = e.daemon_with(&e.proxy.endpoint(), &["--listen", &listen, "--check-every", "1s", "--consistency-settle", &settle]);
+    let mut daemon = e.daemon_with(
+        &e.proxy.endpoint(),
+        &["--listen", &listen, "--check-every", "1s", "--consistency-settle", &settle],
+    );
     let seen = wait_until(std::time::Duration::from_secs(60), || {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             return false;

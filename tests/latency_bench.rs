@@ -211,12 +211,22 @@ fn a_check_of_a_cluster_against_its_provision_at_a_fixed_delay_per_call() {
                    "baseDomain": "example.com"}),
         );
         let id = format!("p{zones}");
-        let provision = measure(&e, &infraflow(), &format!("provision-infra ({zones} zones)"), &["run", "provision-infra", "--input", &input, "--id", &id]);
+        let provision = measure(
+            &e,
+            &infraflow(),
+            &format!("provision-infra ({zones} zones)"),
+            &["run", "provision-infra", "--input", &input, "--id", &id],
+        );
         let reads = {
             let counts = e.proxy.counts();
             counts.iter().filter(|(a, _)| !is_mutating(a)).map(|(_, n)| *n).sum::<u32>()
         };
-        let check = measure(&e, &infraflow(), &format!("check of it ({zones} zones)"), &["check", "--infra-id", &infra, "--region", "us-east-1"]);
+        let check = measure(
+            &e,
+            &infraflow(),
+            &format!("check of it ({zones} zones)"),
+            &["check", "--infra-id", &infra, "--region", "us-east-1"],
+        );
         assert_eq!(check.mutating, 0, "a check writes nothing");
         rows.push((provision, reads, check));
     }
@@ -245,7 +255,10 @@ fn the_quota_check_against_a_provision_without_it_at_a_fixed_delay_per_call() {
     let delay = Duration::from_millis(delay_ms);
     let e = AwsEnv::new();
     e.c.block_on(e.c.ec2.describe_vpcs().send()).unwrap();
-    e.proxy.set_quotas(support::quotas::Quotas::with(&[(support::quotas::VPCS, 50), (support::quotas::INTERNET_GATEWAYS, 50)]));
+    e.proxy.set_quotas(support::quotas::Quotas::with(&[
+        (support::quotas::VPCS, 50),
+        (support::quotas::INTERNET_GATEWAYS, 50),
+    ]));
     e.proxy.set_latency(delay);
     let zones = json!(["us-east-1a", "us-east-1b", "us-east-1c"]);
     let mut walls = Vec::new();

@@ -72,7 +72,8 @@ fn a_provision_past_the_elastic_ip_quota_is_refused_before_any_change_and_a_sing
     // What the check spares: the same run unchecked meets AWS's AddressLimitExceeded half-way and
     // rolls back everything it made.
     e.proxy.reset_counts();
-    let out = cli_checking_quotas(&e, &["run", "provision-infra", "--input", &p, "--id", "unchecked", "--skip-quota-check"]);
+    let out =
+        cli_checking_quotas(&e, &["run", "provision-infra", "--input", &p, "--id", "unchecked", "--skip-quota-check"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("AddressLimitExceeded"), "{}", stderr(&out));
     let made: u32 = e.proxy.counts().iter().filter(|(a, _)| is_change(a)).map(|(_, n)| n).sum();
@@ -98,7 +99,10 @@ fn service_quotas_denied_by_policy_means_the_published_defaults_and_says_so() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("Service Quotas could not be read (AccessDeniedException)"), "{err}");
-    assert!(err.contains("AWS's published defaults used (5 Elastic IPs, 5 VPCs, 5 internet gateways, 5 NAT gateways)"), "{err}");
+    assert!(
+        err.contains("AWS's published defaults used (5 Elastic IPs, 5 VPCs, 5 internet gateways, 5 NAT gateways)"),
+        "{err}"
+    );
 
     // The defaults hold the line too: with five VPCs in the account (moto's default VPC among
     // them) a sixth is refused.
@@ -113,7 +117,10 @@ fn service_quotas_denied_by_policy_means_the_published_defaults_and_says_so() {
 
 /// The env of a command or daemon through the env's proxy with the quota check on.
 fn checking_env(e: &Env) -> Vec<(&'static str, String)> {
-    support::moto::aws_env(&e.proxy.endpoint()).into_iter().filter(|(k, _)| *k != "INFRAFLOW_SKIP_QUOTA_CHECK").collect()
+    support::moto::aws_env(&e.proxy.endpoint())
+        .into_iter()
+        .filter(|(k, _)| *k != "INFRAFLOW_SKIP_QUOTA_CHECK")
+        .collect()
 }
 
 #[test]
@@ -142,7 +149,11 @@ fn six_provisions_submitted_at_once_with_five_free_addresses_run_five_and_the_si
     assert_eq!(waiting.len(), 1);
     let sixth = format!("f{}", waiting[0]);
     assert!(log.contains("quota: needs 1 Elastic IP, 0 free (quota 5, 5 in use)"), "{log}");
-    assert_eq!(support::inventory::Inventory::read(&e.c, &format!("{sixth}-abcde")).total(), 0, "the sixth made nothing");
+    assert_eq!(
+        support::inventory::Inventory::read(&e.c, &format!("{sixth}-abcde")).total(),
+        0,
+        "the sixth made nothing"
+    );
     assert_eq!(addresses(&e), 5);
 
     // A teardown of one of the five releases its address: the sixth starts and completes.

@@ -34,9 +34,9 @@ pub mod routing;
 pub mod s3;
 pub mod security;
 pub mod tagging;
-pub mod vpc_state;
 pub mod tags;
 pub mod throttle;
+pub mod vpc_state;
 pub mod wait;
 
 pub use client::{Aws, AwsPool, Environment, IAM_ENVIRONMENT};

@@ -154,9 +154,7 @@ pub async fn read(aws: &Aws, infras: &[String]) -> AwsResult<Usage> {
     let (limits, described) = futures::join!(limits, async { futures::try_join!(addresses, vpcs, gateways, nats) });
     let (addresses, vpcs, gateways, nats) = described?;
     let mut usage = Usage { limits: limits.into_iter().collect(), ..Usage::default() };
-    for (quota, tags) in
-        [(Quota::ElasticIps, &addresses), (Quota::Vpcs, &vpcs), (Quota::InternetGateways, &gateways)]
-    {
+    for (quota, tags) in [(Quota::ElasticIps, &addresses), (Quota::Vpcs, &vpcs), (Quota::InternetGateways, &gateways)] {
         usage.in_use.insert(quota, tags.len() as u32);
         for infra in tags.iter().flat_map(|t| owners(t)) {
             *usage.own.entry(infra).or_default().entry(quota).or_insert(0) += 1;

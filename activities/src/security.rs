@@ -90,7 +90,9 @@ impl IngressRule {
             };
             out.extend(p.ip_ranges().iter().map(|r| rule(r.cidr_ip().unwrap_or_default(), r.description())));
             out.extend(p.ipv6_ranges().iter().map(|r| rule(r.cidr_ipv6().unwrap_or_default(), r.description())));
-            out.extend(p.prefix_list_ids().iter().map(|r| rule(r.prefix_list_id().unwrap_or_default(), r.description())));
+            out.extend(
+                p.prefix_list_ids().iter().map(|r| rule(r.prefix_list_id().unwrap_or_default(), r.description())),
+            );
             out.extend(p.user_id_group_pairs().iter().map(|r| rule(r.group_id().unwrap_or_default(), r.description())));
         }
         out

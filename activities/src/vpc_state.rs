@@ -163,7 +163,8 @@ pub async fn read(aws: &Aws, vpc_id: &str, dhcp: Option<&TagQuery>) -> AwsResult
         }
     };
     let subnets = async {
-        let out = aws.ec2.describe_subnets().filters(by_vpc()).send().await.map_err(|e| classify("DescribeSubnets", e))?;
+        let out =
+            aws.ec2.describe_subnets().filters(by_vpc()).send().await.map_err(|e| classify("DescribeSubnets", e))?;
         Ok(out
             .subnets()
             .iter()
@@ -177,8 +178,13 @@ pub async fn read(aws: &Aws, vpc_id: &str, dhcp: Option<&TagQuery>) -> AwsResult
             .collect::<Vec<_>>())
     };
     let tables = async {
-        let out =
-            aws.ec2.describe_route_tables().filters(by_vpc()).send().await.map_err(|e| classify("DescribeRouteTables", e))?;
+        let out = aws
+            .ec2
+            .describe_route_tables()
+            .filters(by_vpc())
+            .send()
+            .await
+            .map_err(|e| classify("DescribeRouteTables", e))?;
         Ok(out.route_tables().iter().filter(|t| t.vpc_id() == Some(vpc_id)).map(table_facts).collect::<Vec<_>>())
     };
     let igws = async {
@@ -197,8 +203,13 @@ pub async fn read(aws: &Aws, vpc_id: &str, dhcp: Option<&TagQuery>) -> AwsResult
             .collect::<Vec<_>>())
     };
     let nats = async {
-        let out =
-            aws.ec2.describe_nat_gateways().filter(by_vpc()).send().await.map_err(|e| classify("DescribeNatGateways", e))?;
+        let out = aws
+            .ec2
+            .describe_nat_gateways()
+            .filter(by_vpc())
+            .send()
+            .await
+            .map_err(|e| classify("DescribeNatGateways", e))?;
         Ok(out
             .nat_gateways()
             .iter()
@@ -311,7 +322,12 @@ pub async fn read(aws: &Aws, vpc_id: &str, dhcp: Option<&TagQuery>) -> AwsResult
     };
     let (vpcs, (dns_support, dns_hostnames), (subnets, route_tables, internet_gateways, nat_gateways)) = futures::try_join!(
         vpcs,
-        async { futures::try_join!(attribute(VpcAttributeName::EnableDnsSupport), attribute(VpcAttributeName::EnableDnsHostnames)) },
+        async {
+            futures::try_join!(
+                attribute(VpcAttributeName::EnableDnsSupport),
+                attribute(VpcAttributeName::EnableDnsHostnames)
+            )
+        },
         async { futures::try_join!(subnets, tables, igws, nats) },
     )?;
     let (security_groups, endpoints, interfaces, peerings, dhcp_sets) =
@@ -374,7 +390,13 @@ fn table_facts(t: &aws_sdk_ec2::types::RouteTable) -> TableFacts {
 
 /// The cluster's addresses (its ownership tag) associated with nothing: (id, tags).
 pub async fn unassociated_addresses(aws: &Aws, owned: &TagQuery) -> AwsResult<Vec<(String, Tags)>> {
-    let out = aws.ec2.describe_addresses().filters(owned.filter()).send().await.map_err(|e| classify("DescribeAddresses", e))?;
+    let out = aws
+        .ec2
+        .describe_addresses()
+        .filters(owned.filter())
+        .send()
+        .await
+        .map_err(|e| classify("DescribeAddresses", e))?;
     Ok(out
         .addresses()
         .iter()

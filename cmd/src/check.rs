@@ -68,8 +68,7 @@ pub async fn check(db: &Location, infra_id: &str, region: &str, json: bool) -> C
     let journal = Journal::open_read_only_at(db)?;
     let clusters = provisioned(&journal)?;
     let Some(made) = clusters.iter().find(|p| p.infra_id() == infra_id && p.region() == region) else {
-        let elsewhere: Vec<&str> =
-            clusters.iter().filter(|p| p.infra_id() == infra_id).map(|p| p.region()).collect();
+        let elsewhere: Vec<&str> = clusters.iter().filter(|p| p.infra_id() == infra_id).map(|p| p.region()).collect();
         return Err(Failure::usage(if elsewhere.is_empty() {
             format!(
                 "cluster {infra_id} has no completed provision-infra or create-cluster in this journal (or was torn down since): nothing to compare it with"
@@ -115,7 +114,9 @@ pub async fn every(
                 _ = stop.stopped() => return,
             };
             match &result {
-                Ok(r) if r.in_sync => tracing::info!(cluster = %made.infra_id(), region = %made.region(), "cluster in sync"),
+                Ok(r) if r.in_sync => {
+                    tracing::info!(cluster = %made.infra_id(), region = %made.region(), "cluster in sync")
+                }
                 Ok(r) => tracing::warn!(
                     cluster = %made.infra_id(),
                     region = %made.region(),

@@ -368,10 +368,11 @@ pub async fn daemon(
         tracing::info!(address = %addr, actions, "serving the status page at /, /metrics, /healthz and /readyz");
         let bound = listener.local_addr().unwrap_or(addr);
         let hosts = crate::page::allowed_hosts(bound, page_hosts);
-        let page =
-            Arc::new(crate::page::Page::new(engine.journal().clone(), actions, hosts)
-            .with_sweep(last_sweep.clone())
-            .with_checks(last_checks.clone()));
+        let page = Arc::new(
+            crate::page::Page::new(engine.journal().clone(), actions, hosts)
+                .with_sweep(last_sweep.clone())
+                .with_checks(last_checks.clone()),
+        );
         tokio::spawn(crate::serve::serve(listener, metrics.clone(), engine.journal().clone(), page));
     }
     if let Some(every) = schedules.check_every {

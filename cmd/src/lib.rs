@@ -68,7 +68,8 @@ fn finish(result: CmdResult) -> ExitCode {
 /// `infraflow`, on a thread with a workflow's stack (`WORKER_STACK`): `run` drives its workflow
 /// on the thread that calls it.
 pub fn main_infraflow() -> ExitCode {
-    let command = std::thread::Builder::new().name("infraflow".into()).stack_size(WORKER_STACK).spawn(infraflow_command);
+    let command =
+        std::thread::Builder::new().name("infraflow".into()).stack_size(WORKER_STACK).spawn(infraflow_command);
     match command.map(|t| t.join()) {
         Ok(Ok(code)) => code,
         Ok(Err(panic)) => std::panic::resume_unwind(panic),

@@ -70,11 +70,21 @@ pub fn admit<'a>(
         }
         "CreateInternetGateway" => {
             let n = c.block_on(c.ec2.describe_internet_gateways().send()).unwrap().internet_gateways().len();
-            (INTERNET_GATEWAYS, n, "InternetGatewayLimitExceeded", "The maximum number of internet gateways has been reached.")
+            (
+                INTERNET_GATEWAYS,
+                n,
+                "InternetGatewayLimitExceeded",
+                "The maximum number of internet gateways has been reached.",
+            )
         }
         _ => {
             let subnet = body.split('&').find_map(|p| p.strip_prefix("SubnetId=")).unwrap_or_default().to_string();
-            (NAT_GATEWAYS_PER_ZONE, nats_in_zone_of(c, &subnet), "NatGatewayLimitExceeded", "The maximum number of NAT gateways in this Availability Zone has been reached.")
+            (
+                NAT_GATEWAYS_PER_ZONE,
+                nats_in_zone_of(c, &subnet),
+                "NatGatewayLimitExceeded",
+                "The maximum number of NAT gateways in this Availability Zone has been reached.",
+            )
         }
     };
     if in_use as u32 >= q.value(code) {
@@ -101,7 +111,8 @@ fn nats_in_zone_of(c: &Clients, subnet: &str) -> usize {
 /// Service Quotas' JSON answer to GetServiceQuota (or its refusal).
 fn quota_answer(q: &Quotas, body: &[u8]) -> Vec<u8> {
     let asked: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-    let (service, code) = (asked["ServiceCode"].as_str().unwrap_or_default(), asked["QuotaCode"].as_str().unwrap_or_default());
+    let (service, code) =
+        (asked["ServiceCode"].as_str().unwrap_or_default(), asked["QuotaCode"].as_str().unwrap_or_default());
     let (status, body) = if q.denied {
         (
             "400 Bad Request",

@@ -101,12 +101,19 @@ pub fn for_input(pool: &AwsPool, request: &HoldRequest, input: &Value) -> Option
                     tokio::time::sleep(POLL).await;
                     continue;
                 }
-                Err(e) => return Err(HoldError::Operator(format!("cannot read the account's quotas to admit it: {e}"))),
+                Err(e) => {
+                    return Err(HoldError::Operator(format!("cannot read the account's quotas to admit it: {e}")));
+                }
             };
             {
                 let mut all = admitted().claims.lock().unwrap();
-                let others: Vec<Claim> =
-                    all.get(&key).into_iter().flatten().filter(|(w, _)| **w != workflow).map(|(_, c)| c.clone()).collect();
+                let others: Vec<Claim> = all
+                    .get(&key)
+                    .into_iter()
+                    .flatten()
+                    .filter(|(w, _)| **w != workflow)
+                    .map(|(_, c)| c.clone())
+                    .collect();
                 let short = shortfalls(&p, &usage, &others);
                 if short.is_empty() {
                     all.entry(key.clone()).or_default().insert(workflow.clone(), claim.clone());

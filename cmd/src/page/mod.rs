@@ -5,6 +5,7 @@
 //! CLI's `status --json` prints; no JavaScript, nothing fetched from elsewhere: it works offline.
 
 mod history;
+mod schedules;
 mod svg;
 mod timeline;
 
@@ -99,7 +100,15 @@ impl Page {
         ] {
             templates.add_template(name, source).expect("the page's templates parse");
         }
-        Page { journal, templates, actions, hosts, csrf: random_token(), sweep: Default::default(), checks: Default::default() }
+        Page {
+            journal,
+            templates,
+            actions,
+            hosts,
+            csrf: random_token(),
+            sweep: Default::default(),
+            checks: Default::default(),
+        }
     }
 
     /// The page with the daemon's last sweep under the list.
@@ -112,55 +121,6 @@ impl Page {
     pub fn with_checks(mut self, checks: crate::check::SharedChecks) -> Page {
         self.checks = checks;
         self
-    }
-
-    /// The last checks for the list's template, a row per cluster (none before the first).
-    fn last_checks(&self) -> Value {
-        let checks = self.checks.lock().unwrap();
-        if checks.is_empty() {
-            return Value::Null;
-        }
-        let now = SystemClock.now();
-        Value::Array(
-            checks
-                .values()
-                .map(|c| {
-                    let (result, findings) = match &c.result {
-                        Ok(r) if r.in_sync => ("in sync".to_string(), String::new()),
-                        Ok(r) => (
-                            "drifted".to_string(),
-                            r.counts().iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", "),
-                        ),
-                        Err(e) => ("failed".to_string(), e.clone()),
-                    };
-                    json!({
-                        "infra_id": c.infra_id,
-                        "region": c.region,
-                        "age": render::age(now - c.at_ms),
-                        "result": result,
-                        "findings": findings,
-                    })
-                })
-                .collect(),
-        )
-    }
-
-    /// The last sweep for the list's template: when, its error, its clusters (none before one).
-    fn last_sweep(&self) -> Value {
-        let Some(last) = self.sweep.lock().unwrap().clone() else { return Value::Null };
-        json!({
-            "age": render::age(SystemClock.now() - last.at_ms),
-            "error": last.error,
-            "clusters": last.clusters.iter().map(|s| json!({
-                "infra_id": s.infra_id,
-                "region": s.region,
-                "class": s.class.as_str(),
-                "expiration": s.expiration_date.clone().unwrap_or_default(),
-                "resources": s.resources.values().sum::<usize>(),
-                "reason": s.reason,
-                "teardown": s.teardown.clone().unwrap_or_default(),
-            })).collect::<Vec<_>>(),
-        })
     }
 
     /// The page's answer to `req` (`form`: its body, read for POSTs only), or None when the path
@@ -305,8 +265,8 @@ impl Page {
                 states => WorkflowState::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
                 workflows => workflows,
                 filter => json!({"state": state, "workflow": workflow, "cluster": cluster, "q": q, "error": error}),
-                sweep => self.last_sweep(),
-                checks => self.last_checks(),
+                sweep => schedules::last_sweep(&self.sweep),
+                checks => schedules::last_checks(&self.checks),
             },
         )
     }

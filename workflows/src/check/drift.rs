@@ -51,10 +51,15 @@ fn missing(kind: &str, identity: &str) -> Drift {
 fn tag_drift(kind: &str, id: &str, tags: &Tags, key: &str, value: &str) -> Option<Drift> {
     let found = tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
     (found != Some(value)).then(|| {
-        Drift::new("tag", id, format!("{key}={value} on the {kind}"), found.map_or("no such tag".into(), |v| format!("{key}={v}")))
-            .by_hand(format!(
-                "a provision tags only what it creates: aws ec2 create-tags --resources {id} --tags Key={key},Value={value}"
-            ))
+        Drift::new(
+            "tag",
+            id,
+            format!("{key}={value} on the {kind}"),
+            found.map_or("no such tag".into(), |v| format!("{key}={v}")),
+        )
+        .by_hand(format!(
+            "a provision tags only what it creates: aws ec2 create-tags --resources {id} --tags Key={key},Value={value}"
+        ))
     })
 }
 
@@ -226,13 +231,22 @@ pub(super) fn worker_group(m: &Made<'_>, s: &VpcState) -> Vec<Drift> {
 }
 
 /// A private zone: there, serving the cluster's VPC, its negative-caching TTL HyperShift's.
-pub(super) fn private_zone(zone_id: &str, vpc_id: &str, region: &str, facts: Option<(Vec<(String, String)>, String)>) -> Vec<Drift> {
+pub(super) fn private_zone(
+    zone_id: &str,
+    vpc_id: &str,
+    region: &str,
+    facts: Option<(Vec<(String, String)>, String)>,
+) -> Vec<Drift> {
     let Some((vpcs, ttl)) = facts else {
         return vec![missing("private-zone", zone_id)];
     };
     let mut out = Vec::new();
     if !vpcs.iter().any(|(v, _)| v == vpc_id) {
-        let found = if vpcs.is_empty() { "no VPC".to_string() } else { vpcs.iter().map(|(v, _)| v.as_str()).collect::<Vec<_>>().join(", ") };
+        let found = if vpcs.is_empty() {
+            "no VPC".to_string()
+        } else {
+            vpcs.iter().map(|(v, _)| v.as_str()).collect::<Vec<_>>().join(", ")
+        };
         out.push(Drift::new("private-zone-vpc", zone_id, format!("serves {vpc_id}"), found).by_hand(format!(
             "a provision refuses a zone serving other VPCs rather than re-point it: aws route53 associate-vpc-with-hosted-zone --hosted-zone-id {zone_id} --vpc VPCRegion={region},VPCId={vpc_id}"
         )));

@@ -19,15 +19,27 @@ pub(super) fn hold_ups(infra: &str, s: &VpcState) -> Vec<Planned> {
     let owned = infraflow_activities::tags::owned(infra);
     let mut out = Vec::new();
     for sub in s.subnets.iter().filter(|sub| !owned.matches_pairs(&sub.tags)) {
-        out.push(planned("subnet", &sub.id, format!("not the cluster's, in its VPC {}: never deleted, it keeps the VPC", vpc.id)));
+        out.push(planned(
+            "subnet",
+            &sub.id,
+            format!("not the cluster's, in its VPC {}: never deleted, it keeps the VPC", vpc.id),
+        ));
     }
     for set in &s.dhcp_options {
         for other in set.used_by.iter().filter(|v| **v != vpc.id) {
-            out.push(planned("vpc", other, format!("uses the cluster's DHCP options {}, and is never re-pointed", set.id)));
+            out.push(planned(
+                "vpc",
+                other,
+                format!("uses the cluster's DHCP options {}, and is never re-pointed", set.id),
+            ));
         }
     }
     for p in &s.peerings {
-        out.push(planned("vpc-peering", p, format!("peers the cluster's VPC {}: a VPC is not deleted while it is peered; end it first", vpc.id)));
+        out.push(planned(
+            "vpc-peering",
+            p,
+            format!("peers the cluster's VPC {}: a VPC is not deleted while it is peered; end it first", vpc.id),
+        ));
     }
     for (n, reason) in judged_interfaces(infra, s) {
         if let Verdict::Leave(why) = reason {
@@ -59,10 +71,10 @@ fn judged_interfaces(infra: &str, s: &VpcState) -> Vec<(String, Verdict)> {
 pub(super) fn vpc_leaks(infra: &str, s: &VpcState) -> Vec<Planned> {
     judged_interfaces(infra, s)
         .into_iter()
-        .filter(|(id, v)| {
-            *v == Verdict::Delete && s.interfaces.iter().any(|n| &n.id == id && n.status == "available")
+        .filter(|(id, v)| *v == Verdict::Delete && s.interfaces.iter().any(|n| &n.id == id && n.status == "available"))
+        .map(|(id, _)| {
+            planned("network-interface", &id, "a controller of the cluster made it; attached to nothing".into())
         })
-        .map(|(id, _)| planned("network-interface", &id, "a controller of the cluster made it; attached to nothing".into()))
         .collect()
 }
 
@@ -71,7 +83,9 @@ pub(super) fn address_leaks(addresses: &[(String, Tags)]) -> Vec<Planned> {
     addresses
         .iter()
         .filter(|(_, tags)| tags.iter().any(|(k, _)| k == IDENTITY_TAG))
-        .map(|(id, _)| planned("elastic-ip", id, "made for the cluster, associated with nothing: billed until released".into()))
+        .map(|(id, _)| {
+            planned("elastic-ip", id, "made for the cluster, associated with nothing: billed until released".into())
+        })
         .collect()
 }
 
@@ -80,7 +94,13 @@ pub(super) fn volume_leaks(volumes: &[(String, Tags)]) -> Vec<Planned> {
     volumes
         .iter()
         .filter(|(_, tags)| provenance::volume(tags) == Verdict::Delete)
-        .map(|(id, _)| planned("volume", id, "the cluster's storage driver made it; attached to nothing, it is billed until deleted".into()))
+        .map(|(id, _)| {
+            planned(
+                "volume",
+                id,
+                "the cluster's storage driver made it; attached to nothing, it is billed until deleted".into(),
+            )
+        })
         .collect()
 }
 

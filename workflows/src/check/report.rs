@@ -24,7 +24,13 @@ pub struct Drift {
 
 impl Drift {
     pub fn new(kind: &str, id: &str, expected: impl Into<String>, found: impl Into<String>) -> Drift {
-        Drift { kind: kind.into(), id: id.into(), expected: expected.into(), found: found.into(), repair: BY_PROVISION.into() }
+        Drift {
+            kind: kind.into(),
+            id: id.into(),
+            expected: expected.into(),
+            found: found.into(),
+            repair: BY_PROVISION.into(),
+        }
     }
 
     /// A drift a provision does not repair, and what to do instead.

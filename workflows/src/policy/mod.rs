@@ -164,7 +164,8 @@ mod tests {
             for a in area.read.iter().chain(area.write).chain(area.delete) {
                 let (service, action) = a.split_once(':').unwrap();
                 assert!(
-                    ["ec2", "elasticloadbalancing", "route53", "iam", "sts", "tag", "s3", "servicequotas"].contains(&service),
+                    ["ec2", "elasticloadbalancing", "route53", "iam", "sts", "tag", "s3", "servicequotas"]
+                        .contains(&service),
                     "{a}"
                 );
                 assert!(action.chars().next().is_some_and(|c| c.is_ascii_uppercase()), "{a}");

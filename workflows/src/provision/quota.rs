@@ -72,7 +72,8 @@ pub fn shortfalls(p: &ProvisionInput, usage: &Usage, others: &[Claim]) -> Vec<St
                 Some(z) => (format!(" in {z}"), " per zone"),
                 None => (String::new(), ""),
             };
-            let claimed = if claimed > 0 { format!(", {claimed} claimed by workflows running here") } else { String::new() };
+            let claimed =
+                if claimed > 0 { format!(", {claimed} claimed by workflows running here") } else { String::new() };
             out.push(format!(
                 "needs {new} {}{at}, {free} free (quota {}{per}, {in_use} in use{claimed})",
                 quota.name(new),
@@ -175,7 +176,10 @@ mod tests {
     fn what_the_cluster_already_has_is_not_needed_again() {
         // A provision run again over its own three addresses (5 in use, 3 its own) needs none.
         assert!(shortfalls(&input(serde_json::json!({})), &usage(5, 3), &[]).is_empty());
-        assert_eq!(shortfalls(&input(serde_json::json!({})), &usage(5, 2), &[]), vec!["needs 1 Elastic IP, 0 free (quota 5, 5 in use)"]);
+        assert_eq!(
+            shortfalls(&input(serde_json::json!({})), &usage(5, 2), &[]),
+            vec!["needs 1 Elastic IP, 0 free (quota 5, 5 in use)"]
+        );
     }
 
     #[test]
