@@ -379,3 +379,30 @@ pub async fn delete_security_group(aws: &Aws, group: &str) -> AwsResult<bool> {
             .map_err(|e| classify("DeleteSecurityGroup", e)),
     )
 }
+
+#[cfg(test)]
+mod unwanted_tests {
+    use super::*;
+
+    fn rule(source: &str, description: &str) -> IngressRule {
+        IngressRule {
+            protocol: "tcp".into(),
+            from: Some(30080),
+            to: Some(30080),
+            source: source.into(),
+            description: description.into(),
+        }
+    }
+
+    #[test]
+    fn only_a_rule_nobody_marked_and_nobody_wants_is_unwanted() {
+        let wanted = [Rule::new("tcp", 22, 22, "10.0.0.0/16")];
+        let ssh = IngressRule { from: Some(22), to: Some(22), ..rule("10.0.0.0/16", "") };
+        let nlb = rule("0.0.0.0/0", "kubernetes.io/rule/nlb/client=a1b2");
+        let lbc = rule("10.0.0.0/16", "elbv2.k8s.aws/targetGroupBinding=shared");
+        let elb_group = rule("sg-0123456789abcdef0", "");
+        let added = rule("192.168.0.0/16", "opened by hand");
+        let ingress = vec![ssh, nlb, lbc, elb_group, added.clone()];
+        assert_eq!(unwanted(&ingress, &wanted), vec![&added]);
+    }
+}
