@@ -282,6 +282,10 @@ fn a_daemon_whose_workflow_waits_for_another_journals_lease_shows_it_in_metrics_
         "the daemon's workflow waits: {}",
         e.s.daemon_log()
     );
+    // `status` (another process, reading the journal) names the holder.
+    let says = || e.s.status("ours")["waitsFor"].as_str().map(str::to_string).unwrap_or_default();
+    assert!(wait_until(Duration::from_secs(10), || says().starts_with("workflow theirs of journal")), "{}", says());
+    assert!(says().contains(&format!("(cluster lease s3://{BUCKET}/")), "{}", says());
     let theirs = finish(theirs);
     assert!(theirs.status.success(), "{}", stderr(&theirs));
     e.s.wait_for_state("ours", &["completed"], Duration::from_secs(60));
@@ -290,7 +294,8 @@ fn a_daemon_whose_workflow_waits_for_another_journals_lease_shows_it_in_metrics_
         wait_until(Duration::from_secs(10), || (metric("held"), metric("waiting")) == (0.0, 0.0)),
         "released once done"
     );
-    assert!(e.s.daemon_log().contains("waits for: workflow theirs of journal"), "{}", e.s.daemon_log());
+    assert!(e.s.daemon_log().contains("workflow theirs of journal"), "{}", e.s.daemon_log());
+    assert_eq!(says(), "", "a wait ends with the first step");
     terminate(&mut daemon, Duration::from_secs(20));
     Inventory::read(&e.c, "md-abcde").assert_provisioned(&e.c, 1, 1, "md", "example.com");
     assert_eq!(e.proxy.counts().get("CreateVpc"), None, "journal A adopted what B made: {:?}", e.proxy.counts());

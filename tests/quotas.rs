@@ -149,6 +149,12 @@ fn six_provisions_submitted_at_once_with_five_free_addresses_run_five_and_the_si
     assert_eq!(waiting.len(), 1);
     let sixth = format!("f{}", waiting[0]);
     assert!(log.contains("quota: needs 1 Elastic IP, 0 free (quota 5, 5 in use)"), "{log}");
+    // `status` says so too, from the journal (another process's view of the daemon's wait).
+    let says = |id: &str| e.s.status(id)["waitsFor"].as_str().map(str::to_string);
+    let said = says(&sixth).unwrap_or_default();
+    assert!(said.starts_with("quota: needs 1 Elastic IP, 0 free (quota 5, 5 in use)"), "{said}");
+    let text = e.s.cli(&["status", &sixth]);
+    assert!(stdout(&text).contains("waits for: quota: needs 1 Elastic IP"), "{}", stdout(&text));
     assert_eq!(
         support::inventory::Inventory::read(&e.c, &format!("{sixth}-abcde")).total(),
         0,
@@ -165,6 +171,7 @@ fn six_provisions_submitted_at_once_with_five_free_addresses_run_five_and_the_si
     terminate(&mut daemon, std::time::Duration::from_secs(20));
     assert!(done, "the sixth ran once an address was free: {}\n{}", state(&sixth), e.s.daemon_log());
     assert_eq!(state("down"), "completed");
+    assert_eq!(says(&sixth), None, "a wait ends with the first step");
     // No run met the quota: every address asked for was given; none is left but the five clusters'.
     let allocated = e.proxy.counts().get("AllocateAddress").copied().unwrap_or(0);
     assert_eq!(allocated, 6, "six addresses asked for, none refused: {:?}", e.proxy.counts());

@@ -23,7 +23,7 @@ pub fn stderr_printer() -> Observer {
             ),
             Progress::StepFailed { step, error, .. } => format!("failed    {step}: {error}"),
             Progress::Compensating { reason, .. } => format!("compensating: {reason}"),
-            Progress::Waiting { reason, .. } => format!("waiting: {reason}"),
+            Progress::Waiting { reason, .. } => format!("waits for: {reason}"),
             Progress::Finished { state, .. } => format!("finished: {state}"),
             Progress::LeaseTaken { .. } | Progress::LeasesRenewed { .. } => return,
         };

@@ -57,6 +57,13 @@ pub fn waiting_text(w: &WaitingFor) -> Option<String> {
     w.as_ref().map(|(id, workflow, state)| format!("{workflow} workflow {id} ({state}) on the same cluster"))
 }
 
+/// What a workflow waits for before it can go on, in words: the workflow ahead of it in this
+/// journal's queue, else what its hold waits for (another journal's lease on the cluster, the
+/// account's quota), as its execution journaled it.
+pub fn waits_for(w: &WaitingFor, view: &WorkflowView) -> Option<String> {
+    waiting_text(w).or_else(|| view.summary.waiting.clone())
+}
+
 /// The AWS account a workflow acts in, as its environment probe journaled it (under its role,
 /// if it names one), and that role.
 fn acts_as(view: &WorkflowView) -> (Option<&str>, Option<&str>) {
@@ -76,6 +83,7 @@ pub fn view_json(row: &WorkflowRow, view: &WorkflowView, waiting: &WaitingFor) -
         "account": account,
         "role": role,
         "waitingFor": waiting.as_ref().map(|(id, workflow, state)| json!({"id": id, "workflow": workflow, "state": state})),
+        "waitsFor": waits_for(waiting, view),
         "id": view.id,
         "workflow": view.workflow,
         "state": row.state,
@@ -113,7 +121,7 @@ pub fn view_text(row: &WorkflowRow, view: &WorkflowView, waiting: &WaitingFor, n
     if let Some(owner) = &row.lease_owner {
         out.push_str(&format!("owner:     {owner}\n"));
     }
-    if let Some(w) = waiting_text(waiting) {
+    if let Some(w) = waits_for(waiting, view) {
         out.push_str(&format!("waits for: {w}\n"));
     }
     if let Some(e) = &view.summary.error {

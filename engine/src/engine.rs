@@ -283,7 +283,10 @@ impl Engine {
                         // Dropped mid-step, as on a crash: a later execution takes the hold again
                         // (waiting for whoever has it) and resumes from the journal.
                         tracing::warn!(workflow = %id, reason = %why, "the cluster's hold lapsed; stopping here");
-                        (self.observer)(&Progress::Waiting { workflow: id.to_string(), reason: why });
+                        (self.observer)(&Progress::Waiting {
+                            workflow: id.to_string(),
+                            reason: format!("the cluster's hold again, which lapsed: {why}"),
+                        });
                         view.summary.state
                     }
                 }
@@ -311,14 +314,44 @@ impl Engine {
     ) -> Result<Result<Option<Box<dyn crate::Hold>>, WorkflowState>, EngineError> {
         let observer = self.observer.clone();
         let workflow = run.id.clone();
+        // What the hold waits for is journaled (`status` reads it), in the order said, by one
+        // task: drained before the execution acts, so no wait is recorded after its first step.
+        let (said, mut to_record) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
+        let recorder = {
+            let run = run.clone();
+            tokio::spawn(async move {
+                while let Some(Some(reason)) = to_record.recv().await {
+                    if let Err(e) = run.record(vec![Event::Waiting { reason }], Durability::Lazy).await {
+                        tracing::debug!(workflow = %run.id, error = %e, "what the hold waits for was not journaled");
+                    }
+                }
+            })
+        };
+        let say = said.clone();
         let request = crate::HoldRequest {
             workflow: run.id.clone(),
             creator: run.creator.clone(),
             environment: run.environment.lock().unwrap().clone(),
             undoing: matches!(view.summary.state, WorkflowState::Compensating | WorkflowState::Cancelling),
-            waiting: Arc::new(move |reason| observer(&Progress::Waiting { workflow: workflow.clone(), reason })),
+            waiting: Arc::new(move |reason: String| {
+                let _ = say.send(Some(reason.clone()));
+                observer(&Progress::Waiting { workflow: workflow.clone(), reason })
+            }),
         };
         let Some(taking) = def.hold(request, &view.input) else { return Ok(Ok(None)) };
+        let taken = Self::await_hold(run, taking, signals, view.summary.state).await;
+        let _ = said.send(None);
+        let _ = recorder.await;
+        taken
+    }
+
+    /// Waits for a hold being taken, or for the execution to be stopped while it waits.
+    async fn await_hold(
+        run: &Arc<Run>,
+        taking: crate::TakeHold,
+        signals: &Arc<Signals>,
+        state: WorkflowState,
+    ) -> Result<Result<Option<Box<dyn crate::Hold>>, WorkflowState>, EngineError> {
         tokio::select! {
             taken = taking => match taken {
                 Ok(hold) => Ok(Ok(Some(hold))),
@@ -327,7 +360,7 @@ impl Engine {
                     Ok(Err(WorkflowState::Paused))
                 }
             },
-            _ = signals.stopped() => Ok(Err(view.summary.state)),
+            _ = signals.stopped() => Ok(Err(state)),
         }
     }
 

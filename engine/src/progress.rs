@@ -38,6 +38,8 @@ pub enum Progress {
         workflow: String,
         reason: String,
     },
+    /// The workflow cannot act yet; `reason` names what it waits for (a workflow ahead of it on
+    /// the cluster, another journal's lease, the account's quota).
     Waiting {
         workflow: String,
         reason: String,

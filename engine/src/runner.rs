@@ -126,11 +126,11 @@ impl Engine {
                 }
                 Ok(AcquireOutcome::NotRunnable(_)) => return self.outcome(id).await,
                 Ok(AcquireOutcome::HeldBy(owner)) => {
-                    let reason = format!("held by {owner}; waiting for it to finish or for its lease to expire");
+                    let reason = format!("{owner}, which holds it, to finish or for its lease to expire");
                     self.report_wait(id, &mut last_wait, reason);
                 }
                 Ok(AcquireOutcome::WaitingFor { id: other, workflow, state }) => {
-                    let reason = format!("waiting for {workflow} workflow {other} ({state}) on the same cluster");
+                    let reason = format!("{workflow} workflow {other} ({state}) on the same cluster");
                     self.report_wait(id, &mut last_wait, reason);
                 }
                 Err(e) if e.is_retryable() => {}

@@ -87,6 +87,12 @@ pub enum Event {
         error: String,
         remaining: Vec<String>,
     },
+    /// The execution waits, before anything acts, for a hold held elsewhere (another journal's
+    /// lease on the cluster, the account's quota): whom or what, for `status`. Anything the
+    /// workflow records next ends the wait.
+    Waiting {
+        reason: String,
+    },
 }
 
 impl Event {
@@ -106,6 +112,7 @@ impl Event {
             Event::Failed { .. } => "failed",
             Event::Compensated => "compensated",
             Event::CompensationFailed { .. } => "compensation_failed",
+            Event::Waiting { .. } => "waiting",
         }
     }
 

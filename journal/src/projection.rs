@@ -90,6 +90,9 @@ pub struct Summary {
     pub cancel_requested: bool,
     /// The saga phase: once compensation has started, nothing resumes the workflow forward.
     pub compensating: bool,
+    /// What the execution waits for before it can act (`Event::Waiting`), until it records
+    /// anything else. Folded from the events only: the summary row does not keep it.
+    pub waiting: Option<String>,
 }
 
 impl Summary {
@@ -102,12 +105,16 @@ impl Summary {
             output: None,
             cancel_requested: false,
             compensating: false,
+            waiting: None,
         }
     }
 
     /// Applies one event. Pure: the same events always give the same summary.
     pub fn apply(&mut self, event: &Event) {
         use WorkflowState as S;
+        if !matches!(event, Event::Waiting { .. }) {
+            self.waiting = None;
+        }
         match event {
             Event::Submitted { .. } => *self = Summary::new(),
             Event::LeaseTaken { .. } => {
@@ -184,6 +191,7 @@ impl Summary {
                 self.state = S::CompensationFailed;
                 self.error = Some(error.clone());
             }
+            Event::Waiting { reason } => self.waiting = Some(reason.clone()),
         }
     }
 }
@@ -433,5 +441,24 @@ mod tests {
         s.apply(&Event::Compensated);
         assert_eq!(s.state, WorkflowState::Compensated);
         assert_eq!(s.error.as_deref(), Some("nat: InvalidParameterValue"));
+    }
+
+    #[test]
+    fn a_wait_is_shown_until_the_workflow_records_anything_else() {
+        let mut s = Summary::new();
+        s.apply(&Event::LeaseTaken { owner: "d".into(), previous: None });
+        s.apply(&Event::Waiting { reason: "quota: needs 1 Elastic IP".into() });
+        s.apply(&Event::Waiting { reason: "workflow w of journal j".into() });
+        assert_eq!(s.waiting.as_deref(), Some("workflow w of journal j"));
+        assert_eq!(s.state, WorkflowState::Running, "a wait changes no state");
+        s.apply(&Event::StepStarted {
+            step: "vpc".into(),
+            attempt: 1,
+            activity: "a".into(),
+            input_hash: "h".into(),
+            undo: None,
+            position: None,
+        });
+        assert_eq!(s.waiting, None);
     }
 }

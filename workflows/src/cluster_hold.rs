@@ -245,7 +245,7 @@ async fn take(
                     ),
                 ));
             }
-            say(format!("waits for: {} (cluster lease s3://{}/{key})", theirs.holder, store.bucket));
+            say(format!("{} (cluster lease s3://{}/{key})", theirs.holder, store.bucket));
             Ok(None)
         }
         .await;
@@ -253,7 +253,7 @@ async fn take(
             Ok(Some(taken)) => return Ok(hold(aws, config.clone(), request.clone(), key, taken)),
             Ok(None) => {}
             Err(e) if e.retryable && !e.operator => {
-                say(format!("cannot reach the cluster lease store s3://{} yet: {e}", store.bucket));
+                say(format!("the cluster lease store s3://{} to answer ({e})", store.bucket));
             }
             Err(e) => return Err(operator(store, e)),
         }

@@ -291,7 +291,6 @@ impl Page {
             }
             let (history, pages) = history::page(&events, events_page);
             status["age"] = json!(render::age(now - row.created_at));
-            status["waitsFor"] = json!(render::waiting_text(&waiting));
             let rate_waits: Vec<Value> = crate::rate_waits::of_workflow(id)
                 .into_iter()
                 .map(|(step, class, secs)| json!({"step": step, "class": class, "seconds": secs}))

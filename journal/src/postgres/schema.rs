@@ -96,6 +96,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE workflows ADD COLUMN lease_epoch BIGINT;
     ALTER TABLE archived_workflows ADD COLUMN lease_epoch BIGINT;
     "#,
+    // 6: `waiting` events (what an execution waits for before it acts), which older binaries
+    // cannot decode: the version moves so that they refuse the journal rather than misread it.
+    r#"
+    COMMENT ON TABLE events IS 'append-only; kinds include waiting (from schema 6)';
+    "#,
 ];
 
 pub(crate) fn latest_version() -> i64 {

@@ -42,6 +42,7 @@ pub(crate) fn load_summary(c: &Connection, id: &str) -> Result<(Summary, (i64, H
         output: output.map(|o| serde_json::from_str(&o)).transpose()?,
         cancel_requested: cancel != 0,
         compensating: compensating != 0,
+        waiting: None,
     };
     Ok((summary, (seq, HeldLease { owner, epoch })))
 }

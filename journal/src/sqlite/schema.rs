@@ -105,6 +105,11 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE workflows ADD COLUMN lease_epoch INTEGER;
     "#,
+    // 7: `waiting` events (what an execution waits for before it acts), which older binaries
+    // cannot decode: the version moves so that they refuse the journal rather than misread it.
+    r#"
+    -- no table changes
+    "#,
 ];
 
 /// The migration after which pruned ids are recorded in `pruned`.
