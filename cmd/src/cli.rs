@@ -30,8 +30,8 @@ pub struct Cli {
     pub consistency_settle: Option<std::time::Duration>,
     /// Neither check a provision (or create-cluster) against the account's quotas before
     /// journaling it, nor hold it in a daemon until it fits: for accounts whose quotas cannot be
-    /// read.
-    #[arg(long, global = true, env = "INFRAFLOW_SKIP_QUOTA_CHECK")]
+    /// read. The variable takes `1`/`0` as well as `true`/`false`.
+    #[arg(long, global = true, env = "INFRAFLOW_SKIP_QUOTA_CHECK", value_parser = clap::builder::BoolishValueParser::new())]
     pub skip_quota_check: bool,
     #[command(flatten)]
     pub lock: LockArgs,
