@@ -181,3 +181,73 @@ fn six_provisions_submitted_at_once_with_five_free_addresses_run_five_and_the_si
         assert!(!e.s.history(&id).iter().any(|ev| ev.to_string().contains("AddressLimitExceeded")), "{id}");
     }
 }
+
+/// A world where a 1-zone provision's admission must wait: the Elastic IP quota is two more than
+/// the world holds, one of them taken by someone else; the provision is journaled while the other is free, then a second address
+/// of someone else's takes it. The run (a resumed `run`, as after a crash: no check before the
+/// journal) waits for quota; a thread frees that address once the run journaled its wait and
+/// waited a few rechecks more, which the chain kills meanwhile. Returns the chain's kills.
+fn provision_whose_admission_waits(e: &Env, name: &str, part: Option<&support::sweep::Part>) -> support::chain::Kills {
+    use aws_sdk_ec2::types::DomainType;
+    // Two more than the world holds already (the first world holds the clean run's cluster).
+    let before = addresses(e);
+    e.proxy.set_quotas(Quotas::with(&[(ELASTIC_IPS, before as u32 + 2), (VPCS, 20), (INTERNET_GATEWAYS, 20)]));
+    let allocate = || {
+        let a = e.c.block_on(e.c.ec2.allocate_address().domain(DomainType::Vpc).send()).unwrap();
+        a.allocation_id().unwrap().to_string()
+    };
+    allocate();
+    let p = e.input(&format!("{name}.json"), input(name, &["us-east-1a"], json!({})));
+    let env = checking_env(e);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = e.s.cli_env(&["submit", "provision-infra", "--input", &p, "--id", name], &env);
+    assert_eq!(out.status.code(), Some(0), "journaled while an address is free: {}", stderr(&out));
+    let blocker = allocate();
+    let args = ["run", "provision-infra", "--input", p.as_str(), "--id", name];
+    let checking = [("INFRAFLOW_SKIP_QUOTA_CHECK", "false"), ("INFRAFLOW_QUOTA_RECHECK", "300ms")];
+    let kills = std::thread::scope(|s| {
+        let freer = s.spawn(|| {
+            let waits =
+                || e.s.status(name)["waitsFor"].as_str().is_some_and(|w| w.starts_with("quota: needs 1 Elastic IP"));
+            let waited = wait_until(std::time::Duration::from_secs(120), waits);
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+            e.c.block_on(e.c.ec2.release_address().allocation_id(&blocker).send()).unwrap();
+            waited
+        });
+        let kills = match part {
+            Some(part) => support::sweep::chain_with(e, &e.proxy, part, &args, &checking),
+            None => {
+                let mut vars = env.clone();
+                vars.extend(checking);
+                let out = e.s.cli_env(&args, &vars);
+                assert!(out.status.success(), "{}", stderr(&out));
+                support::chain::Kills::default()
+            }
+        };
+        assert!(freer.join().unwrap(), "{name}'s admission journaled its wait for the address");
+        kills
+    });
+    let out = e.cli_at(&e.proxy.endpoint(), &args);
+    assert!(out.status.success(), "{part:?}: {}", stderr(&out));
+    let infra = format!("{name}-abcde");
+    support::inventory::Inventory::read(&e.c, &infra).assert_provisioned(&e.c, 1, 1, name, "example.com");
+    assert_eq!(addresses(e), before + 2, "the cluster's address and someone else's, no other");
+    let history: Vec<String> = e.s.history(name).iter().map(|ev| ev.to_string()).collect();
+    assert!(history.iter().any(|ev| ev.contains("\"waiting\"") && ev.contains("Elastic IP")), "{history:?}");
+    assert!(!history.iter().any(|ev| ev.contains("AddressLimitExceeded")), "no create met the quota");
+    kills
+}
+
+#[test]
+fn a_provision_whose_admission_waited_killed_at_every_aws_call_before_it_reaches_aws_makes_everything_once() {
+    let first = Env::new();
+    first.proxy.reset_counts();
+    provision_whose_admission_waits(&first, "clean", None);
+    let clean = first.proxy.counts();
+    for read in ["GetServiceQuota", "DescribeAddresses"] {
+        assert!(clean.contains_key(read), "the clean run's admission read no {read}: {clean:?}");
+    }
+    support::sweep::every_call_chained(&clean, false, first, Env::new, |e, part| {
+        provision_whose_admission_waits(e, &format!("k{}", part.index), Some(part))
+    });
+}

@@ -33,6 +33,10 @@ pub struct Cli {
     /// read. The variable takes `1`/`0` as well as `true`/`false`.
     #[arg(long, global = true, env = "INFRAFLOW_SKIP_QUOTA_CHECK", value_parser = clap::builder::BoolishValueParser::new())]
     pub skip_quota_check: bool,
+    /// How often a provision waiting for quota (a daemon's admission, or a resumed `run`) reads
+    /// the account again; sooner when a workflow of this process that it waits on ends.
+    #[arg(long, global = true, env = "INFRAFLOW_QUOTA_RECHECK", value_name = "DURATION", default_value = "5s", value_parser = parse_settle)]
+    pub quota_recheck: std::time::Duration,
     #[command(flatten)]
     pub lock: LockArgs,
     #[command(subcommand)]

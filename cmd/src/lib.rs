@@ -88,7 +88,7 @@ fn infraflow_command() -> ExitCode {
         if let Some(pacing) = cli.aws_rate {
             registry::set_pacing(pacing);
         }
-        infraflow_workflows::quota_hold::configure(!cli.skip_quota_check);
+        infraflow_workflows::quota_hold::configure(!cli.skip_quota_check, cli.quota_recheck);
         if let Some(settle) = cli.consistency_settle {
             infraflow_workflows::set_consistency_settle(settle);
         }

@@ -32,6 +32,11 @@ pub const PARTS: usize = 6;
 /// that crashes its process); the chain retries it as an operator would and goes on. Returns the
 /// kills; the caller checks what the finished run left.
 pub fn chain(e: &AwsEnv, proxy: &Proxy, part: &Part, args: &[&str]) -> Kills {
+    chain_with(e, proxy, part, args, &[])
+}
+
+/// `chain`, each process given `env` besides the world's.
+pub fn chain_with(e: &AwsEnv, proxy: &Proxy, part: &Part, args: &[&str], env: &[(&str, &str)]) -> Kills {
     let id = args.iter().position(|a| *a == "--id").and_then(|i| args.get(i + 1)).expect("a run with --id");
     let retry = ["retry", id];
     proxy.chain_start(part.after_aws_acts, &part.actions);
@@ -41,11 +46,9 @@ pub fn chain(e: &AwsEnv, proxy: &Proxy, part: &Part, args: &[&str]) -> Kills {
         // A kill's resume waits only as long as the proxy's world needs to show what the killed
         // run made: the kills, not 5 s settles, are what a chain is for.
         let settle = format!("{}ms", proxy.consistency_settle().as_millis());
-        let mut child = e.spawn_cli_with(
-            &proxy.endpoint(),
-            if retrying { &retry } else { args },
-            &[("INFRAFLOW_CONSISTENCY_SETTLE", &settle)],
-        );
+        let mut vars = vec![("INFRAFLOW_CONSISTENCY_SETTLE", settle.as_str())];
+        vars.extend_from_slice(env);
+        let mut child = e.spawn_cli_with(&proxy.endpoint(), if retrying { &retry } else { args }, &vars);
         proxy.chain_process(child.id());
         let status = proxy.chain_wait(&mut child);
         retrying = false;

@@ -7,7 +7,7 @@
 //! admitted at once: a rollback frees.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -22,17 +22,23 @@ use crate::provision_infra::ProvisionInput;
 /// Admission is on unless the operator skips the quota check (`--skip-quota-check`).
 static ON: AtomicBool = AtomicBool::new(true);
 
-pub fn configure(on: bool) {
+/// How often a waiting workflow reads the account again, in milliseconds (sooner when an
+/// admitted one ends): `--quota-recheck`, 5 s by default.
+static RECHECK_MS: AtomicU64 = AtomicU64::new(5_000);
+
+pub fn configure(on: bool, recheck: Duration) {
     ON.store(on, Ordering::Relaxed);
+    RECHECK_MS.store(recheck.as_millis().clamp(1, u64::MAX as u128) as u64, Ordering::Relaxed);
+}
+
+fn recheck() -> Duration {
+    Duration::from_millis(RECHECK_MS.load(Ordering::Relaxed))
 }
 
 /// Whether quotas are checked (before journaling) and admitted (before running).
 pub fn on() -> bool {
     ON.load(Ordering::Relaxed)
 }
-
-/// How often a waiting workflow reads the account again (sooner when an admitted one ends).
-const POLL: Duration = Duration::from_secs(5);
 
 /// How long the check `run` made before journaling stands for its admission.
 const CHECKED_FOR: Duration = Duration::from_secs(60);
@@ -98,7 +104,7 @@ pub fn for_input(pool: &AwsPool, request: &HoldRequest, input: &Value) -> Option
             let usage = match quotas::read(&aws, &clusters).await {
                 Ok(u) => u,
                 Err(e) if e.retryable => {
-                    tokio::time::sleep(POLL).await;
+                    tokio::time::sleep(recheck()).await;
                     continue;
                 }
                 Err(e) => {
@@ -133,7 +139,7 @@ pub fn for_input(pool: &AwsPool, request: &HoldRequest, input: &Value) -> Option
             }
             tokio::select! {
                 _ = freed => {}
-                _ = tokio::time::sleep(POLL) => {}
+                _ = tokio::time::sleep(recheck()) => {}
             }
         }
     }))
