@@ -55,7 +55,7 @@ fn moto_server() -> PathBuf {
     if let Some(p) = std::env::var_os("INFRAFLOW_MOTO_SERVER") {
         return PathBuf::from(p);
     }
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/moto_server");
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/moto-server");
     assert!(p.exists(), "moto is not installed: run scripts/moto.sh install (or scripts/test.sh)");
     p
 }
