@@ -147,36 +147,51 @@ pub async fn read(aws: &Aws, store: &LeaseStore, key: &str) -> AwsResult<Option<
     Ok(Some(Seen { record, etag }))
 }
 
-/// Proves the store honours conditional writes before anything relies on them: a second
-/// `If-None-Match: *` write of one key must be refused. A store that accepts it (an S3
-/// look-alike, a proxy that drops the header) would let two writers hold one cluster.
-pub async fn self_test(aws: &Aws, store: &LeaseStore, probe: &str) -> AwsResult<Result<(), String>> {
-    let key = format!("{}/.self-test/{probe}", store.prefix.trim_end_matches('/'));
+/// Proves the store honours conditional writes before anything relies on them, on one probe key
+/// that stays (`<prefix>/.self-test/store`): an `If-None-Match: *` write of it must be refused
+/// once it exists. The first proof makes it and writes it again (two calls in turn); every later
+/// one writes it once, beside a read that shows it is there (one round trip). A store that
+/// accepts a second write of one key (an S3 look-alike, a proxy that drops the header) would let
+/// two writers hold one cluster, and is refused.
+pub async fn self_test(aws: &Aws, store: &LeaseStore) -> AwsResult<Result<(), String>> {
+    let key = format!("{}/.self-test/store", store.prefix.trim_end_matches('/'));
     let record = |serial| Record {
         holder: Holder {
             journal: "(self-test)".into(),
-            workflow: probe.to_string(),
-            creator: probe.to_string(),
+            workflow: "(the store's proof)".into(),
+            creator: String::new(),
             host: String::new(),
         },
         ttl_ms: 0,
         written_at_ms: 0,
         serial,
     };
-    let first = create(aws, store, &key, &record(1)).await?;
-    let second = create(aws, store, &key, &record(2)).await?;
-    let verdict = match (&first, &second) {
-        (Written::Took(_), Written::Lost) => Ok(()),
-        (Written::Lost, _) => Err(format!("a first conditional write of s3://{}/{key} was refused", store.bucket)),
-        (Written::Took(_), Written::Took(_)) => Err(format!(
+    let ignores = || {
+        Err(format!(
             "s3://{} ignores If-None-Match (a second conditional write of one key succeeded): it cannot hold a cluster lease; use an S3 bucket",
             store.bucket
-        )),
+        ))
     };
-    // The probe is removed whatever the verdict, before anything else runs: a call left in
-    // flight beside the command would outlive a process killed meanwhile.
-    let _ = aws.s3.delete_object().bucket(&store.bucket).key(&key).send().await;
-    Ok(verdict)
+    let probe = record(1);
+    let (first, there) = futures::join!(create(aws, store, &key, &probe), read(aws, store, &key));
+    Ok(match first? {
+        // Made now: a second write must be refused.
+        Written::Took(_) => match create(aws, store, &key, &record(2)).await? {
+            Written::Lost => Ok(()),
+            Written::Took(_) => ignores(),
+        },
+        // Refused: proof enough if the key is there (read again if the read ran before another
+        // process's first proof made it); a store that refuses a write of a key it lacks is not
+        // one conditional writes can be trusted to.
+        Written::Lost => match there? {
+            Some(_) => Ok(()),
+            None if read(aws, store, &key).await?.is_some() => Ok(()),
+            None => Err(format!(
+                "s3://{} refused a conditional write of s3://{}/{key}, which it does not hold: it cannot hold a cluster lease",
+                store.bucket, store.bucket
+            )),
+        },
+    })
 }
 
 /// How long a lease stands unrenewed before another may take it over, by default.

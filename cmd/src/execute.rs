@@ -93,16 +93,17 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
 /// input — exit 2, nothing journaled: a teardown's protection, a customer's network's rules, a
 /// provision the account's quotas cannot hold. Not read again for a workflow this journal
 /// already holds (`run --id` resuming it): its own steps read the same again.
+/// The cluster lease store's proof (`lock::start_proof`), started beside these reads, is awaited
+/// last.
 async fn check_aws_before_journal(db: &Location, submission: &Submission) -> Result<(), Failure> {
-    if already_journaled(db, submission.id.as_deref()) {
-        return Ok(());
+    if !already_journaled(db, submission.id.as_deref()) {
+        refuse_protected_teardown(submission).await?;
+        refuse_unfit_customer_network(submission).await?;
+        if infraflow_workflows::quota_hold::on() {
+            refuse_over_quota(submission).await?;
+        }
     }
-    refuse_protected_teardown(submission).await?;
-    refuse_unfit_customer_network(submission).await?;
-    if infraflow_workflows::quota_hold::on() {
-        refuse_over_quota(submission).await?;
-    }
-    Ok(())
+    crate::lock::proved().await
 }
 
 /// A provision that would meet a quota half-way (Elastic IPs, VPCs, internet gateways, NAT

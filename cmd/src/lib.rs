@@ -106,8 +106,10 @@ fn infraflow_command() -> ExitCode {
             }
             Command::Graph { target, format } => graph::graph(&db, &target, format),
             command => runtime()?.block_on(async {
-                if locking && command.runs_workflows() {
-                    lock::self_test().await?;
+                match &command {
+                    Command::Run(_) | Command::Submit(_) if locking => lock::start_proof(),
+                    c if locking && c.runs_workflows() => lock::self_test().await?,
+                    _ => {}
                 }
                 match command {
                     Command::Daemon {

@@ -37,3 +37,20 @@ pub fn configure(args: &LockArgs, db: &Location) -> Result<bool, Failure> {
 pub async fn self_test() -> Result<(), Failure> {
     cluster_hold::self_test(&crate::registry::pool()).await.map_err(Failure::usage)
 }
+
+/// The proof `start_proof` started, until `proved` waits for it (one run or submit a process).
+static PROOF: std::sync::Mutex<Option<tokio::task::JoinHandle<Result<(), String>>>> = std::sync::Mutex::new(None);
+
+/// Starts the store's proof beside what a `run` or `submit` reads before it journals (the quota
+/// check, a customer's network): `proved` waits for it before anything is journaled, so a store
+/// that ignores its conditions is still refused before the workflow exists.
+pub fn start_proof() {
+    let task = tokio::spawn(async { cluster_hold::self_test(&crate::registry::pool()).await });
+    *PROOF.lock().unwrap() = Some(task);
+}
+
+/// Waits for the proof `start_proof` started, if it did; the store's refusal, one line.
+pub async fn proved() -> Result<(), Failure> {
+    let Some(task) = PROOF.lock().unwrap().take() else { return Ok(()) };
+    task.await.unwrap_or_else(|e| Err(format!("the lease store's proof did not finish: {e}"))).map_err(Failure::usage)
+}

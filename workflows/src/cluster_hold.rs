@@ -343,8 +343,7 @@ pub async fn live_holder(pool: &AwsPool, region: &str, infra: &str) -> Result<Op
 pub async fn self_test(pool: &AwsPool) -> Result<(), String> {
     let Some(config) = LOCK.get() else { return Ok(()) };
     let aws = pool.region(&config.region).await;
-    let probe = uuid::Uuid::now_v7().to_string();
-    match cluster_lease::self_test(&aws, &config.store, &probe).await {
+    match cluster_lease::self_test(&aws, &config.store).await {
         Ok(verdict) => verdict,
         Err(e) => Err(format!("cannot use s3://{} for cluster leases: {e}", config.store.bucket)),
     }
