@@ -514,6 +514,11 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Reader
     std::thread::sleep(latency);
     let class = class_of(&act, &String::from_utf8_lossy(&req.body));
     let asks = chained_call(st).then(|| what_it_asks(&req.head, &req.body));
+    let chained_pid = st.lock().unwrap().chain.as_ref().and_then(Chain::pid);
+    if asks.is_some() && chained_pid.is_some_and(|pid| !super::peer::held_by(&conn, pid)) {
+        // Sent by a process the chain killed, read only now: it dies unanswered.
+        return Ok(());
+    }
     let account = account_of(st, &req.head);
     let reply = match decide(st, &act, class.map(|c| (account.as_str(), c)), asks) {
         Fault::None => {
