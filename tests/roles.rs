@@ -271,3 +271,32 @@ fn a_teardown_under_a_role_is_refused_at_submit_when_the_cluster_is_protected_in
     let out = e.cli(&["submit", "teardown", "--input", &t, "--id", "prot-b"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// A workflow pinned to a role holds its cluster's lease in the role's account: the key names
+/// that account, and the record is written through the role (the bucket is the role account's;
+/// the process's own account has none). Released when the run ends.
+#[test]
+fn a_cluster_lease_taken_under_a_role_lives_in_the_roles_account() {
+    let e = Env::new();
+    let a = account(&e, ROLE_A);
+    a.block_on(a.s3.create_bucket().bucket("team-a-locks").send()).unwrap();
+    let input = e.input("leased.json", provision_input("leased", "leased-abcde", ROLE_A));
+    // Each call answered 200 ms late: the lease stands long enough to be seen.
+    let slow = support::proxy::Proxy::start(e.moto.port);
+    slow.set_latency(Duration::from_millis(200));
+    let args = ["run", "provision-infra", "--input", input.as_str(), "--id", "leased", "--lock-bucket", "team-a-locks"];
+    let mut child = e.spawn_cli_with(&slow.endpoint(), &args, &[]);
+    let key = "infraflow/leases/111111111111/us-east-1/leased-abcde";
+    let held = |c: &Clients| c.block_on(c.s3.head_object().bucket("team-a-locks").key(key).send()).is_ok();
+    let seen = wait_until(Duration::from_secs(60), || held(&a));
+    let status = child.wait().unwrap();
+    assert!(seen, "the lease was never at s3://team-a-locks/{key}");
+    assert!(status.success(), "{}", stderr(&e.cli(&["status", "leased"])));
+    assert!(!held(&a), "released when the run ended");
+    Inventory::read(&a, "leased-abcde").assert_provisioned(&a, 1, 1, "leased", "example.com");
+    let own = e.c.block_on(e.c.s3.list_buckets().send()).unwrap();
+    assert!(
+        !own.buckets().iter().any(|b| b.name() == Some("team-a-locks")),
+        "the bucket is the role account's, not the process's"
+    );
+}

@@ -96,6 +96,7 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
 /// The cluster lease store's proof (`lock::start_proof`), started beside these reads, is awaited
 /// last.
 async fn check_aws_before_journal(db: &Location, submission: &Submission) -> Result<(), Failure> {
+    crate::lock::start_proof(infraflow_workflows::role_of(&submission.input).as_ref());
     if !already_journaled(db, submission.id.as_deref()) {
         refuse_protected_teardown(submission).await?;
         refuse_unfit_customer_network(submission).await?;

@@ -106,10 +106,10 @@ fn infraflow_command() -> ExitCode {
             }
             Command::Graph { target, format } => graph::graph(&db, &target, format),
             command => runtime()?.block_on(async {
-                match &command {
-                    Command::Run(_) | Command::Submit(_) if locking => lock::start_proof(),
-                    c if locking && c.runs_workflows() => lock::self_test().await?,
-                    _ => {}
+                // `run` and `submit` prove the store beside their reads, through the workflow's
+                // role (`execute::check_aws_before_journal`).
+                if locking && command.runs_workflows() && !matches!(command, Command::Run(_) | Command::Submit(_)) {
+                    lock::self_test().await?;
                 }
                 match command {
                     Command::Daemon {

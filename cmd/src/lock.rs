@@ -44,8 +44,12 @@ static PROOF: std::sync::Mutex<Option<tokio::task::JoinHandle<Result<(), String>
 /// Starts the store's proof beside what a `run` or `submit` reads before it journals (the quota
 /// check, a customer's network): `proved` waits for it before anything is journaled, so a store
 /// that ignores its conditions is still refused before the workflow exists.
-pub fn start_proof() {
-    let task = tokio::spawn(async { cluster_hold::self_test(&crate::registry::pool()).await });
+/// The proof goes through `role`, the workflow's, when it names one: its lease lives in the role's
+/// account, and the process's own identity may have no access to that bucket. Without
+/// `--lock-bucket` it proves nothing and calls nothing.
+pub fn start_proof(role: Option<&infraflow_activities::AssumedRole>) {
+    let pool = crate::registry::pool().assuming(role);
+    let task = tokio::spawn(async move { cluster_hold::self_test(&pool).await });
     *PROOF.lock().unwrap() = Some(task);
 }
 
