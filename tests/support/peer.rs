@@ -6,6 +6,11 @@
 
 use std::net::TcpStream;
 
+/// Whether `conn` comes from another process than `pid` (when a process is named).
+pub fn not_from(conn: &TcpStream, pid: Option<u32>) -> bool {
+    pid.is_some_and(|pid| !held_by(conn, pid))
+}
+
 /// Whether `conn`'s other end is a socket that process `pid` holds now.
 pub fn held_by(conn: &TcpStream, pid: u32) -> bool {
     let (Ok(peer), Ok(local)) = (conn.peer_addr(), conn.local_addr()) else { return false };

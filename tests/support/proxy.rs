@@ -14,7 +14,9 @@ use super::buckets::{BucketReport, Buckets, Rate, class_of};
 use super::chain::{Chain, Kills, what_it_asks};
 use super::moto::Clients;
 use super::strict::{Strict, StrictState};
-use super::wire::{Request, action, assumed_account, credentials_in, error_response, forward, is_query, read_request};
+use super::wire::{
+    Request, access_key, action, assumed_account, credentials_in, error_response, forward, is_query, read_request,
+};
 
 #[derive(Default)]
 struct State {
@@ -439,13 +441,7 @@ fn decide(st: &Mutex<State>, action: &str, class: Option<(&str, &str)>, asks: Op
 /// The account a request acts in, by its access key: a role's, as STS issued it through this
 /// proxy; "" for the process's own.
 fn account_of(st: &Mutex<State>, head: &str) -> String {
-    let key = head
-        .lines()
-        .find(|l| l.to_ascii_lowercase().starts_with("authorization:"))
-        .and_then(|l| l.split("Credential=").nth(1))
-        .and_then(|c| c.split('/').next())
-        .unwrap_or_default();
-    st.lock().unwrap().accounts.get(key).cloned().unwrap_or_default()
+    st.lock().unwrap().accounts.get(access_key(head)).cloned().unwrap_or_default()
 }
 
 /// Asks the chain's thread for its doomed process's death and holds the call until it is dead.
@@ -514,10 +510,8 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Reader
     std::thread::sleep(latency);
     let class = class_of(&act, &String::from_utf8_lossy(&req.body));
     let asks = chained_call(st).then(|| what_it_asks(&req.head, &req.body));
-    let chained_pid = st.lock().unwrap().chain.as_ref().and_then(Chain::pid);
-    if asks.is_some() && chained_pid.is_some_and(|pid| !super::peer::held_by(&conn, pid)) {
-        // Sent by a process the chain killed, read only now: it dies unanswered.
-        return Ok(());
+    if asks.is_some() && super::peer::not_from(&conn, st.lock().unwrap().chain.as_ref().and_then(Chain::pid)) {
+        return Ok(()); // sent by a process the chain killed, read only now: it dies unanswered
     }
     let account = account_of(st, &req.head);
     let reply = match decide(st, &act, class.map(|c| (account.as_str(), c)), asks) {

@@ -102,6 +102,15 @@ pub fn s3_operation(head: &str) -> Option<String> {
     Some(if op == "Unknown" { format!("s3 Unknown({method} {path}?{query})") } else { op.to_string() })
 }
 
+/// The access key a request is signed with (SigV4's `Credential=`), "" if unsigned.
+pub fn access_key(head: &str) -> &str {
+    head.lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("authorization:"))
+        .and_then(|l| l.split("Credential=").nth(1))
+        .and_then(|c| c.split('/').next())
+        .unwrap_or_default()
+}
+
 pub fn is_query(action: &str) -> bool {
     !action.starts_with("route53 ")
 }
