@@ -10,7 +10,7 @@ use std::process::Output;
 use serde_json::{Value, json};
 use support::aws::{AwsEnv as Env, ok};
 use support::chain::is_change;
-use support::quotas::{ELASTIC_IPS, INTERNET_GATEWAYS, Quotas, VPCS};
+use support::quotas::{ELASTIC_IPS, INTERNET_GATEWAYS, NAT_GATEWAYS_PER_ZONE, Quotas, VPCS};
 use support::*;
 
 fn input(name: &str, zones: &[&str], extra: Value) -> Value {
@@ -88,6 +88,25 @@ fn a_provision_past_the_elastic_ip_quota_is_refused_before_any_change_and_a_sing
     // Run again (a repair), it needs no new address: the quota is full, and it still fits.
     ok(&cli_checking_quotas(&e, &["run", "provision-infra", "--input", &single, "--id", "single-again"]));
     assert_eq!(addresses(&e), 5);
+}
+
+#[test]
+fn a_provision_that_names_no_zone_is_held_to_the_nat_gateway_quota_of_the_zone_it_would_get() {
+    let e = Env::new();
+    // No NAT gateway fits in any zone (as in an account whose zones are full).
+    e.proxy.set_quotas(Quotas::with(&[(ELASTIC_IPS, 5), (NAT_GATEWAYS_PER_ZONE, 0)]));
+    let mut p = input("nozone", &[], json!({}));
+    p.as_object_mut().unwrap().remove("zones");
+    let p = e.input("p.json", p);
+    e.proxy.reset_counts();
+    let out = cli_checking_quotas(&e, &["run", "provision-infra", "--input", &p, "--id", "nozone"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("needs 1 NAT gateway in us-east-1a, 0 free (quota 0 per zone, 0 in use)"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(changes(&e).is_empty(), "refused before any change: {:?}", changes(&e));
 }
 
 #[test]

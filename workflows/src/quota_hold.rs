@@ -85,6 +85,10 @@ pub fn for_input(pool: &AwsPool, request: &HoldRequest, input: &Value) -> Option
     Some(Box::pin(async move {
         let key = (account, p.region.clone());
         let aws = pool.region(&p.region).await;
+        // A provision that names no zone claims the NAT gateway of the zone it will get (unread,
+        // that one quota goes unchecked rather than hold the workflow up).
+        let p = crate::provision::quota::with_its_zone(&aws, &p).await.unwrap_or(p);
+        let claim = Claim::of(&p);
         let started = tokio::time::Instant::now();
         let mut said = String::new();
         let just_checked = checked()

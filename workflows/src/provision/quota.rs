@@ -33,6 +33,16 @@ pub fn wanted(p: &ProvisionInput) -> Vec<(Quota, Option<String>, u32)> {
     out
 }
 
+/// `p` with the zone a provision that names none gets (the first available, as `preflight`
+/// picks it), so that its per-zone NAT gateway quota is checked too; `p` as it is otherwise.
+pub async fn with_its_zone(aws: &infraflow_activities::Aws, p: &ProvisionInput) -> Result<ProvisionInput, AwsError> {
+    if p.zones.is_some() || p.vpc_id.is_some() || p.public_only {
+        return Ok(p.clone());
+    }
+    let zones = infraflow_activities::network::availability_zones(aws).await?;
+    Ok(ProvisionInput { zones: zones.first().map(|z| vec![z.name.clone()]), ..p.clone() })
+}
+
 /// What a workflow admitted beside others still claims of the quotas: what it makes, less what
 /// its cluster has made so far (`Usage` counts that as in use already).
 #[derive(Clone, Debug)]
@@ -126,7 +136,8 @@ pub async fn admit_before_submit(pool: &AwsPool, workflow: &str, input: &Value) 
         return Ok(Admission::default());
     }
     let aws = pool.region(&p.region).await;
-    let usage = quotas::read(&aws, &[p.infra_id().to_string()]).await?;
+    let infras = [p.infra_id().to_string()];
+    let (p, usage) = futures::try_join!(with_its_zone(&aws, &p), quotas::read(&aws, &infras))?;
     let short = shortfalls(&p, &usage, &[]);
     let refusal = (!short.is_empty()).then(|| {
         format!(
