@@ -109,6 +109,43 @@ fn a_provision_that_names_no_zone_is_held_to_the_nat_gateway_quota_of_the_zone_i
     assert!(changes(&e).is_empty(), "refused before any change: {:?}", changes(&e));
 }
 
+/// IAM's roles in use, as the proxy's moto counts them.
+fn roles_in_use(e: &Env) -> u32 {
+    let summary = e.c.block_on(e.c.iam.get_account_summary().send()).unwrap();
+    let map = summary.summary_map().unwrap();
+    *map.get(&aws_sdk_iam::types::SummaryKeyType::Roles).unwrap() as u32
+}
+
+#[test]
+fn a_create_iam_past_the_role_quota_is_refused_before_any_change_and_one_run_again_keeps_what_it_made() {
+    let e = Env::new();
+    let input = |infra: &str| {
+        json!({"infraID": infra, "region": "us-east-1", "oidcBucket": "oidc-store",
+               "publicZoneID": "ZPUBLIC1", "privateZoneID": "ZPRIVATE1", "localZoneID": "ZLOCAL1"})
+    };
+    // Three roles free: the eight a create-iam makes (seven operators', the workers') do not fit.
+    let in_use = roles_in_use(&e);
+    e.proxy.set_quotas(Quotas::with(&[("RolesQuota", in_use + 3)]));
+    let p = e.input("iam.json", input("iq-abcde"));
+    e.proxy.reset_counts();
+    let out = cli_checking_quotas(&e, &["run", "create-iam", "--input", &p, "--id", "iq"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let line = format!("needs 8 IAM roles, 3 free (quota {}, {in_use} in use)", in_use + 3);
+    assert!(stderr(&out).contains(&line), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("singleNATGateway"), "no network hint for IAM: {}", stderr(&out));
+    assert!(changes(&e).is_empty(), "refused before any change: {:?}", changes(&e));
+    assert!(!e.s.db().exists() || e.s.status("iq")["state"].is_null(), "nothing journaled");
+
+    // Room for it: it runs. Then the account is full, and the same IAM asked for again (a new
+    // journal's run, say) makes nothing new: it fits.
+    e.proxy.set_quotas(Quotas::with(&[("RolesQuota", in_use + 8)]));
+    ok(&cli_checking_quotas(&e, &["run", "create-iam", "--input", &p, "--id", "iq"]));
+    assert_eq!(roles_in_use(&e), in_use + 8);
+    let again = cli_checking_quotas(&e, &["run", "create-iam", "--input", &p, "--id", "iq-again"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(roles_in_use(&e), in_use + 8, "nothing made twice");
+}
+
 #[test]
 fn service_quotas_denied_by_policy_means_the_published_defaults_and_says_so() {
     let e = Env::new();

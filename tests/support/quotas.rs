@@ -52,6 +52,9 @@ pub fn admit<'a>(
     if action == "GetServiceQuota" {
         return (Some(quota_answer(q, &req.body)), None);
     }
+    if action == "GetAccountSummary" && q.values.keys().any(|k| IAM_SUMMARY_QUOTAS.contains(&k.as_str())) {
+        return (super::wire::forward(req, upstream).ok().map(|answer| iam_summary(q, answer)), None);
+    }
     let enforced = ["AllocateAddress", "CreateVpc", "CreateInternetGateway", "CreateNatGateway"];
     if !enforced.contains(&action) {
         return (None, None);
@@ -131,4 +134,34 @@ fn quota_answer(q: &Quotas, body: &[u8]) -> Vec<u8> {
         body.len()
     )
     .into_bytes()
+}
+
+/// IAM's quotas, as `GetAccountSummary` names them (moto answers 1,000 roles and instance
+/// profiles, AWS's defaults): a test that sets one has moto's answer say it instead.
+pub const IAM_SUMMARY_QUOTAS: [&str; 2] = ["RolesQuota", "InstanceProfilesQuota"];
+
+fn iam_summary(q: &Quotas, answer: Vec<u8>) -> Vec<u8> {
+    let mut text = String::from_utf8_lossy(&answer).to_string();
+    for key in IAM_SUMMARY_QUOTAS {
+        let (Some(value), Some(at)) = (q.values.get(key), text.find(&format!("<key>{key}</key>"))) else { continue };
+        let (Some(open), Some(close)) = (text[at..].find("<value>"), text[at..].find("</value>")) else { continue };
+        text.replace_range(at + open + "<value>".len()..at + close, &value.to_string());
+    }
+    // The body changed length: HTTP/1.1's Content-Length with it.
+    match text.split_once("\r\n\r\n") {
+        Some((head, body)) => {
+            let head: Vec<String> = head
+                .split("\r\n")
+                .map(|l| {
+                    if l.to_ascii_lowercase().starts_with("content-length:") {
+                        format!("Content-Length: {}", body.len())
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect();
+            format!("{}\r\n\r\n{body}", head.join("\r\n")).into_bytes()
+        }
+        None => text.into_bytes(),
+    }
 }

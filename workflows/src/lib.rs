@@ -12,6 +12,7 @@ pub mod create_cluster;
 pub mod create_iam;
 pub mod create_privatelink;
 pub mod expiry;
+pub mod iam_quota;
 pub mod janitor;
 pub mod policy;
 pub mod provision;

@@ -15,10 +15,12 @@ use crate::network::missing;
 use crate::tags::{CREATED_BY_TAG, IDENTITY_TAG, Identity, REGION_TAG};
 
 mod cleanup;
+mod room;
 pub(crate) use cleanup::tags_now;
 pub use cleanup::{
     delete_instance_profile, delete_oidc_provider, delete_role, find_instance_profiles, find_oidc_providers, find_roles,
 };
+pub use room::{IamRoom, iam_existing, iam_room};
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
 /// the AWS suites through the counting proxy).
@@ -30,6 +32,9 @@ pub const IAM_READ: &[&str] = &[
     "iam:ListInstanceProfiles",
     "iam:ListOpenIDConnectProviders",
     "iam:GetOpenIDConnectProvider",
+    // The account's roles and instance profiles and their quotas (`room`), for create-iam's
+    // quota check before it is journaled.
+    "iam:GetAccountSummary",
 ];
 /// The IAM actions of its creates and configuration (tag-on-create needs the Tag* actions).
 pub const IAM_WRITE: &[&str] = &[

@@ -124,33 +124,51 @@ pub struct Admission {
     pub note: Option<String>,
 }
 
-/// Reads the quotas a provision of `input` draws on and whether it fits; other workflows fit.
+/// Reads the quotas a workflow of `input` draws on and whether it fits: a provision's (or
+/// create-cluster's infrastructure) network quotas, a create-iam's (or create-cluster's IAM)
+/// roles and instance profiles; other workflows fit.
 pub async fn admit_before_submit(pool: &AwsPool, workflow: &str, input: &Value) -> Result<Admission, AwsError> {
+    let (network, iam) = futures::try_join!(
+        network_shortfalls(pool, workflow, input),
+        crate::iam_quota::shortfalls_before_submit(pool, workflow, input)
+    )?;
+    let (mut short, note, hint, region) = network.unwrap_or_default();
+    short.extend(iam);
+    let region = if region.is_empty() { input["region"].as_str().unwrap_or_default().to_string() } else { region };
+    let refusal = (!short.is_empty()).then(|| {
+        format!(
+            "{workflow} would not fit the account's quotas in {region}: {}; nothing was submitted — release some, ask AWS for more (Service Quotas){hint}, or pass --skip-quota-check",
+            short.join("; "),
+        )
+    });
+    Ok(Admission { refusal, note })
+}
+
+/// A provision's shortfalls, the note on defaulted quotas, a hint and its region; None for a
+/// workflow that makes no network. A provision that fits is marked checked for its admission.
+async fn network_shortfalls(
+    pool: &AwsPool,
+    workflow: &str,
+    input: &Value,
+) -> Result<Option<(Vec<String>, Option<String>, &'static str, String)>, AwsError> {
     let infra = match workflow {
         "provision-infra" => input,
         "create-cluster" => &input["infra"],
-        _ => return Ok(Admission::default()),
+        _ => return Ok(None),
     };
-    let Ok(p) = serde_json::from_value::<ProvisionInput>(infra.clone()) else { return Ok(Admission::default()) };
+    let Ok(p) = serde_json::from_value::<ProvisionInput>(infra.clone()) else { return Ok(None) };
     if wanted(&p).is_empty() {
-        return Ok(Admission::default());
+        return Ok(None);
     }
     let aws = pool.region(&p.region).await;
     let infras = [p.infra_id().to_string()];
     let (p, usage) = futures::try_join!(with_its_zone(&aws, &p), quotas::read(&aws, &infras))?;
     let short = shortfalls(&p, &usage, &[]);
-    let refusal = (!short.is_empty()).then(|| {
-        format!(
-            "{workflow} would not fit the account's quotas in {}: {}; nothing was submitted — release some, ask AWS for more (Service Quotas){}, or pass --skip-quota-check",
-            p.region,
-            short.join("; "),
-            if p.single_nat_gateway || p.public_only { "" } else { ", use singleNATGateway" }
-        )
-    });
-    if refusal.is_none() {
+    if short.is_empty() {
         crate::quota_hold::checked_before_journal(p.infra_id(), &p.region);
     }
-    Ok(Admission { refusal, note: defaulted(&usage) })
+    let hint = if p.single_nat_gateway || p.public_only || short.is_empty() { "" } else { ", use singleNATGateway" };
+    Ok(Some((short, defaulted(&usage), hint, p.region.clone())))
 }
 
 #[cfg(test)]
