@@ -268,6 +268,13 @@ fn a_daemon_whose_workflow_waits_for_another_journals_lease_shows_it_in_metrics_
     let theirs =
         spawn_locked_at(&slow.endpoint(), &b, &["run", "provision-infra", "--input", &p, "--id", "theirs"], "10s");
     assert!(wait_until(Duration::from_secs(30), || leases(&e).len() == 1), "journal B holds the lease");
+    // Its `status` says so, from its journal.
+    let key = format!("cluster lease s3://{BUCKET}/infraflow/leases/123456789012/us-east-1/md-abcde");
+    assert!(
+        wait_until(Duration::from_secs(10), || b.status("theirs")["holds"].as_str() == Some(key.as_str())),
+        "{}",
+        b.status("theirs")
+    );
     // Journal A's daemon is given the same cluster's provision.
     let env = aws_env(&e.proxy.endpoint());
     let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -293,6 +300,11 @@ fn a_daemon_whose_workflow_waits_for_another_journals_lease_shows_it_in_metrics_
     let theirs = finish(theirs);
     assert!(theirs.status.success(), "{}", stderr(&theirs));
     e.s.wait_for_state("ours", &["completed"], Duration::from_secs(60));
+    assert_eq!(b.status("theirs")["holds"], Value::Null, "a finished workflow holds nothing");
+    assert!(
+        e.s.history("ours").iter().any(|ev| ev.to_string().contains("\"holding\"")),
+        "the daemon's workflow journaled the lease it held"
+    );
     // Released just after the workflow's last record.
     assert!(
         wait_until(Duration::from_secs(10), || (metric("held"), metric("waiting")) == (0.0, 0.0)),

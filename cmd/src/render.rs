@@ -64,6 +64,12 @@ pub fn waits_for(w: &WaitingFor, view: &WorkflowView) -> Option<String> {
     waiting_text(w).or_else(|| view.summary.waiting.clone())
 }
 
+/// What a workflow's running execution holds beyond the journal (its cluster lease), as it
+/// journaled it; nothing once no process holds the workflow.
+pub fn holds(row: &WorkflowRow, view: &WorkflowView) -> Option<String> {
+    row.lease_owner.as_ref().and(view.summary.holding.clone())
+}
+
 /// The AWS account a workflow acts in, as its environment probe journaled it (under its role,
 /// if it names one), and that role.
 fn acts_as(view: &WorkflowView) -> (Option<&str>, Option<&str>) {
@@ -84,6 +90,7 @@ pub fn view_json(row: &WorkflowRow, view: &WorkflowView, waiting: &WaitingFor) -
         "role": role,
         "waitingFor": waiting.as_ref().map(|(id, workflow, state)| json!({"id": id, "workflow": workflow, "state": state})),
         "waitsFor": waits_for(waiting, view),
+        "holds": holds(row, view),
         "id": view.id,
         "workflow": view.workflow,
         "state": row.state,
@@ -123,6 +130,9 @@ pub fn view_text(row: &WorkflowRow, view: &WorkflowView, waiting: &WaitingFor, n
     }
     if let Some(w) = waits_for(waiting, view) {
         out.push_str(&format!("waits for: {w}\n"));
+    }
+    if let Some(h) = holds(row, view) {
+        out.push_str(&format!("holds:     {h}\n"));
     }
     if let Some(e) = &view.summary.error {
         out.push_str(&format!("error:     {e}\n"));

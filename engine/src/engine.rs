@@ -342,6 +342,12 @@ impl Engine {
         let taken = Self::await_hold(run, taking, signals, view.summary.state).await;
         let _ = said.send(None);
         let _ = recorder.await;
+        if let Ok(Ok(Some(held))) = &taken
+            && let Some(what) = held.what()
+            && let Err(e) = run.record(vec![Event::Holding { what }], Durability::Lazy).await
+        {
+            tracing::debug!(workflow = %run.id, error = %e, "what the workflow holds was not journaled");
+        }
         taken
     }
 

@@ -32,6 +32,11 @@ pub trait Hold: Send + Sync {
     fn lapsed(&self) -> BoxFuture<String>;
     /// Gives the hold up (only if it is still this holder's).
     fn release(self: Box<Self>) -> BoxFuture<()>;
+    /// What is held, in words, for `status` (`cluster lease s3://…`); None for a hold not worth
+    /// showing (a quota's admission: the account's usage says it).
+    fn what(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A hold being taken: resolves once it is held (or cannot be).

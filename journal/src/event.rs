@@ -93,6 +93,10 @@ pub enum Event {
     Waiting {
         reason: String,
     },
+    /// The execution holds what it waited for (`Waiting`), until it ends: for `status`.
+    Holding {
+        what: String,
+    },
 }
 
 impl Event {
@@ -113,6 +117,7 @@ impl Event {
             Event::Compensated => "compensated",
             Event::CompensationFailed { .. } => "compensation_failed",
             Event::Waiting { .. } => "waiting",
+            Event::Holding { .. } => "holding",
         }
     }
 

@@ -93,6 +93,9 @@ pub struct Summary {
     /// What the execution waits for before it can act (`Event::Waiting`), until it records
     /// anything else. Folded from the events only: the summary row does not keep it.
     pub waiting: Option<String>,
+    /// What the execution holds beyond the journal (`Event::Holding`: the cluster lease), until
+    /// it ends or another execution starts. Folded from the events only, as `waiting`.
+    pub holding: Option<String>,
 }
 
 impl Summary {
@@ -106,6 +109,7 @@ impl Summary {
             cancel_requested: false,
             compensating: false,
             waiting: None,
+            holding: None,
         }
     }
 
@@ -114,6 +118,18 @@ impl Summary {
         use WorkflowState as S;
         if !matches!(event, Event::Waiting { .. }) {
             self.waiting = None;
+        }
+        // An execution's hold ends with it: at its end, or when another takes the workflow.
+        if matches!(
+            event,
+            Event::LeaseTaken { .. }
+                | Event::Paused { .. }
+                | Event::Completed { .. }
+                | Event::Failed { .. }
+                | Event::Compensated
+                | Event::CompensationFailed { .. }
+        ) {
+            self.holding = None;
         }
         match event {
             Event::Submitted { .. } => *self = Summary::new(),
@@ -192,6 +208,7 @@ impl Summary {
                 self.error = Some(error.clone());
             }
             Event::Waiting { reason } => self.waiting = Some(reason.clone()),
+            Event::Holding { what } => self.holding = Some(what.clone()),
         }
     }
 }
@@ -460,5 +477,19 @@ mod tests {
             position: None,
         });
         assert_eq!(s.waiting, None);
+    }
+
+    #[test]
+    fn a_hold_is_shown_until_its_execution_ends() {
+        let mut s = Summary::new();
+        s.apply(&Event::LeaseTaken { owner: "d".into(), previous: None });
+        s.apply(&Event::Holding { what: "cluster lease s3://b/k".into() });
+        s.apply(&failed("vpc", "Throttling"));
+        assert_eq!(s.holding.as_deref(), Some("cluster lease s3://b/k"), "held across its steps");
+        s.apply(&Event::LeaseTaken { owner: "e".into(), previous: Some("d".into()) });
+        assert_eq!(s.holding, None, "another execution holds nothing yet");
+        s.apply(&Event::Holding { what: "cluster lease s3://b/k".into() });
+        s.apply(&Event::Completed { output: serde_json::json!({}) });
+        assert_eq!(s.holding, None);
     }
 }

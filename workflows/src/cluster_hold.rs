@@ -114,6 +114,10 @@ impl Hold for ClusterHold {
         })
     }
 
+    fn what(&self) -> Option<String> {
+        Some(format!("cluster lease s3://{}/{}", self.store.bucket, self.key))
+    }
+
     fn release(self: Box<Self>) -> BoxFuture<()> {
         self.stop.notify_one();
         Box::pin(async move {

@@ -211,6 +211,13 @@ impl Hold for Both {
         })
     }
 
+    fn what(&self) -> Option<String> {
+        let held = self.0.lock().unwrap();
+        let (a, b) = held.as_ref()?;
+        let both: Vec<String> = [a.what(), b.what()].into_iter().flatten().collect();
+        (!both.is_empty()).then(|| both.join("; "))
+    }
+
     fn release(self: Box<Self>) -> BoxFuture<()> {
         let held = self.0.lock().unwrap().take();
         Box::pin(async move {

@@ -54,6 +54,7 @@ fn describe(e: &Event) -> (Option<&str>, Option<u32>, String) {
         ),
         Event::Paused { step, reason } => (step.as_deref(), None, clip(reason, 300)),
         Event::Waiting { reason } => (None, None, format!("waits for {}", clip(reason, 300))),
+        Event::Holding { what } => (None, None, format!("holds the {}", clip(what, 300))),
         Event::CompensationStarted { reason } => (None, None, clip(reason, 300)),
         Event::Failed { error } => (None, None, clip(error, 300)),
         Event::CompensationFailed { error, remaining } => {

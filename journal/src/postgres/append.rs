@@ -158,6 +158,7 @@ fn currents(rows: Vec<tokio_postgres::Row>) -> Result<HashMap<String, Current>> 
             cancel_requested: r.get(7),
             compensating: r.get(9),
             waiting: None,
+            holding: None,
         };
         let seq = r.get(2);
         let lease = HeldLease { owner: r.get(8), epoch: r.get(10) };

@@ -96,10 +96,10 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE workflows ADD COLUMN lease_epoch BIGINT;
     ALTER TABLE archived_workflows ADD COLUMN lease_epoch BIGINT;
     "#,
-    // 6: `waiting` events (what an execution waits for before it acts), which older binaries
-    // cannot decode: the version moves so that they refuse the journal rather than misread it.
+    // 6: `waiting` and `holding` events (what an execution waits for before it acts, and what
+    // it then holds), which older binaries cannot decode: the version moves so that they refuse the journal rather than misread it.
     r#"
-    COMMENT ON TABLE events IS 'append-only; kinds include waiting (from schema 6)';
+    COMMENT ON TABLE events IS 'append-only; kinds include waiting and holding (from schema 6)';
     "#,
 ];
 

@@ -43,6 +43,7 @@ pub(crate) fn load_summary(c: &Connection, id: &str) -> Result<(Summary, (i64, H
         cancel_requested: cancel != 0,
         compensating: compensating != 0,
         waiting: None,
+        holding: None,
     };
     Ok((summary, (seq, HeldLease { owner, epoch })))
 }

@@ -105,8 +105,8 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE workflows ADD COLUMN lease_epoch INTEGER;
     "#,
-    // 7: `waiting` events (what an execution waits for before it acts), which older binaries
-    // cannot decode: the version moves so that they refuse the journal rather than misread it.
+    // 7: `waiting` and `holding` events (what an execution waits for before it acts, and what
+    // it then holds), which older binaries cannot decode: the version moves so that they refuse the journal rather than misread it.
     r#"
     -- no table changes
     "#,
