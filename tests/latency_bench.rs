@@ -41,6 +41,24 @@ fn run(e: &AwsEnv, bin: &Path, args: &[&str], paced: bool) -> std::process::Outp
     c.output().unwrap()
 }
 
+/// `infraflow ARGS` through the env's proxy, timed, with its calls: `--skip-quota-check` in
+/// `args` decides, not the suites' INFRAFLOW_SKIP_QUOTA_CHECK.
+fn run_quota_flagged(e: &AwsEnv, args: &[&str]) -> (Duration, std::collections::BTreeMap<String, u32>) {
+    e.proxy.reset_counts();
+    let t0 = Instant::now();
+    let mut c = std::process::Command::new(infraflow());
+    c.arg("--db").arg(e.s.db()).args(args).stdin(std::process::Stdio::null());
+    for (k, v) in support::moto::aws_env(&e.proxy.endpoint()) {
+        if k != "INFRAFLOW_SKIP_QUOTA_CHECK" {
+            c.env(k, v);
+        }
+    }
+    let out = c.output().unwrap();
+    let wall = t0.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+    (wall, e.proxy.counts())
+}
+
 fn measure(e: &AwsEnv, bin: &Path, what: &str, args: &[&str]) -> Row {
     measure_paced(e, bin, what, args, false)
 }
@@ -191,20 +209,8 @@ fn a_provision_holding_the_cluster_lease_against_one_without_at_a_fixed_delay_pe
         if !checked {
             args.push("--skip-quota-check");
         }
-        e.proxy.reset_counts();
-        let t0 = Instant::now();
-        let mut c = std::process::Command::new(infraflow());
-        c.arg("--db").arg(e.s.db()).args(&args).stdin(std::process::Stdio::null());
-        // `--skip-quota-check` decides, not the suites' INFRAFLOW_SKIP_QUOTA_CHECK.
-        for (k, v) in support::moto::aws_env(&e.proxy.endpoint()) {
-            if k != "INFRAFLOW_SKIP_QUOTA_CHECK" {
-                c.env(k, v);
-            }
-        }
-        let out = c.output().unwrap();
-        let wall = t0.elapsed();
-        assert_eq!(out.status.code(), Some(0), "{infra}: {}", stderr(&out));
-        let calls = e.proxy.counts().values().sum();
+        let (wall, counts) = run_quota_flagged(&e, &args);
+        let calls = counts.values().sum();
         rows.push((leased, checked, Row { what: infra.clone(), calls, mutating: 0, wall }));
     }
     let median = |leased: bool, checked: bool| {
@@ -304,20 +310,7 @@ fn the_quota_check_against_a_provision_without_it_at_a_fixed_delay_per_call() {
         if !checked {
             args.push("--skip-quota-check");
         }
-        // `run` here passes the suites' INFRAFLOW_SKIP_QUOTA_CHECK; `--skip-quota-check` decides.
-        e.proxy.reset_counts();
-        let t0 = Instant::now();
-        let mut c = std::process::Command::new(infraflow());
-        c.arg("--db").arg(e.s.db()).args(&args).stdin(std::process::Stdio::null());
-        for (k, v) in support::moto::aws_env(&e.proxy.endpoint()) {
-            if k != "INFRAFLOW_SKIP_QUOTA_CHECK" {
-                c.env(k, v);
-            }
-        }
-        let out = c.output().unwrap();
-        let wall = t0.elapsed();
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let counts = e.proxy.counts();
+        let (wall, counts) = run_quota_flagged(&e, &args);
         let quota_reads: u32 = counts.get("GetServiceQuota").copied().unwrap_or(0);
         walls.push((checked, wall, counts.values().sum::<u32>(), quota_reads));
     }

@@ -141,6 +141,9 @@ fn a_create_iam_past_the_role_quota_is_refused_before_any_change_and_one_run_aga
     e.proxy.set_quotas(Quotas::with(&[("RolesQuota", in_use + 8)]));
     ok(&cli_checking_quotas(&e, &["run", "create-iam", "--input", &p, "--id", "iq"]));
     assert_eq!(roles_in_use(&e), in_use + 8);
+    // Once IAM shows what it made (under AWS's contract a new role reads as NoSuchEntity for a
+    // moment, and would be counted as still to make).
+    std::thread::sleep(e.proxy.consistency_settle());
     let again = cli_checking_quotas(&e, &["run", "create-iam", "--input", &p, "--id", "iq-again"]);
     assert!(again.status.success(), "{}", stderr(&again));
     assert_eq!(roles_in_use(&e), in_use + 8, "nothing made twice");

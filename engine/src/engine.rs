@@ -339,34 +339,27 @@ impl Engine {
             }),
         };
         let Some(taking) = def.hold(request, &view.input) else { return Ok(Ok(None)) };
-        let taken = Self::await_hold(run, taking, signals, view.summary.state).await;
+        let taken = tokio::select! {
+            taken = taking => Some(taken),
+            _ = signals.stopped() => None,
+        };
+        // Every wait said is on record before what follows it (a pause, the hold, a step).
         let _ = said.send(None);
         let _ = recorder.await;
-        if let Ok(Ok(Some(held))) = &taken
-            && let Some(what) = held.what()
-            && let Err(e) = run.record(vec![Event::Holding { what }], Durability::Lazy).await
-        {
-            tracing::debug!(workflow = %run.id, error = %e, "what the workflow holds was not journaled");
-        }
-        taken
-    }
-
-    /// Waits for a hold being taken, or for the execution to be stopped while it waits.
-    async fn await_hold(
-        run: &Arc<Run>,
-        taking: crate::TakeHold,
-        signals: &Arc<Signals>,
-        state: WorkflowState,
-    ) -> Result<Result<Option<Box<dyn crate::Hold>>, WorkflowState>, EngineError> {
-        tokio::select! {
-            taken = taking => match taken {
-                Ok(hold) => Ok(Ok(Some(hold))),
-                Err(crate::HoldError::Operator(reason)) => {
-                    run.record(vec![Event::Paused { step: None, reason }], Durability::Durable).await?;
-                    Ok(Err(WorkflowState::Paused))
+        match taken {
+            None => Ok(Err(view.summary.state)),
+            Some(Err(crate::HoldError::Operator(reason))) => {
+                run.record(vec![Event::Paused { step: None, reason }], Durability::Durable).await?;
+                Ok(Err(WorkflowState::Paused))
+            }
+            Some(Ok(held)) => {
+                if let Some(what) = held.what()
+                    && let Err(e) = run.record(vec![Event::Holding { what }], Durability::Lazy).await
+                {
+                    tracing::debug!(workflow = %run.id, error = %e, "what the workflow holds was not journaled");
                 }
-            },
-            _ = signals.stopped() => Ok(Err(state)),
+                Ok(Ok(Some(held)))
+            }
         }
     }
 

@@ -79,11 +79,6 @@ impl Chain {
         self.starting = false;
     }
 
-    /// The process being killed at, once known.
-    pub fn pid(&self) -> Option<u32> {
-        self.pid
-    }
-
     pub fn starting(&self) -> bool {
         self.starting
     }

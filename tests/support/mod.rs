@@ -221,7 +221,6 @@ pub mod inventory;
 pub mod look_alikes;
 pub mod moto;
 pub mod netns;
-pub mod peer;
 pub mod postgres;
 pub mod proxy;
 pub mod quotas;

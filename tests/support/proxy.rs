@@ -510,9 +510,6 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Reader
     std::thread::sleep(latency);
     let class = class_of(&act, &String::from_utf8_lossy(&req.body));
     let asks = chained_call(st).then(|| what_it_asks(&req.head, &req.body));
-    if asks.is_some() && super::peer::not_from(&conn, st.lock().unwrap().chain.as_ref().and_then(Chain::pid)) {
-        return Ok(()); // sent by a process the chain killed, read only now: it dies unanswered
-    }
     let account = account_of(st, &req.head);
     let reply = match decide(st, &act, class.map(|c| (account.as_str(), c)), asks) {
         Fault::None => {

@@ -351,7 +351,7 @@ async fn a_live_lease_is_respected_and_a_second_engine_waits() {
     let oa = ta.await.unwrap();
     assert_eq!(oa.state, WorkflowState::Completed);
     assert_eq!(ob.state, WorkflowState::Completed);
-    assert!(waited.lock().unwrap().iter().any(|r| r.contains("held by")));
+    assert!(waited.lock().unwrap().iter().any(|r| r.contains("which holds it")), "{:?}", waited.lock().unwrap());
     assert!(completions(a.journal(), &id).values().all(|n| *n == 1));
 }
 
