@@ -37,6 +37,8 @@ pub struct Chain {
     /// The actions this chain kills at (the others are other chains', in other worlds).
     actions: HashSet<String>,
     fired: bool,
+    /// Which process of the chain is current (one per `expect_process`): each has a port.
+    generation: u64,
     pub kills: Kills,
 }
 
@@ -60,6 +62,7 @@ impl Chain {
             changes: HashSet::new(),
             actions,
             fired: false,
+            generation: 0,
             kills: Kills::default(),
         }
     }
@@ -72,6 +75,11 @@ impl Chain {
         self.starting = true;
         self.asked.clear();
         self.fired = false;
+        self.generation += 1;
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     pub fn process(&mut self, pid: u32) {

@@ -62,6 +62,8 @@ struct State {
     accounts: HashMap<String, String>,
     /// Service Quotas answered and enforced (`quotas.rs`), once a test sets them.
     quotas: Option<super::quotas::Quotas>,
+    /// The port of each chained process by generation, until the next one starts.
+    chain_ports: HashMap<u64, u16>,
 }
 
 /// Every live proxy by port, so that a command run against one can be checked against the IAM
@@ -145,6 +147,8 @@ pub struct Proxy {
     pub port: u16,
     pub addr: String,
     state: Arc<Mutex<State>>,
+    upstream: u16,
+    readers: Arc<Readers>,
 }
 
 impl Proxy {
@@ -155,28 +159,14 @@ impl Proxy {
     /// A proxy listening on `addr` (a test network's address, for daemons in other network
     /// namespaces), forwarding to moto on loopback.
     pub fn start_on(addr: &str, upstream: u16) -> Proxy {
-        let listener = TcpListener::bind((addr, 0)).unwrap();
-        let port = listener.local_addr().unwrap().port();
         let state = Arc::new(Mutex::new(State { rng: 0x9e37_79b9_7f4a_7c15, ..State::default() }));
         if let Some(strict) = Strict::from_env() {
             state.lock().unwrap().strict.config = strict;
         }
-        registry().lock().unwrap().insert(port, Arc::downgrade(&state));
-        let st = state.clone();
         let readers: Arc<Readers> = Arc::default();
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                let (st, readers) = (st.clone(), readers.clone());
-                std::thread::spawn(move || {
-                    // Shown with a failing test's output: why a client met a closed connection.
-                    if let Err(e) = serve(conn, upstream, &st, &readers) {
-                        eprintln!("test proxy :{port} -> moto :{upstream}: {e}");
-                    }
-                });
-            }
-        });
-        Proxy { port, addr: addr.to_string(), state }
+        let port = listen(addr, upstream, &state, &readers, None);
+        registry().lock().unwrap().insert(port, Arc::downgrade(&state));
+        Proxy { port, addr: addr.to_string(), state, upstream, readers }
     }
 
     pub fn endpoint(&self) -> String {
@@ -271,9 +261,18 @@ impl Proxy {
         s.chain = Some(Chain::new(after_aws_acts, actions.iter().cloned().collect()));
     }
 
-    /// The chain's next process is starting: its calls wait for `chain_process`.
-    pub fn chain_expect(&self) {
-        self.state.lock().unwrap().chain.as_mut().expect("a chain started").expect_process();
+    /// The chain's next process is starting: its calls wait for `chain_process`. Returns the
+    /// endpoint it is to call: a port of its own, so that a request the killed process had sent,
+    /// read after this one started, is known for the dead process's (`listen`).
+    pub fn chain_expect(&self) -> String {
+        let generation = {
+            let mut s = self.state.lock().unwrap();
+            let chain = s.chain.as_mut().expect("a chain started");
+            chain.expect_process();
+            chain.generation()
+        };
+        let port = listen(&self.addr, self.upstream, &self.state, &self.readers, Some(generation));
+        format!("http://{}:{port}", self.addr)
     }
 
     pub fn chain_process(&self, pid: u32) {
@@ -311,7 +310,14 @@ impl Proxy {
 
     /// Ends the chain: its kills.
     pub fn chain_finish(&self) -> Kills {
-        self.state.lock().unwrap().chain.take().map(|c| c.kills).unwrap_or_default()
+        let (chain, ports) = {
+            let mut s = self.state.lock().unwrap();
+            (s.chain.take(), std::mem::take(&mut s.chain_ports))
+        };
+        for port in ports.into_values() {
+            let _ = TcpStream::connect((self.addr.as_str(), port));
+        }
+        chain.map(|c| c.kills).unwrap_or_default()
     }
 
     /// Whether the kill armed by `kill_at_action` fired.
@@ -477,7 +483,44 @@ fn chained_call(st: &Mutex<State>) -> bool {
     }
 }
 
-fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Readers) -> std::io::Result<()> {
+/// Serves a new port on `addr`: the proxy's own, or (`generation`) one chained process's. A
+/// process's port closes once the chain has moved on to the next (its accept is woken by a
+/// connection of the chain's, then finds itself stale), and what it read before is dropped
+/// (`decide`): a dead process's request can reach AWS only as its own, never the next one's.
+fn listen(addr: &str, upstream: u16, state: &Arc<Mutex<State>>, readers: &Arc<Readers>, generation: Option<u64>) -> u16 {
+    let listener = TcpListener::bind((addr, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (st, readers) = (state.clone(), readers.clone());
+    if let Some(prior) = generation.and_then(|g| g.checked_sub(1)).and_then(|g| st.lock().unwrap().chain_ports.remove(&g)) {
+        let _ = TcpStream::connect((addr, prior));
+    }
+    if let Some(g) = generation {
+        st.lock().unwrap().chain_ports.insert(g, port);
+    }
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            if generation.is_some_and(|g| stale(&st, g)) {
+                return;
+            }
+            let Ok(conn) = conn else { continue };
+            let (st, readers) = (st.clone(), readers.clone());
+            std::thread::spawn(move || {
+                // Shown with a failing test's output: why a client met a closed connection.
+                if let Err(e) = serve(conn, upstream, &st, &readers, generation) {
+                    eprintln!("test proxy :{port} -> moto :{upstream}: {e}");
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Whether a chained process's port belongs to a process the chain has moved on from.
+fn stale(st: &Mutex<State>, generation: u64) -> bool {
+    st.lock().unwrap().chain.as_ref().is_none_or(|c| c.generation() != generation)
+}
+
+fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Readers, generation: Option<u64>) -> std::io::Result<()> {
     let Some(mut req) = read_request(&mut conn)? else { return Ok(()) };
     if st.lock().unwrap().ignore_conditions {
         let kept: Vec<&str> = req
@@ -511,6 +554,9 @@ fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Reader
     let class = class_of(&act, &String::from_utf8_lossy(&req.body));
     let asks = chained_call(st).then(|| what_it_asks(&req.head, &req.body));
     let account = account_of(st, &req.head);
+    if generation.is_some_and(|g| stale(st, g)) {
+        return Ok(());
+    }
     let reply = match decide(st, &act, class.map(|c| (account.as_str(), c)), asks) {
         Fault::None => {
             let quotas = st.lock().unwrap().quotas.clone();

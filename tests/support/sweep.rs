@@ -42,13 +42,13 @@ pub fn chain_with(e: &AwsEnv, proxy: &Proxy, part: &Part, args: &[&str], env: &[
     proxy.chain_start(part.after_aws_acts, &part.actions);
     let (mut retrying, mut retries) = (false, 0);
     for runs in 0.. {
-        proxy.chain_expect();
+        let endpoint = proxy.chain_expect();
         // A kill's resume waits only as long as the proxy's world needs to show what the killed
         // run made: the kills, not 5 s settles, are what a chain is for.
         let settle = format!("{}ms", proxy.consistency_settle().as_millis());
         let mut vars = vec![("INFRAFLOW_CONSISTENCY_SETTLE", settle.as_str())];
         vars.extend_from_slice(env);
-        let mut child = e.spawn_cli_with(&proxy.endpoint(), if retrying { &retry } else { args }, &vars);
+        let mut child = e.spawn_cli_with(&endpoint, if retrying { &retry } else { args }, &vars);
         proxy.chain_process(child.id());
         let status = proxy.chain_wait(&mut child);
         retrying = false;
