@@ -154,6 +154,45 @@ fn a_holder_killed_mid_provision_is_taken_over_only_after_its_lease_runs_out_and
     }
 }
 
+/// Another journal's live holder (its record in the bucket, standing for an hour): a workflow
+/// waits for it no longer than `--wait-limit`, then pauses naming the holder and the lease,
+/// having changed nothing; once the holder is gone, `retry` takes the lease and provisions.
+#[test]
+fn a_workflow_waits_for_a_live_holder_no_longer_than_its_wait_limit_then_pauses_naming_it() {
+    let e = Env::new();
+    lock_bucket(&e);
+    let key = "infraflow/leases/123456789012/us-east-1/wl-abcde";
+    let theirs = json!({"holder": {"journal": "/home/op/other.db", "workflow": "theirs", "creator": "theirs@0193",
+                        "host": "bastion"},
+                        "ttl_ms": 3_600_000, "written_at_ms": 0, "serial": 1});
+    let put = e.c.s3.put_object().bucket(BUCKET).key(key).body(theirs.to_string().into_bytes().into());
+    e.c.block_on(put.send()).unwrap();
+    let p = input(&e, "wl-abcde");
+    let started = Instant::now();
+    let args = ["--wait-limit", "3s", "run", "provision-infra", "--input", &p, "--id", "ours"];
+    let out = finish(spawn_locked(&e, &e.s, &args, "10s"));
+    let waited = started.elapsed();
+    assert!(!out.status.success(), "it ran though the cluster is held: {}", stderr(&out));
+    let st = e.s.status("ours");
+    assert_eq!(st["state"], "paused", "{st}");
+    let why = st["error"].as_str().unwrap_or_default();
+    assert!(why.contains("held by workflow theirs of journal /home/op/other.db on bastion for over 3 s"), "{why}");
+    assert!(why.contains(&format!("s3://{BUCKET}/{key}")), "{why}");
+    assert!(stderr(&out).contains("workflow theirs of journal"), "{}", stderr(&out));
+    assert!(waited >= Duration::from_secs(3), "paused after {waited:?}, before its limit");
+    assert!(e.s.history("ours").iter().any(|ev| ev.to_string().contains("\"waiting\"")), "its wait is on record");
+    assert_eq!(changes_outside_s3(&e.proxy.counts()), 0, "nothing changed: {:?}", e.proxy.counts());
+    // The holder's record is theirs still: a pause takes nothing over.
+    assert_eq!(leftover_leases(&e), vec![(key.to_string(), "theirs".to_string(), "/home/op/other.db".to_string())]);
+    // The holder done (its record released), the retry provisions.
+    e.c.block_on(e.c.s3.delete_object().bucket(BUCKET).key(key).send()).unwrap();
+    let out = finish(spawn_locked(&e, &e.s, &["retry", "ours"], "10s"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    e.s.wait_for_state("ours", &["completed"], Duration::from_secs(60));
+    Inventory::read(&e.c, "wl-abcde").assert_provisioned(&e.c, 1, 1, "wl", "example.com");
+    assert!(leases(&e).is_empty(), "released: {:?}", leases(&e));
+}
+
 #[test]
 fn a_store_that_ignores_if_none_match_is_refused_before_anything_acts() {
     let e = Env::new();

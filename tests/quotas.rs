@@ -310,3 +310,35 @@ fn a_provision_whose_admission_waited_killed_at_every_aws_call_before_it_reaches
         provision_whose_admission_waits(e, &format!("k{}", part.index), Some(part))
     });
 }
+
+/// A provision journaled while an address was free, then resumed once someone else took it: it
+/// waits for quota no longer than `--wait-limit`, then pauses naming the quota, having changed
+/// nothing; with the address freed, `retry` provisions.
+#[test]
+fn a_provision_waiting_for_quota_past_its_wait_limit_pauses_naming_the_quota_and_a_retry_runs_once_it_fits() {
+    use aws_sdk_ec2::types::DomainType;
+    let e = Env::new();
+    e.proxy.set_quotas(Quotas::with(&[(ELASTIC_IPS, 1), (VPCS, 20), (INTERNET_GATEWAYS, 20)]));
+    let p = e.input("wl.json", input("wl", &["us-east-1a"], json!({})));
+    let env = checking_env(&e);
+    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = e.s.cli_env(&["submit", "provision-infra", "--input", &p, "--id", "wl"], &env);
+    assert!(out.status.success(), "journaled while an address is free: {}", stderr(&out));
+    let theirs = e.c.block_on(e.c.ec2.allocate_address().domain(DomainType::Vpc).send()).unwrap();
+    e.proxy.reset_counts();
+    env.extend([("INFRAFLOW_QUOTA_RECHECK", "300ms"), ("INFRAFLOW_WAIT_LIMIT", "2s")]);
+    let out = e.s.cli_env(&["run", "provision-infra", "--input", &p, "--id", "wl"], &env);
+    assert!(!out.status.success(), "it ran past the quota: {}", stderr(&out));
+    let st = e.s.status("wl");
+    assert_eq!(st["state"], "paused", "{st}");
+    let why = st["error"].as_str().unwrap_or_default();
+    assert!(why.starts_with("waited 2 s for the account's quota: needs 1 Elastic IP, 0 free (quota 1, 1 in use)"), "{why}");
+    assert!(e.proxy.counts().get("GetServiceQuota").is_some_and(|n| *n >= 2), "it read the quota again while it waited");
+    assert_eq!(changes(&e), Vec::<String>::new(), "nothing changed while it waited");
+    e.c.block_on(e.c.ec2.release_address().allocation_id(theirs.allocation_id().unwrap()).send()).unwrap();
+    let out = e.s.cli_env(&["retry", "wl"], &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    e.s.wait_for_state("wl", &["completed"], std::time::Duration::from_secs(60));
+    support::inventory::Inventory::read(&e.c, "wl-abcde").assert_provisioned(&e.c, 1, 1, "wl", "example.com");
+    assert_eq!(addresses(&e), 1, "the cluster's address alone");
+}

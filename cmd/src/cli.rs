@@ -37,6 +37,10 @@ pub struct Cli {
     /// the account again; sooner when a workflow of this process that it waits on ends.
     #[arg(long, global = true, env = "INFRAFLOW_QUOTA_RECHECK", value_name = "DURATION", default_value = "5s", value_parser = parse_settle)]
     pub quota_recheck: std::time::Duration,
+    /// How long a workflow waits for what another holds (its cluster's lease, the account's
+    /// quota) before it pauses naming it; `infraflow retry` waits again.
+    #[arg(long, global = true, env = "INFRAFLOW_WAIT_LIMIT", value_name = "DURATION", default_value = "1h", value_parser = parse_settle)]
+    pub wait_limit: std::time::Duration,
     #[command(flatten)]
     pub lock: LockArgs,
     #[command(subcommand)]

@@ -64,10 +64,6 @@ pub fn lock_config() -> Option<&'static LockConfig> {
     LOCK.get()
 }
 
-/// How long a workflow waits for a live holder before it pauses naming it (the holder keeps
-/// renewing: a provision that long, or a stuck one the operator must look at).
-pub const WAIT_BOUND: Duration = Duration::from_secs(60 * 60);
-
 /// The hold of a workflow whose input names `infraID` and `region` (and maybe a role), if a
 /// lease store is configured.
 pub fn for_input(pool: &AwsPool, request: HoldRequest, input: &Value) -> Option<TakeHold> {
@@ -238,13 +234,13 @@ async fn take(
                 }
                 return Ok(None);
             }
-            if started.elapsed() >= WAIT_BOUND {
+            if started.elapsed() >= crate::wait_limit::limit() {
                 return Err(AwsError::operator(
                     "PutObject",
                     format!(
-                        "the cluster has been held by {} for over {} minutes (s3://{}/{key}); let it finish, or cancel it there, then `infraflow retry`",
+                        "the cluster has been held by {} for over {} (s3://{}/{key}); let it finish, or cancel it there, then `infraflow retry`",
                         theirs.holder,
-                        WAIT_BOUND.as_secs() / 60,
+                        crate::wait_limit::said(),
                         store.bucket
                     ),
                 ));

@@ -2,7 +2,7 @@
 //! the workflows this process already admitted still claim (their input says what they make; the
 //! account says what they made so far). One that does not fit waits — `waits for quota: needs 1
 //! Elastic IP, …` — and starts when a teardown, a rollback or an admitted workflow's end frees
-//! enough; after `WAIT_BOUND` it pauses naming the quotas. It is a hold (`engine::Hold`), taken
+//! enough; after `wait_limit` it pauses naming the quotas. It is a hold (`engine::Hold`), taken
 //! before the cluster lease, released when the execution ends. An execution that only undoes is
 //! admitted at once: a rollback frees.
 
@@ -135,10 +135,10 @@ pub fn for_input(pool: &AwsPool, request: &HoldRequest, input: &Value) -> Option
                     said = now;
                 }
             }
-            if started.elapsed() >= crate::cluster_hold::WAIT_BOUND {
+            if started.elapsed() >= crate::wait_limit::limit() {
                 return Err(HoldError::Operator(format!(
-                    "waited {} min for the account's {said}: free what holds it, ask AWS for more, or cancel",
-                    crate::cluster_hold::WAIT_BOUND.as_secs() / 60
+                    "waited {} for the account's {said}: free what holds it, ask AWS for more, then `infraflow retry`, or cancel",
+                    crate::wait_limit::said()
                 )));
             }
             tokio::select! {
