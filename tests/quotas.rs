@@ -10,7 +10,7 @@ use std::process::Output;
 use serde_json::{Value, json};
 use support::aws::{AwsEnv as Env, ok};
 use support::chain::is_change;
-use support::quotas::{ELASTIC_IPS, INTERNET_GATEWAYS, NAT_GATEWAYS_PER_ZONE, Quotas, VPCS};
+use support::quotas::{ELASTIC_IPS, INTERNET_GATEWAYS, NAT_GATEWAYS_PER_ZONE, NLBS, Quotas, VPCS};
 use support::*;
 
 fn input(name: &str, zones: &[&str], extra: Value) -> Value {
@@ -341,4 +341,66 @@ fn a_provision_waiting_for_quota_past_its_wait_limit_pauses_naming_the_quota_and
     e.s.wait_for_state("wl", &["completed"], std::time::Duration::from_secs(60));
     support::inventory::Inventory::read(&e.c, "wl-abcde").assert_provisioned(&e.c, 1, 1, "wl", "example.com");
     assert_eq!(addresses(&e), 1, "the cluster's address alone");
+}
+
+/// The network load balancers in the region, by name.
+fn nlbs(e: &Env) -> Vec<String> {
+    let out = e.c.block_on(e.c.elb.describe_load_balancers().send()).unwrap();
+    out.load_balancers().iter().filter_map(|l| l.load_balancer_name().map(str::to_string)).collect()
+}
+
+/// ELB's limit of network load balancers one above what the region has: a link exposing the API
+/// server too (two load balancers) is refused before it is journaled, naming the quota; the
+/// router's alone fits and runs; the API server's asked for after it needs one more (the
+/// router's is not counted again) and is refused; run unchecked, ELB refuses it half-way
+/// (`TooManyLoadBalancers`, the proxy enforcing the limit as AWS does) and the run rolls back.
+#[test]
+fn a_privatelink_past_the_load_balancer_quota_is_refused_before_any_change_and_one_that_fits_runs() {
+    let e = Env::new();
+    let p = e.input("lq.json", input("lq", &["us-east-1a", "us-east-1b"], json!({"singleNATGateway": true})));
+    let out = ok(&e.cli(&["run", "provision-infra", "--input", &p]));
+    let link = |expose: bool| {
+        json!({"name": "lq", "infraID": "lq-abcde", "region": "us-east-1",
+               "management": {"vpcID": out["vpcID"], "subnetIDs": out["publicSubnetIDs"]},
+               "guest": {"vpcID": out["vpcID"], "subnetIDs": [out["zones"][0]["subnetID"], out["zones"][1]["subnetID"]],
+                         "machineCIDR": out["machineCIDR"]},
+               "exposeAPIServer": expose})
+    };
+    let before = nlbs(&e).len() as u32;
+    e.proxy.set_quotas(Quotas::with(&[(NLBS, before + 1)]));
+    e.proxy.reset_counts();
+    let both = e.input("both.json", link(true));
+    let refused = cli_checking_quotas(&e, &["run", "create-privatelink", "--input", &both, "--id", "both"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let err = stderr(&refused);
+    assert!(
+        err.contains(&format!(
+            "create-privatelink would not fit the account's quotas in us-east-1: needs 2 network load balancers, 1 free (quota {}, {before} in use)",
+            before + 1
+        )),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert_eq!(changes(&e), Vec::<String>::new(), "nothing changed");
+    assert!(e.proxy.counts().contains_key("DescribeAccountLimits"), "{:?}", e.proxy.counts());
+    assert!(!e.s.cli(&["status", "both"]).status.success(), "nothing journaled");
+    // The router's link alone fits.
+    let router = e.input("router.json", link(false));
+    let linked = cli_checking_quotas(&e, &["run", "create-privatelink", "--input", &router, "--id", "router"]);
+    assert!(linked.status.success(), "{}", stderr(&linked));
+    assert_eq!(nlbs(&e).len() as u32, before + 1);
+    // Now both: the router's is there already, the API server's is one more than the limit.
+    let refused = cli_checking_quotas(&e, &["run", "create-privatelink", "--input", &both, "--id", "both"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("needs 1 network load balancer, 0 free"), "{}", stderr(&refused));
+    // Unchecked, ELB refuses the create half-way; the run undoes what it made.
+    let env = checking_env(&e);
+    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    env.push(("INFRAFLOW_SKIP_QUOTA_CHECK", "1"));
+    let unchecked = e.s.cli_env(&["run", "create-privatelink", "--input", &both, "--id", "unchecked"], &env);
+    assert!(!unchecked.status.success(), "it made a load balancer past the limit");
+    let history: Vec<String> = e.s.history("unchecked").iter().map(|ev| ev.to_string()).collect();
+    assert!(history.iter().any(|ev| ev.contains("TooManyLoadBalancers")), "{history:?}");
+    assert_eq!(e.s.status("unchecked")["state"], "compensated", "{}", e.s.status("unchecked"));
+    assert_eq!(nlbs(&e).len() as u32, before + 1, "the router's load balancer alone: {:?}", nlbs(&e));
 }

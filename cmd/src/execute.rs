@@ -107,8 +107,9 @@ async fn check_aws_before_journal(db: &Location, submission: &Submission) -> Res
     crate::lock::proved().await
 }
 
-/// A provision that would meet a quota half-way (Elastic IPs, VPCs, internet gateways, NAT
-/// gateways per zone) is refused before it makes anything: one line naming each quota, exit 2.
+/// A workflow that would meet a quota half-way (a provision's Elastic IPs, VPCs, internet
+/// gateways, NAT gateways per zone; IAM roles and instance profiles; a link's load balancers and
+/// target groups) is refused before it makes anything: one line naming each quota, exit 2.
 /// Quotas Service Quotas would not tell are AWS's published defaults, said on stderr.
 async fn refuse_over_quota(submission: &Submission) -> Result<(), Failure> {
     let role = infraflow_workflows::role_of(&submission.input);
@@ -117,7 +118,8 @@ async fn refuse_over_quota(submission: &Submission) -> Result<(), Failure> {
         .await
         .map_err(|e| {
             Failure::other(format!(
-                "cannot read the account's quotas and usage to check that the provision fits: {e}; nothing was submitted (--skip-quota-check journals it unchecked)"
+                "cannot read the account's quotas and usage to check that the {} fits: {e}; nothing was submitted (--skip-quota-check journals it unchecked)",
+                submission.workflow
             ))
         })?;
     if let Some(note) = admission.note {

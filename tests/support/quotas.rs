@@ -24,6 +24,10 @@ pub const ELASTIC_IPS: &str = "L-0263D0A3";
 pub const VPCS: &str = "L-F678F1CE";
 pub const INTERNET_GATEWAYS: &str = "L-A4707A72";
 pub const NAT_GATEWAYS_PER_ZONE: &str = "L-FE5A380F";
+/// ELB's limits, as `DescribeAccountLimits` names them (moto answers 20 network load balancers;
+/// AWS's published default, used here unless a test sets it, is 50).
+pub const NLBS: &str = "network-load-balancers";
+pub const TARGET_GROUPS: &str = "target-groups";
 
 impl Quotas {
     pub fn with(values: &[(&str, u32)]) -> Quotas {
@@ -31,7 +35,12 @@ impl Quotas {
     }
 
     fn value(&self, code: &str) -> u32 {
-        self.values.get(code).copied().unwrap_or(5)
+        let published = match code {
+            NLBS => 50,
+            TARGET_GROUPS => 3000,
+            _ => 5,
+        };
+        self.values.get(code).copied().unwrap_or(published)
     }
 }
 
@@ -55,13 +64,42 @@ pub fn admit<'a>(
     if action == "GetAccountSummary" && q.values.keys().any(|k| IAM_SUMMARY_QUOTAS.contains(&k.as_str())) {
         return (super::wire::forward(req, upstream).ok().map(|answer| iam_summary(q, answer)), None);
     }
+    if action == "DescribeAccountLimits" {
+        return (super::wire::forward(req, upstream).ok().map(|answer| elb_limits(q, answer)), None);
+    }
+    let body = String::from_utf8_lossy(&req.body).to_string();
+    let elbv2 = body.contains("Version=2015-12-01");
     let enforced = ["AllocateAddress", "CreateVpc", "CreateInternetGateway", "CreateNatGateway"];
-    if !enforced.contains(&action) {
+    let nlb = elbv2 && action == "CreateLoadBalancer" && body.contains("Type=network");
+    let target_group = elbv2 && action == "CreateTargetGroup";
+    if !enforced.contains(&action) && !nlb && !target_group {
         return (None, None);
     }
     let held = CREATES.lock().unwrap_or_else(|p| p.into_inner());
     let c = readers.get_or_init(|| Clients::shared(&format!("http://127.0.0.1:{upstream}")));
-    let body = String::from_utf8_lossy(&req.body).to_string();
+    if nlb || target_group {
+        // A name that exists is answered as AWS answers it (the same load balancer, or a
+        // duplicate name): only a new one counts against the limit.
+        let name = body.split('&').find_map(|p| p.strip_prefix("Name=")).unwrap_or_default().to_string();
+        let (names, code, error, message) = if nlb {
+            let out = c.block_on(c.elb.describe_load_balancers().send()).unwrap();
+            let names: Vec<String> = out
+                .load_balancers()
+                .iter()
+                .filter(|l| l.r#type().map(|t| t.as_str()) == Some("network"))
+                .filter_map(|l| l.load_balancer_name().map(str::to_string))
+                .collect();
+            (names, NLBS, "TooManyLoadBalancers", "The quota for the number of load balancers has been reached.")
+        } else {
+            let out = c.block_on(c.elb.describe_target_groups().send()).unwrap();
+            let names = out.target_groups().iter().filter_map(|t| t.target_group_name().map(str::to_string)).collect();
+            (names, TARGET_GROUPS, "TooManyTargetGroups", "You've reached the limit on the number of target groups for your AWS account.")
+        };
+        if !names.contains(&name) && names.len() as u32 >= q.value(code) {
+            return (Some(error_response("400 Bad Request", false, error, message)), None);
+        }
+        return (None, Some(held));
+    }
     let (code, in_use, error, message) = match action {
         "AllocateAddress" => {
             let n = c.block_on(c.ec2.describe_addresses().send()).unwrap().addresses().len();
@@ -147,7 +185,22 @@ fn iam_summary(q: &Quotas, answer: Vec<u8>) -> Vec<u8> {
         let (Some(open), Some(close)) = (text[at..].find("<value>"), text[at..].find("</value>")) else { continue };
         text.replace_range(at + open + "<value>".len()..at + close, &value.to_string());
     }
-    // The body changed length: HTTP/1.1's Content-Length with it.
+    with_length(text)
+}
+
+/// ELB's limits as a test sets them (or AWS's published defaults) in moto's answer.
+fn elb_limits(q: &Quotas, answer: Vec<u8>) -> Vec<u8> {
+    let mut text = String::from_utf8_lossy(&answer).to_string();
+    for key in [NLBS, TARGET_GROUPS] {
+        let Some(at) = text.find(&format!("<Name>{key}</Name>")) else { continue };
+        let (Some(open), Some(close)) = (text[at..].find("<Max>"), text[at..].find("</Max>")) else { continue };
+        text.replace_range(at + open + "<Max>".len()..at + close, &q.value(key).to_string());
+    }
+    with_length(text)
+}
+
+/// An HTTP/1.1 answer whose body was rewritten, its Content-Length with it.
+fn with_length(text: String) -> Vec<u8> {
     match text.split_once("\r\n\r\n") {
         Some((head, body)) => {
             let head: Vec<String> = head

@@ -200,6 +200,16 @@ struct ServiceSide {
     service: EndpointService,
 }
 
+/// The services a link exposes, each one NLB, target group and endpoint service of this name
+/// (after the infraID): the router's always, the API server's with `exposeAPIServer`.
+pub(crate) const ROUTER: &str = "private-router";
+pub(crate) const API_SERVER: &str = "kube-apiserver-private";
+
+/// The name of the load balancer and target group of the link of `infra` to `service`.
+pub(crate) fn service_name(infra: &str, service: &str) -> String {
+    short_name(&format!("{infra}-{service}"))
+}
+
 /// One internal NLB with target group, listener and endpoint service.
 async fn service_side(
     ctx: &WfCtx,
@@ -210,7 +220,7 @@ async fn service_side(
 ) -> Result<ServiceSide, StepError> {
     let region = &p.region;
     let sctx = ctx.scoped(role);
-    let name = short_name(&format!("{}-{role}", p.infra_id));
+    let name = service_name(&p.infra_id, role);
     let ident = |r: &str| {
         Identity::new(&p.infra_id, r, None, name.clone())
             .with_tags(&[], ctx.creator())
@@ -333,10 +343,10 @@ pub async fn create_privatelink(
         },
     );
 
-    let router = service_side(ctx, pool, p, "private-router", 443);
+    let router = service_side(ctx, pool, p, ROUTER, 443);
     let api = async {
         if p.expose_api_server {
-            service_side(ctx, pool, p, "kube-apiserver-private", 6443).await.map(Some)
+            service_side(ctx, pool, p, API_SERVER, 6443).await.map(Some)
         } else {
             Ok(None)
         }
@@ -413,9 +423,9 @@ pub async fn create_privatelink(
             Ok::<_, StepError>((vpce, dns_name))
         }
     };
-    let mut wanted = vec![endpoint("private-router", router.service.clone())];
+    let mut wanted = vec![endpoint(ROUTER, router.service.clone())];
     if let Some(a) = &api {
-        wanted.push(endpoint("kube-apiserver-private", a.service.clone()));
+        wanted.push(endpoint(API_SERVER, a.service.clone()));
     }
     let eps = join_branches(wanted).await?;
     let (router_vpce, router_dns) = eps[0].clone();

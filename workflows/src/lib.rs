@@ -14,6 +14,7 @@ pub mod create_privatelink;
 pub mod expiry;
 pub mod iam_quota;
 pub mod janitor;
+pub mod link_quota;
 pub mod policy;
 pub mod provision;
 pub mod provision_infra;

@@ -126,15 +126,19 @@ pub struct Admission {
 
 /// Reads the quotas a workflow of `input` draws on and whether it fits: a provision's (or
 /// create-cluster's infrastructure) network quotas, a create-iam's (or create-cluster's IAM)
-/// roles and instance profiles; other workflows fit.
+/// roles and instance profiles, a create-privatelink's (or create-cluster's) load balancers and
+/// target groups; other workflows fit.
 pub async fn admit_before_submit(pool: &AwsPool, workflow: &str, input: &Value) -> Result<Admission, AwsError> {
-    let (network, iam) = futures::try_join!(
+    let (network, iam, links) = futures::try_join!(
         network_shortfalls(pool, workflow, input),
-        crate::iam_quota::shortfalls_before_submit(pool, workflow, input)
+        crate::iam_quota::shortfalls_before_submit(pool, workflow, input),
+        crate::link_quota::shortfalls_before_submit(pool, workflow, input)
     )?;
     let (mut short, note, hint, region) = network.unwrap_or_default();
     short.extend(iam);
-    let region = if region.is_empty() { input["region"].as_str().unwrap_or_default().to_string() } else { region };
+    short.extend(links);
+    let given = input["region"].as_str().or(input["infra"]["region"].as_str()).unwrap_or_default();
+    let region = if region.is_empty() { given.to_string() } else { region };
     let refusal = (!short.is_empty()).then(|| {
         format!(
             "{workflow} would not fit the account's quotas in {region}: {}; nothing was submitted — release some, ask AWS for more (Service Quotas){hint}, or pass --skip-quota-check",

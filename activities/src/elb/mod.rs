@@ -13,6 +13,10 @@ use crate::network::missing;
 use crate::tags::{Identity, TagQuery};
 use crate::wait::{WAIT_BUDGET, poll_until};
 
+mod room;
+
+pub use room::{ElbRoom, elb_room};
+
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
 /// the AWS suites through the counting proxy).
 pub const IAM_READ: &[&str] = &[
@@ -20,6 +24,9 @@ pub const IAM_READ: &[&str] = &[
     "elasticloadbalancing:DescribeTags",
     "elasticloadbalancing:DescribeTargetGroups",
     "elasticloadbalancing:DescribeListeners",
+    // The account's load balancer and target group limits (`room`), for the quota check before a
+    // create-privatelink is journaled.
+    "elasticloadbalancing:DescribeAccountLimits",
 ];
 /// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
 pub const IAM_WRITE: &[&str] = &[
