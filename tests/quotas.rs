@@ -10,7 +10,7 @@ use std::process::Output;
 use serde_json::{Value, json};
 use support::aws::{AwsEnv as Env, ok};
 use support::chain::is_change;
-use support::quotas::{ELASTIC_IPS, INTERNET_GATEWAYS, NAT_GATEWAYS_PER_ZONE, NLBS, Quotas, VPCS};
+use support::quotas::{ELASTIC_IPS, INTERNET_GATEWAYS, NAT_GATEWAYS_PER_ZONE, NLBS, Quotas, STANDARD_VCPUS, VPCS};
 use support::*;
 
 fn input(name: &str, zones: &[&str], extra: Value) -> Value {
@@ -403,4 +403,63 @@ fn a_privatelink_past_the_load_balancer_quota_is_refused_before_any_change_and_o
     assert!(history.iter().any(|ev| ev.contains("TooManyLoadBalancers")), "{history:?}");
     assert_eq!(e.s.status("unchecked")["state"], "compensated", "{}", e.s.status("unchecked"));
     assert_eq!(nlbs(&e).len() as u32, before + 1, "the router's load balancer alone: {:?}", nlbs(&e));
+}
+
+/// Pending and running instances in the region.
+fn instances(e: &Env) -> usize {
+    let out = e.c.block_on(e.c.ec2.describe_instances().send()).unwrap();
+    out.reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter(|i| matches!(i.state().and_then(|s| s.name()).map(|n| n.as_str()), Some("pending" | "running")))
+        .count()
+}
+
+/// On-Demand standard vCPUs at 8: three 4-vCPU nodes are refused before the scale is journaled,
+/// naming the quota; two fit and run; three asked for after them need one more node (the pool's
+/// two are not counted again) and are refused; run unchecked, EC2 refuses the launch
+/// (`VcpuLimitExceeded`, the proxy enforcing the quota as AWS does) and the run rolls back.
+#[test]
+fn a_scale_past_the_vcpu_quota_is_refused_before_any_change_and_one_that_fits_runs() {
+    let e = Env::new();
+    let p = e.input("vq.json", input("vq", &["us-east-1a"], json!({})));
+    let out = ok(&e.cli(&["run", "provision-infra", "--input", &p]));
+    let scale = |replicas: i64| {
+        json!({"infraID": "vq-abcde", "nodePool": "workers", "replicas": replicas, "region": "us-east-1",
+               "subnetID": out["zones"][0]["subnetID"], "instanceType": "m6i.xlarge", "imageID": "ami-12c6146b",
+               "securityGroupIDs": [out["securityGroupID"]]})
+    };
+    e.proxy.set_quotas(Quotas::with(&[(STANDARD_VCPUS, 8)]));
+    e.proxy.reset_counts();
+    let three = e.input("three.json", scale(3));
+    let refused = cli_checking_quotas(&e, &["run", "scale-nodepool", "--input", &three, "--id", "three"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let err = stderr(&refused);
+    assert!(
+        err.contains("scale-nodepool would not fit the account's quotas in us-east-1: needs 12 vCPUs of On-Demand standard instances (3 m6i.xlarge), 8 free (quota 8, 0 in use)"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert_eq!(changes(&e), Vec::<String>::new(), "nothing changed");
+    assert!(!e.s.cli(&["status", "three"]).status.success(), "nothing journaled");
+    let two = e.input("two.json", scale(2));
+    let scaled = cli_checking_quotas(&e, &["run", "scale-nodepool", "--input", &two, "--id", "two"]);
+    assert!(scaled.status.success(), "{}", stderr(&scaled));
+    assert_eq!(instances(&e), 2);
+    let refused = cli_checking_quotas(&e, &["run", "scale-nodepool", "--input", &three, "--id", "three"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("needs 4 vCPUs of On-Demand standard instances (1 m6i.xlarge), 0 free (quota 8, 8 in use)"),
+        "{}",
+        stderr(&refused)
+    );
+    let env = checking_env(&e);
+    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    env.push(("INFRAFLOW_SKIP_QUOTA_CHECK", "1"));
+    let unchecked = e.s.cli_env(&["run", "scale-nodepool", "--input", &three, "--id", "unchecked"], &env);
+    assert!(!unchecked.status.success(), "it launched past the quota");
+    let history: Vec<String> = e.s.history("unchecked").iter().map(|ev| ev.to_string()).collect();
+    assert!(history.iter().any(|ev| ev.contains("VcpuLimitExceeded")), "{history:?}");
+    assert_eq!(e.s.status("unchecked")["state"], "compensated", "{}", e.s.status("unchecked"));
+    assert_eq!(instances(&e), 2, "the pool's two nodes alone");
 }

@@ -110,16 +110,22 @@ impl Usage {
 /// Service Quotas' applied value of `quota`, or the published default and why.
 async fn limit(aws: &Aws, quota: Quota) -> Limit {
     let (service, code) = quota.codes();
+    match applied_value(aws, service, code).await {
+        Ok(value) => Limit { value, defaulted: None },
+        Err(why) => Limit { value: quota.published_default(), defaulted: Some(why) },
+    }
+}
+
+/// Service Quotas' applied value of quota `code` of `service`, or why it could not be read (the
+/// error code: `AccessDeniedException`, `NoSuchResourceException`).
+pub(crate) async fn applied_value(aws: &Aws, service: &str, code: &str) -> Result<u32, String> {
     let r = aws.quotas.get_service_quota().service_code(service).quota_code(code).send().await;
     match r.map_err(|e| classify("GetServiceQuota", e)) {
         Ok(out) => match out.quota().and_then(|q| q.value()) {
-            Some(v) if v >= 0.0 => Limit { value: v as u32, defaulted: None },
-            _ => Limit { value: quota.published_default(), defaulted: Some("Service Quotas gave no value".into()) },
+            Some(v) if v >= 0.0 => Ok(v as u32),
+            _ => Err("Service Quotas gave no value".into()),
         },
-        Err(e) => {
-            let why = e.code.clone().unwrap_or_else(|| e.message.clone());
-            Limit { value: quota.published_default(), defaulted: Some(why) }
-        }
+        Err(e) => Err(e.code.clone().unwrap_or_else(|| e.message.clone())),
     }
 }
 

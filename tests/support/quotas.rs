@@ -24,6 +24,9 @@ pub const ELASTIC_IPS: &str = "L-0263D0A3";
 pub const VPCS: &str = "L-F678F1CE";
 pub const INTERNET_GATEWAYS: &str = "L-A4707A72";
 pub const NAT_GATEWAYS_PER_ZONE: &str = "L-FE5A380F";
+/// On-Demand standard instances' vCPUs (`ec2`): enforced only when a test sets it (AWS publishes
+/// no default; it sets one per account).
+pub const STANDARD_VCPUS: &str = "L-1216C47A";
 /// ELB's limits, as `DescribeAccountLimits` names them (moto answers 20 network load balancers;
 /// AWS's published default, used here unless a test sets it, is 50).
 pub const NLBS: &str = "network-load-balancers";
@@ -72,11 +75,25 @@ pub fn admit<'a>(
     let enforced = ["AllocateAddress", "CreateVpc", "CreateInternetGateway", "CreateNatGateway"];
     let nlb = elbv2 && action == "CreateLoadBalancer" && body.contains("Type=network");
     let target_group = elbv2 && action == "CreateTargetGroup";
-    if !enforced.contains(&action) && !nlb && !target_group {
+    let vcpus = action == "RunInstances" && q.values.contains_key(STANDARD_VCPUS);
+    if !enforced.contains(&action) && !nlb && !target_group && !vcpus {
         return (None, None);
     }
     let held = CREATES.lock().unwrap_or_else(|p| p.into_inner());
     let c = readers.get_or_init(|| Clients::shared(&format!("http://127.0.0.1:{upstream}")));
+    if vcpus {
+        let param = |k: &str| body.split('&').find_map(|p| p.strip_prefix(&format!("{k}="))).unwrap_or_default();
+        let (kind, count) = (param("InstanceType").to_string(), param("MaxCount").parse::<u32>().unwrap_or(1));
+        let (in_use, each) = standard_vcpus(c, &kind);
+        let quota = q.value(STANDARD_VCPUS);
+        if in_use + count * each > quota {
+            let message = format!(
+                "You have requested more vCPU capacity than your current vCPU limit of {quota} allows for the instance bucket that the specified instance type belongs to."
+            );
+            return (Some(error_response("400 Bad Request", true, "VcpuLimitExceeded", &message)), None);
+        }
+        return (None, Some(held));
+    }
     if nlb || target_group {
         // A name that exists is answered as AWS answers it (the same load balancer, or a
         // duplicate name): only a new one counts against the limit.
@@ -132,6 +149,31 @@ pub fn admit<'a>(
         return (Some(error_response("400 Bad Request", true, error, message)), None);
     }
     (None, Some(held))
+}
+
+/// The vCPUs the standard families' pending and running instances use, and one `kind`'s (0 for
+/// a type of another family: not counted against this quota).
+fn standard_vcpus(c: &Clients, kind: &str) -> (u32, u32) {
+    let standard = |t: &str| {
+        let family = t.split('.').next().unwrap_or_default();
+        family.starts_with(['a', 'c', 'd', 'h', 'i', 'm', 'r', 't', 'z'])
+            && !["inf", "dl", "trn", "hpc", "mac"].iter().any(|p| family.starts_with(p))
+    };
+    let states = aws_sdk_ec2::types::Filter::builder().name("instance-state-name").values("pending").values("running").build();
+    let out = c.block_on(c.ec2.describe_instances().filters(states).send()).unwrap();
+    let kinds: Vec<String> = out
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter_map(|i| i.instance_type().map(|t| t.as_str().to_string()))
+        .collect();
+    let vcpus = |t: &str| -> u32 {
+        let asked = c.ec2.describe_instance_types().instance_types(aws_sdk_ec2::types::InstanceType::from(t));
+        let out = c.block_on(asked.send()).unwrap();
+        out.instance_types().first().and_then(|t| t.v_cpu_info()?.default_v_cpus()).unwrap_or(0) as u32
+    };
+    let in_use = kinds.iter().filter(|t| standard(t)).map(|t| vcpus(t)).sum();
+    (in_use, if standard(kind) { vcpus(kind) } else { 0 })
 }
 
 /// NAT gateways pending or available in the zone of `subnet`.

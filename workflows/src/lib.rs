@@ -26,6 +26,7 @@ mod teardown_left;
 pub mod teardown_plan;
 mod user_data;
 mod validate;
+pub mod vcpu_quota;
 pub mod wait_limit;
 
 use infraflow_engine::Registry;

@@ -113,7 +113,7 @@ impl ScaleInput {
         Ok(())
     }
 
-    fn pool_query(&self) -> TagQuery {
+    pub(crate) fn pool_query(&self) -> TagQuery {
         TagQuery::new(NODEPOOL_TAG, format!("{}/{}", self.infra_id, self.node_pool))
     }
 

@@ -13,9 +13,19 @@ use crate::network::missing;
 use crate::tags::{Identity, TagQuery, filter};
 use crate::wait::{WAIT_BUDGET, poll_until};
 
+mod room;
+
+pub use room::{VcpuRoom, vcpu_room};
+
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
 /// the AWS suites through the counting proxy).
-pub const IAM_READ: &[&str] = &["ec2:DescribeInstances"];
+pub const IAM_READ: &[&str] = &[
+    "ec2:DescribeInstances",
+    // The region's On-Demand vCPUs and their quota (`room`), for the quota check before a
+    // scale-nodepool is journaled.
+    "ec2:DescribeInstanceTypes",
+    "servicequotas:GetServiceQuota",
+];
 /// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
 pub const IAM_WRITE: &[&str] = &["ec2:RunInstances", "ec2:CreateTags", "iam:PassRole"];
 /// The IAM actions of its deletes.
