@@ -54,7 +54,7 @@ pub async fn shortfalls_before_submit(
             return Ok((
                 Vec::new(),
                 Some(format!(
-                    "Service Quotas could not be read ({why}): the On-Demand vCPU quota has no published default, so the {new} {kind} instances' vCPUs were not checked"
+                    "the On-Demand vCPU quota could not be read ({why}) and has no published default: the {new} {kind} instances' vCPUs were not checked"
                 )),
             ));
         }
