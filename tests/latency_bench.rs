@@ -183,18 +183,18 @@ fn a_provision_holding_the_cluster_lease_against_one_without_at_a_fixed_delay_pe
     e.c.block_on(e.c.ec2.describe_vpcs().send()).unwrap();
     e.c.block_on(e.c.s3.create_bucket().bucket("bench-locks").send()).unwrap();
     e.proxy.set_latency(delay);
-    // The account has room for the twelve (AWS's published default is five of each).
+    // The account has room for the twenty (AWS's published default is five of each).
     use support::quotas::{ELASTIC_IPS, INTERNET_GATEWAYS, NAT_GATEWAYS_PER_ZONE, Quotas, VPCS};
     e.proxy.set_quotas(Quotas::with(&[
         (ELASTIC_IPS, 100),
-        (VPCS, 20),
-        (INTERNET_GATEWAYS, 20),
-        (NAT_GATEWAYS_PER_ZONE, 20),
+        (VPCS, 50),
+        (INTERNET_GATEWAYS, 50),
+        (NAT_GATEWAYS_PER_ZONE, 50),
     ]));
-    // Alternated, three of each, on one emulator: the median of each side; with the quota check
+    // Alternated, five of each, on one emulator: the median of each side; with the quota check
     // (the default: the store's proof runs beside its reads) and without it.
     let mut rows: Vec<(bool, bool, Row)> = Vec::new();
-    for round in 0..12 {
+    for round in 0..20 {
         let (leased, checked) = (round % 2 == 0, (round / 2) % 2 == 1);
         let infra = format!("l{round}-abcde");
         let input = e.input(
@@ -221,7 +221,7 @@ fn a_provision_holding_the_cluster_lease_against_one_without_at_a_fixed_delay_pe
     for checked in [false, true] {
         let ((lw, lc), (nw, nc)) = (median(true, checked), median(false, checked));
         println!(
-            "lease: a 3-zone provision at {delay_ms} ms a call, {}, median of 3: {lw:.2} s and {lc} calls holding the lease, {nw:.2} s and {nc} calls without; lease / no lease {:.3}",
+            "lease: a 3-zone provision at {delay_ms} ms a call, {}, median of 5: {lw:.2} s and {lc} calls holding the lease, {nw:.2} s and {nc} calls without; lease / no lease {:.3}",
             if checked { "quota check on (the default)" } else { "--skip-quota-check" },
             lw / nw
         );

@@ -263,7 +263,7 @@ impl WfCtx {
     /// the call (program order, deterministic even when steps then run concurrently). Undo steps
     /// and the environment probe are not part of the body and take none.
     fn next_position(&self, key: &str) -> Option<String> {
-        if self.run.compensating.load(Ordering::SeqCst) || key == crate::engine::ENVIRONMENT_STEP {
+        if self.run.compensating.load(Ordering::SeqCst) || key == crate::gate::ENVIRONMENT_STEP {
             return None;
         }
         let mut positions = self.run.positions.lock().unwrap();

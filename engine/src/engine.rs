@@ -7,12 +7,12 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use infraflow_journal::{
-    Durability, Event, Journal, JournalError, NewWorkflow, Owner, StepState, SubmitOutcome, WorkflowState, WorkflowView,
+    Durability, Event, Journal, JournalError, NewWorkflow, Owner, SubmitOutcome, WorkflowState, WorkflowView,
 };
 use serde_json::Value;
 
 use crate::clock::Clock;
-use crate::context::{LeaseCell, Run, Signals, StepOptions, WfCtx};
+use crate::context::{LeaseCell, Run, Signals, WfCtx};
 use crate::error::{EngineError, InputError, StepError};
 use crate::ids;
 use crate::progress::{Observer, Progress, silent};
@@ -257,21 +257,11 @@ impl Engine {
             run.record(vec![Event::Paused { step: None, reason: e.to_string() }], Durability::Durable).await?;
             return Ok(WorkflowState::Paused);
         }
-        // Before anything acts, forward or compensating: the same account and region as at start.
-        match self.check_environment(&run, def.as_ref(), &view).await {
-            Ok(()) => {}
-            Err(StepError::Paused { .. }) => return Ok(WorkflowState::Paused),
-            Err(StepError::Journal(e)) => return Err(e.into()),
-            Err(_) => return Ok(view.summary.state),
-        }
-        // One writer per cluster across journals: the workflow's hold, before anything acts.
-        let hold = if view.summary.state.is_finished() {
-            None
-        } else {
-            match self.take_hold(&run, def.as_ref(), &view, &signals).await? {
-                Ok(hold) => hold,
-                Err(state) => return Ok(state),
-            }
+        // Before anything acts, forward or compensating: the same account and region as at
+        // start, and one writer per cluster across journals (the workflow's hold).
+        let hold = match self.pass_gate(&run, def.as_ref(), &view, &signals).await? {
+            Ok(hold) => hold,
+            Err(state) => return Ok(state),
         };
         let work = self.act(&run, def.as_ref(), &view, &signals);
         let state = match &hold {
@@ -301,66 +291,6 @@ impl Engine {
             h.release().await;
         }
         Ok(state)
-    }
-
-    /// Takes the workflow's hold (waiting while another holds it), or says what to return
-    /// instead: paused (the operator must act) or the state it was in (stopped while waiting).
-    async fn take_hold(
-        &self,
-        run: &Arc<Run>,
-        def: &dyn WorkflowDef,
-        view: &WorkflowView,
-        signals: &Arc<Signals>,
-    ) -> Result<Result<Option<Box<dyn crate::Hold>>, WorkflowState>, EngineError> {
-        let observer = self.observer.clone();
-        let workflow = run.id.clone();
-        // What the hold waits for is journaled (`status` reads it), in the order said, by one
-        // task: drained before the execution acts, so no wait is recorded after its first step.
-        let (said, mut to_record) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
-        let recorder = {
-            let run = run.clone();
-            tokio::spawn(async move {
-                while let Some(Some(reason)) = to_record.recv().await {
-                    if let Err(e) = run.record(vec![Event::Waiting { reason }], Durability::Lazy).await {
-                        tracing::debug!(workflow = %run.id, error = %e, "what the hold waits for was not journaled");
-                    }
-                }
-            })
-        };
-        let say = said.clone();
-        let request = crate::HoldRequest {
-            workflow: run.id.clone(),
-            creator: run.creator.clone(),
-            environment: run.environment.lock().unwrap().clone(),
-            undoing: matches!(view.summary.state, WorkflowState::Compensating | WorkflowState::Cancelling),
-            waiting: Arc::new(move |reason: String| {
-                let _ = say.send(Some(reason.clone()));
-                observer(&Progress::Waiting { workflow: workflow.clone(), reason })
-            }),
-        };
-        let Some(taking) = def.hold(request, &view.input) else { return Ok(Ok(None)) };
-        let taken = tokio::select! {
-            taken = taking => Some(taken),
-            _ = signals.stopped() => None,
-        };
-        // Every wait said is on record before what follows it (a pause, the hold, a step).
-        let _ = said.send(None);
-        let _ = recorder.await;
-        match taken {
-            None => Ok(Err(view.summary.state)),
-            Some(Err(crate::HoldError::Operator(reason))) => {
-                run.record(vec![Event::Paused { step: None, reason }], Durability::Durable).await?;
-                Ok(Err(WorkflowState::Paused))
-            }
-            Some(Ok(held)) => {
-                if let Some(what) = held.what()
-                    && let Err(e) = run.record(vec![Event::Holding { what }], Durability::Lazy).await
-                {
-                    tracing::debug!(workflow = %run.id, error = %e, "what the workflow holds was not journaled");
-                }
-                Ok(Ok(Some(held)))
-            }
-        }
     }
 
     /// The execution proper: forward, compensating or cancelling, as the journal left it.
@@ -410,98 +340,4 @@ impl Engine {
         Ok(state)
     }
 
-    /// Journals the workflow's environment at its first execution; on every later one, probes it
-    /// again and pauses (naming both) if it differs, so that no process continues or compensates
-    /// a workflow in another account or region than the one it started in.
-    async fn check_environment(
-        &self,
-        run: &Arc<Run>,
-        def: &dyn WorkflowDef,
-        view: &WorkflowView,
-    ) -> Result<(), StepError> {
-        let Some(first_probe) = def.environment(&view.input) else { return Ok(()) };
-        let recorded =
-            view.step(ENVIRONMENT_STEP).filter(|s| s.state == StepState::Completed).and_then(|s| s.output.clone());
-        let pause = |reason: String| async move {
-            run.record(
-                vec![Event::Paused { step: Some(ENVIRONMENT_STEP.into()), reason: reason.clone() }],
-                Durability::Durable,
-            )
-            .await?;
-            Err(StepError::Paused { step: ENVIRONMENT_STEP.into(), reason })
-        };
-        let Some(recorded) = recorded else {
-            let ctx = WfCtx::new(run.clone());
-            let mut probe = Some(first_probe);
-            let result: Result<Value, StepError> = ctx
-                .step_with(ENVIRONMENT_STEP, "environment.probe", &Value::Null, StepOptions::default(), || {
-                    probe.take().or_else(|| def.environment(&view.input)).expect("the definition has an environment")
-                })
-                .await;
-            return match result {
-                Ok(env) => {
-                    *run.environment.lock().unwrap() = Some(env);
-                    Ok(())
-                }
-                Err(StepError::Failed { error, .. }) => {
-                    pause(format!(
-                        "cannot tell which account and region this workflow acts in ({error}); fix it and run `infraflow retry {}`",
-                        run.id
-                    ))
-                    .await
-                }
-                Err(e) => Err(e),
-            };
-        };
-        let mut probe = first_probe;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match probe.await {
-                Ok(now) if now == recorded => {
-                    *run.environment.lock().unwrap() = Some(recorded);
-                    return Ok(());
-                }
-                Ok(now) => {
-                    return pause(format!(
-                        "the AWS environment differs from the one this workflow started in: it started in {}, this process is in {}; resume it with the credentials and region it started with",
-                        describe(&recorded),
-                        describe(&now)
-                    ))
-                    .await;
-                }
-                Err(e) if e.retryable && attempt < self.config.default_retry.max_attempts => {
-                    let next = run.clock.now_ms() + self.config.default_retry.delay_after(attempt).as_millis() as i64;
-                    run.sleep_until(next).await;
-                    if run.signals.stop_requested() {
-                        return Err(StepError::Stopped);
-                    }
-                }
-                Err(e) => {
-                    return pause(format!(
-                        "cannot check that this process acts in the account and region this workflow started in ({}): {e}; fix it and run `infraflow retry {}`",
-                        describe(&recorded),
-                        run.id
-                    ))
-                    .await;
-                }
-            }
-            probe = def.environment(&view.input).expect("the definition has an environment");
-        }
-    }
-}
-
-/// The step that journals where a workflow acts.
-pub const ENVIRONMENT_STEP: &str = "environment";
-
-/// `{"account":"1","region":"r"}` as `account 1, region r`.
-fn describe(env: &Value) -> String {
-    match env.as_object() {
-        Some(m) => m
-            .iter()
-            .map(|(k, v)| format!("{k} {}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
-            .collect::<Vec<_>>()
-            .join(", "),
-        None => env.to_string(),
-    }
 }

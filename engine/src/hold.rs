@@ -1,7 +1,7 @@
 //! Holds: exclusive claims on what a workflow acts on that live outside the journal (a cluster
 //! lease in AWS, which every journal's workflows of the cluster honour). The engine takes a
-//! workflow's hold after its environment check and before anything acts, forward or
-//! compensating; drops the running work the moment the hold lapses (as it does when the journal
+//! workflow's hold after its environment check (beside it at a first execution: `gate`) and
+//! before anything acts, forward or compensating; drops the running work the moment the hold lapses (as it does when the journal
 //! lease is lost); and releases it when the execution ends. The engine knows no kind of hold:
 //! workflows make them (`WorkflowDef::hold`).
 
@@ -15,7 +15,8 @@ pub struct HoldRequest {
     pub workflow: String,
     pub creator: String,
     /// Where the workflow acts, as its environment check journaled it (for AWS: `account`,
-    /// `region`): a hold need not ask again.
+    /// `region`): a hold need not ask again. None at a first execution, whose hold is taken
+    /// beside that check: a hold that needs it asks the same way the check does.
     pub environment: Option<serde_json::Value>,
     /// The execution only undoes (compensating, or cancelling): it makes nothing, so a hold on
     /// what it would make (a quota's admission) need not wait for it.

@@ -178,17 +178,22 @@ async fn take(
 ) -> Result<ClusterHold, HoldError> {
     let store = &config.store;
     let aws = pool.region(&config.region).await;
-    // The account the workflow's environment check journaled (its role's, under a role).
-    let journaled = request.environment.as_ref().and_then(|e| e.get("account")?.as_str().map(str::to_string));
-    let account = match (journaled, role) {
-        (Some(account), _) => account,
-        (None, Some(r)) => r.account().to_string(),
-        (None, None) => aws.environment().await.map_err(|e| operator(store, e))?.account,
+    // Where the workflow acts: as its environment check journaled it (its role's account, under
+    // a role); at a first execution, which takes the hold beside that check, asked here the
+    // same way (the workflow's region and role, one call side by side with the check's).
+    let field = |env: &Value, f: &str| env.get(f).and_then(Value::as_str).map(str::to_string);
+    let (account, region) = match (&request.environment, role, region) {
+        (Some(env), _, _) => {
+            let given = if region.is_empty() { field(env, "region").unwrap_or_default() } else { region.to_string() };
+            (field(env, "account").unwrap_or_default(), given)
+        }
+        (None, Some(r), given) if !given.is_empty() => (r.account().to_string(), given.to_string()),
+        (None, _, given) => {
+            let env = pool.region(given).await.environment().await.map_err(|e| operator(store, e))?;
+            (env.account, env.region)
+        }
     };
-    let region = match region {
-        "" => request.environment.as_ref().and_then(|e| e.get("region")?.as_str()).unwrap_or_default(),
-        given => given,
-    };
+    let region = region.as_str();
     let key = store.key(&account, region, infra);
     let started = Instant::now();
     // The record being waited on, and when this process first saw it.

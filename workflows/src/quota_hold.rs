@@ -79,9 +79,13 @@ pub fn for_input(pool: &AwsPool, request: &HoldRequest, input: &Value) -> Option
     if claim.wanted.is_empty() || p.infra_id.is_none() {
         return None;
     }
-    let pool = pool.assuming(crate::aws_steps::role_of(input).as_ref());
+    let role = crate::aws_steps::role_of(input);
+    let pool = pool.assuming(role.as_ref());
     let (workflow, waiting) = (request.workflow.clone(), request.waiting.clone());
-    let account = request.environment.as_ref().and_then(|e| e["account"].as_str()).unwrap_or_default().to_string();
+    // Claims are kept by the account they draw on: a role's, or "" for the process's own
+    // credentials (one account for every workflow of the process that names no role). Known
+    // without a call, so admission runs beside a first execution's environment check.
+    let account = role.map(|r| r.account().to_string()).unwrap_or_default();
     Some(Box::pin(async move {
         let key = (account, p.region.clone());
         let aws = pool.region(&p.region).await;
