@@ -332,8 +332,14 @@ fn a_provision_waiting_for_quota_past_its_wait_limit_pauses_naming_the_quota_and
     let st = e.s.status("wl");
     assert_eq!(st["state"], "paused", "{st}");
     let why = st["error"].as_str().unwrap_or_default();
-    assert!(why.starts_with("waited 2 s for the account's quota: needs 1 Elastic IP, 0 free (quota 1, 1 in use)"), "{why}");
-    assert!(e.proxy.counts().get("GetServiceQuota").is_some_and(|n| *n >= 2), "it read the quota again while it waited");
+    assert!(
+        why.starts_with("waited 2 s for the account's quota: needs 1 Elastic IP, 0 free (quota 1, 1 in use)"),
+        "{why}"
+    );
+    assert!(
+        e.proxy.counts().get("GetServiceQuota").is_some_and(|n| *n >= 2),
+        "it read the quota again while it waited"
+    );
     assert_eq!(changes(&e), Vec::<String>::new(), "nothing changed while it waited");
     e.c.block_on(e.c.ec2.release_address().allocation_id(theirs.allocation_id().unwrap()).send()).unwrap();
     let out = e.s.cli_env(&["retry", "wl"], &env);
@@ -449,7 +455,8 @@ fn a_scale_past_the_vcpu_quota_is_refused_before_any_change_and_one_that_fits_ru
     let refused = cli_checking_quotas(&e, &["run", "scale-nodepool", "--input", &three, "--id", "three"]);
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     assert!(
-        stderr(&refused).contains("needs 4 vCPUs of On-Demand standard instances (1 m6i.xlarge), 0 free (quota 8, 8 in use)"),
+        stderr(&refused)
+            .contains("needs 4 vCPUs of On-Demand standard instances (1 m6i.xlarge), 0 free (quota 8, 8 in use)"),
         "{}",
         stderr(&refused)
     );

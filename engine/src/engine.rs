@@ -339,5 +339,4 @@ impl Engine {
         run.report(Progress::Finished { workflow: run.id.clone(), state: state.to_string() });
         Ok(state)
     }
-
 }

@@ -110,7 +110,12 @@ pub fn admit<'a>(
         } else {
             let out = c.block_on(c.elb.describe_target_groups().send()).unwrap();
             let names = out.target_groups().iter().filter_map(|t| t.target_group_name().map(str::to_string)).collect();
-            (names, TARGET_GROUPS, "TooManyTargetGroups", "You've reached the limit on the number of target groups for your AWS account.")
+            (
+                names,
+                TARGET_GROUPS,
+                "TooManyTargetGroups",
+                "You've reached the limit on the number of target groups for your AWS account.",
+            )
         };
         if !names.contains(&name) && names.len() as u32 >= q.value(code) {
             return (Some(error_response("400 Bad Request", false, error, message)), None);
@@ -159,7 +164,8 @@ fn standard_vcpus(c: &Clients, kind: &str) -> (u32, u32) {
         family.starts_with(['a', 'c', 'd', 'h', 'i', 'm', 'r', 't', 'z'])
             && !["inf", "dl", "trn", "hpc", "mac"].iter().any(|p| family.starts_with(p))
     };
-    let states = aws_sdk_ec2::types::Filter::builder().name("instance-state-name").values("pending").values("running").build();
+    let states =
+        aws_sdk_ec2::types::Filter::builder().name("instance-state-name").values("pending").values("running").build();
     let out = c.block_on(c.ec2.describe_instances().filters(states).send()).unwrap();
     let kinds: Vec<String> = out
         .reservations()

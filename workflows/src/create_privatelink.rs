@@ -345,11 +345,7 @@ pub async fn create_privatelink(
 
     let router = service_side(ctx, pool, p, ROUTER, 443);
     let api = async {
-        if p.expose_api_server {
-            service_side(ctx, pool, p, API_SERVER, 6443).await.map(Some)
-        } else {
-            Ok(None)
-        }
+        if p.expose_api_server { service_side(ctx, pool, p, API_SERVER, 6443).await.map(Some) } else { Ok(None) }
     };
     // The endpoint's security group needs only the guest VPC: beside the services. (Created
     // first, it keeps its place among the steps: positions are counted at the call.)

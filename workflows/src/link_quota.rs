@@ -14,7 +14,9 @@ use crate::create_privatelink::{API_SERVER, ROUTER, service_name};
 fn links(workflow: &str, input: &Value) -> Option<(String, String, Vec<&'static str>)> {
     let (infra, region, expose) = match workflow {
         "create-privatelink" => (&input["infraID"], &input["region"], &input["exposeAPIServer"]),
-        "create-cluster" => (&input["infra"]["infraID"], &input["infra"]["region"], &input["privateLink"]["exposeAPIServer"]),
+        "create-cluster" => {
+            (&input["infra"]["infraID"], &input["infra"]["region"], &input["privateLink"]["exposeAPIServer"])
+        }
         _ => return None,
     };
     let mut services = vec![ROUTER];
@@ -40,7 +42,10 @@ pub async fn shortfalls_before_submit(pool: &AwsPool, workflow: &str, input: &Va
         let in_use = have.len() as u32;
         let free = limit.saturating_sub(in_use);
         if new > free {
-            out.push(format!("needs {new} {}, {free} free (quota {limit}, {in_use} in use)", if new == 1 { one } else { many }));
+            out.push(format!(
+                "needs {new} {}, {free} free (quota {limit}, {in_use} in use)",
+                if new == 1 { one } else { many }
+            ));
         }
     }
     Ok(out)

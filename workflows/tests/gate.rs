@@ -90,10 +90,7 @@ fn gated(env_ok: bool, waits: bool) -> (Registry, Arc<AtomicU32>, Arc<AtomicU32>
 }
 
 fn kinds(events: &[Event]) -> Vec<String> {
-    events
-        .iter()
-        .map(|e| serde_json::to_value(e).unwrap()["type"].as_str().unwrap_or("?").to_string())
-        .collect()
+    events.iter().map(|e| serde_json::to_value(e).unwrap()["type"].as_str().unwrap_or("?").to_string()).collect()
 }
 
 #[tokio::test]

@@ -109,10 +109,22 @@ mod tests {
 
     #[test]
     fn the_standard_families_are_told_from_those_with_quotas_of_their_own() {
-        for t in ["m6i.xlarge", "c5.large", "t3.micro", "r7g.2xlarge", "i4i.large", "z1d.large", "a1.medium", "d3.xlarge"] {
+        for t in
+            ["m6i.xlarge", "c5.large", "t3.micro", "r7g.2xlarge", "i4i.large", "z1d.large", "a1.medium", "d3.xlarge"]
+        {
             assert!(is_standard(t), "{t}");
         }
-        for t in ["inf2.xlarge", "dl1.24xlarge", "trn1.2xlarge", "hpc6a.48xlarge", "mac2.metal", "p4d.24xlarge", "g5.xlarge", "x2idn.large", "u-6tb1.metal"] {
+        for t in [
+            "inf2.xlarge",
+            "dl1.24xlarge",
+            "trn1.2xlarge",
+            "hpc6a.48xlarge",
+            "mac2.metal",
+            "p4d.24xlarge",
+            "g5.xlarge",
+            "x2idn.large",
+            "u-6tb1.metal",
+        ] {
             assert!(!is_standard(t), "{t}");
         }
     }

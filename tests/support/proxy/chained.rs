@@ -74,7 +74,6 @@ impl Proxy {
         }
         chain.map(|c| c.kills).unwrap_or_default()
     }
-
 }
 
 /// Asks the chain's thread for its doomed process's death and holds the call until it is dead.
@@ -114,11 +113,19 @@ pub(super) fn chained_call(st: &Mutex<State>) -> bool {
 /// process's port closes once the chain has moved on to the next (its accept is woken by a
 /// connection of the chain's, then finds itself stale), and what it read before is dropped
 /// (`decide`): a dead process's request can reach AWS only as its own, never the next one's.
-pub(super) fn listen(addr: &str, upstream: u16, state: &Arc<Mutex<State>>, readers: &Arc<Readers>, generation: Option<u64>) -> u16 {
+pub(super) fn listen(
+    addr: &str,
+    upstream: u16,
+    state: &Arc<Mutex<State>>,
+    readers: &Arc<Readers>,
+    generation: Option<u64>,
+) -> u16 {
     let listener = TcpListener::bind((addr, 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
     let (st, readers) = (state.clone(), readers.clone());
-    if let Some(prior) = generation.and_then(|g| g.checked_sub(1)).and_then(|g| st.lock().unwrap().chain_ports.remove(&g)) {
+    if let Some(prior) =
+        generation.and_then(|g| g.checked_sub(1)).and_then(|g| st.lock().unwrap().chain_ports.remove(&g))
+    {
         let _ = TcpStream::connect((addr, prior));
     }
     if let Some(g) = generation {
@@ -146,4 +153,3 @@ pub(super) fn listen(addr: &str, upstream: u16, state: &Arc<Mutex<State>>, reade
 pub(super) fn stale(st: &Mutex<State>, generation: u64) -> bool {
     st.lock().unwrap().chain.as_ref().is_none_or(|c| c.generation() != generation)
 }
-

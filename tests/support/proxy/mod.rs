@@ -388,7 +388,13 @@ fn account_of(st: &Mutex<State>, head: &str) -> String {
     st.lock().unwrap().accounts.get(access_key(head)).cloned().unwrap_or_default()
 }
 
-fn serve(mut conn: TcpStream, upstream: u16, st: &Mutex<State>, readers: &Readers, generation: Option<u64>) -> std::io::Result<()> {
+fn serve(
+    mut conn: TcpStream,
+    upstream: u16,
+    st: &Mutex<State>,
+    readers: &Readers,
+    generation: Option<u64>,
+) -> std::io::Result<()> {
     let Some(mut req) = read_request(&mut conn)? else { return Ok(()) };
     if st.lock().unwrap().ignore_conditions {
         let kept: Vec<&str> = req
