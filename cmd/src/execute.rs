@@ -109,7 +109,8 @@ async fn check_aws_before_journal(db: &Location, submission: &Submission) -> Res
 
 /// A workflow that would meet a quota half-way (a provision's Elastic IPs, VPCs, internet
 /// gateways, NAT gateways per zone; IAM roles and instance profiles; a link's load balancers and
-/// target groups) is refused before it makes anything: one line naming each quota, exit 2.
+/// target groups; a node pool's On-Demand vCPUs) is refused before it makes anything: one line
+/// naming each quota, exit 2.
 /// Quotas Service Quotas would not tell are AWS's published defaults, said on stderr.
 async fn refuse_over_quota(submission: &Submission) -> Result<(), Failure> {
     let role = infraflow_workflows::role_of(&submission.input);
