@@ -336,6 +336,12 @@ fn a_daemon_whose_workflow_waits_for_another_journals_lease_shows_it_in_metrics_
     let says = || e.s.status("ours")["waitsFor"].as_str().map(str::to_string).unwrap_or_default();
     assert!(wait_until(Duration::from_secs(10), || says().starts_with("workflow theirs of journal")), "{}", says());
     assert!(says().contains(&format!("(cluster lease s3://{BUCKET}/")), "{}", says());
+    // The list says it too, on the workflow's line, and in its --json.
+    let list = stdout(&e.s.cli(&["status"]));
+    assert!(list.lines().any(|l| l.starts_with("ours ") && l.contains("waits for: workflow theirs of journal")), "{list}");
+    let listed: Value = serde_json::from_str(&stdout(&e.s.cli(&["status", "--json"]))).unwrap();
+    let ours = listed.as_array().unwrap().iter().find(|w| w["id"] == "ours").unwrap().clone();
+    assert!(ours["waitsFor"].as_str().is_some_and(|w| w.starts_with("workflow theirs of journal")), "{ours}");
     let theirs = finish(theirs);
     assert!(theirs.status.success(), "{}", stderr(&theirs));
     e.s.wait_for_state("ours", &["completed"], Duration::from_secs(60));

@@ -11,8 +11,11 @@ pub fn row_matches(r: &WorkflowRow, states: &[WorkflowState], workflow: Option<&
         && cluster.is_none_or(|c| r.cluster == c)
 }
 
+/// What the unfinished workflows of a list wait for, by id (`waits_for`).
+pub type Waits = std::collections::HashMap<String, String>;
+
 /// `status --json` without an id: one object per workflow.
-pub fn list_json(rows: &[WorkflowRow]) -> Value {
+pub fn list_json(rows: &[WorkflowRow], waits: &Waits) -> Value {
     Value::Array(
         rows.iter()
             .map(|r| {
@@ -26,13 +29,14 @@ pub fn list_json(rows: &[WorkflowRow]) -> Value {
                     "currentStep": r.current_step,
                     "error": r.error,
                     "owner": r.lease_owner,
+                    "waitsFor": waits.get(&r.id),
                 })
             })
             .collect(),
     )
 }
 
-pub fn list_table(rows: &[WorkflowRow], now_ms: i64) -> String {
+pub fn list_table(rows: &[WorkflowRow], now_ms: i64, waits: &Waits) -> String {
     if rows.is_empty() {
         return "no workflows in this journal\n".into();
     }
@@ -42,8 +46,8 @@ pub fn list_table(rows: &[WorkflowRow], now_ms: i64) -> String {
             (Some(e), _) if !r.state.is_runnable() || r.state == infraflow_journal::WorkflowState::Paused => {
                 one_line(e, 70)
             }
-            (_, Some(s)) if !r.state.is_finished() => s.clone(),
-            _ => String::new(),
+            (_, Some(s)) if !r.state.is_finished() && !waits.contains_key(&r.id) => s.clone(),
+            _ => waits.get(&r.id).map(|w| format!("waits for: {}", one_line(w, 70))).unwrap_or_default(),
         };
         lines.push([r.id.clone(), r.workflow.clone(), r.state.to_string(), age(now_ms - r.created_at), detail]);
     }

@@ -7,6 +7,24 @@ use crate::cli::StatusArgs;
 use crate::failure::{CmdResult, Failure, OK, PAUSED, TIMED_OUT, WORKFLOW_FAILED};
 use crate::render;
 
+/// What each workflow of `rows` that is queued or running waits for: the workflow ahead of it in
+/// this journal's queue, else what its hold journaled (another journal's lease, the account's
+/// quota). One read of the queue, and of the workflow's events only when the queue says nothing.
+fn waits(journal: &Journal, rows: &[WorkflowRow]) -> Result<render::Waits, Failure> {
+    let mut out = render::Waits::new();
+    for r in rows.iter().filter(|r| matches!(r.state, WorkflowState::Pending | WorkflowState::Running)) {
+        let queued = render::waiting_text(&journal.waiting_for(&r.id, now_ms())?);
+        let said = match queued {
+            Some(q) => Some(q),
+            None => journal.load(&r.id)?.and_then(|v| v.summary.waiting),
+        };
+        if let Some(w) = said {
+            out.insert(r.id.clone(), w);
+        }
+    }
+    Ok(out)
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
@@ -16,12 +34,13 @@ pub fn status(db: &Location, args: &StatusArgs) -> CmdResult {
     match &args.id {
         None => {
             let rows = filtered(journal.list()?, args);
+            let waits = waits(&journal, &rows)?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&render::list_json(&rows)).unwrap_or_default());
+                println!("{}", serde_json::to_string_pretty(&render::list_json(&rows, &waits)).unwrap_or_default());
             } else if rows.is_empty() && filtering(args) {
                 println!("no workflow matches these filters");
             } else {
-                print!("{}", render::list_table(&rows, now_ms()));
+                print!("{}", render::list_table(&rows, now_ms(), &waits));
             }
         }
         Some(id) => {

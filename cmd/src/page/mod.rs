@@ -240,7 +240,7 @@ impl Page {
         let shown: Vec<_> = shown.into_iter().skip(offset).take(MAX_ROWS).collect();
         let unfinished = shown.iter().any(|r| !r.state.is_finished() && r.state != WorkflowState::Paused);
         let now = SystemClock.now();
-        let mut items = render::list_json(&shown);
+        let mut items = render::list_json(&shown, &render::Waits::new());
         if let Value::Array(items) = &mut items {
             for (item, row) in items.iter_mut().zip(&shown) {
                 item["age"] = json!(render::age(now - row.created_at));
