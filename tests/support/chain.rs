@@ -50,7 +50,8 @@ pub struct Kills {
 }
 
 impl Chain {
-    pub fn new(after_aws_acts: bool, actions: HashSet<String>) -> Chain {
+    /// A chain whose processes are numbered on from `generations` (the proxy's earlier chains').
+    pub fn new(after_aws_acts: bool, actions: HashSet<String>, generations: u64) -> Chain {
         Chain {
             after_aws_acts,
             pid: None,
@@ -62,7 +63,7 @@ impl Chain {
             changes: HashSet::new(),
             actions,
             fired: false,
-            generation: 0,
+            generation: generations,
             kills: Kills::default(),
         }
     }

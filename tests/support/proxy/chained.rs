@@ -13,7 +13,8 @@ impl Proxy {
     pub fn chain_start(&self, after_aws_acts: bool, actions: &[String]) {
         let mut s = self.state.lock().unwrap();
         s.authz_off = true;
-        s.chain = Some(Chain::new(after_aws_acts, actions.iter().cloned().collect()));
+        let after = s.chain_generations;
+        s.chain = Some(Chain::new(after_aws_acts, actions.iter().cloned().collect(), after));
     }
 
     /// The chain's next process is starting: its calls wait for `chain_process`. Returns the
@@ -67,6 +68,7 @@ impl Proxy {
     pub fn chain_finish(&self) -> Kills {
         let (chain, ports) = {
             let mut s = self.state.lock().unwrap();
+            s.chain_generations = s.chain.as_ref().map_or(s.chain_generations, Chain::generation);
             (s.chain.take(), std::mem::take(&mut s.chain_ports))
         };
         for port in ports.into_values() {

@@ -68,6 +68,9 @@ struct State {
     quotas: Option<super::quotas::Quotas>,
     /// The port of each chained process by generation, until the next one starts.
     chain_ports: HashMap<u64, u16>,
+    /// The last generation a chain of this proxy reached: the next chain counts on from it, so
+    /// no port of an earlier chain's process is ever taken for a later one's.
+    chain_generations: u64,
 }
 
 /// Every live proxy by port, so that a command run against one can be checked against the IAM
