@@ -338,7 +338,10 @@ fn a_daemon_whose_workflow_waits_for_another_journals_lease_shows_it_in_metrics_
     assert!(says().contains(&format!("(cluster lease s3://{BUCKET}/")), "{}", says());
     // The list says it too, on the workflow's line, and in its --json.
     let list = stdout(&e.s.cli(&["status"]));
-    assert!(list.lines().any(|l| l.starts_with("ours ") && l.contains("waits for: workflow theirs of journal")), "{list}");
+    assert!(
+        list.lines().any(|l| l.starts_with("ours ") && l.contains("waits for: workflow theirs of journal")),
+        "{list}"
+    );
     let listed: Value = serde_json::from_str(&stdout(&e.s.cli(&["status", "--json"]))).unwrap();
     let ours = listed.as_array().unwrap().iter().find(|w| w["id"] == "ours").unwrap().clone();
     assert!(ours["waitsFor"].as_str().is_some_and(|w| w.starts_with("workflow theirs of journal")), "{ours}");
