@@ -10,7 +10,9 @@ use std::process::Output;
 use serde_json::{Value, json};
 use support::aws::{AwsEnv as Env, ok};
 use support::chain::is_change;
-use support::quotas::{ELASTIC_IPS, INTERNET_GATEWAYS, NAT_GATEWAYS_PER_ZONE, NLBS, Quotas, STANDARD_VCPUS, VPCS};
+use support::quotas::{
+    ELASTIC_IPS, HOSTED_ZONES, INTERNET_GATEWAYS, NAT_GATEWAYS_PER_ZONE, NLBS, Quotas, STANDARD_VCPUS, VPCS,
+};
 use support::*;
 
 fn input(name: &str, zones: &[&str], extra: Value) -> Value {
@@ -469,4 +471,36 @@ fn a_scale_past_the_vcpu_quota_is_refused_before_any_change_and_one_that_fits_ru
     assert!(history.iter().any(|ev| ev.contains("VcpuLimitExceeded")), "{history:?}");
     assert_eq!(e.s.status("unchecked")["state"], "compensated", "{}", e.s.status("unchecked"));
     assert_eq!(instances(&e), 2, "the pool's two nodes alone");
+}
+
+/// The account's hosted zones (moto's listing).
+fn hosted_zones(e: &Env) -> u32 {
+    e.c.block_on(e.c.r53.list_hosted_zones().send()).unwrap().hosted_zones().len() as u32
+}
+
+/// Route53's hosted zone limit one above what the account has: a provision (two private zones)
+/// is refused before it is journaled, naming the limit; at two above, it fits and runs; run
+/// again under a new id with the account then full, its zones exist already and it fits.
+#[test]
+fn a_provision_past_the_hosted_zone_limit_is_refused_before_any_change_and_one_that_fits_runs() {
+    let e = Env::new();
+    let before = hosted_zones(&e);
+    e.proxy.set_quotas(Quotas::with(&[(HOSTED_ZONES, before + 1)]));
+    e.proxy.reset_counts();
+    let p = e.input("hz.json", input("hz", &["us-east-1a"], json!({"singleNATGateway": true})));
+    let refused = cli_checking_quotas(&e, &["run", "provision-infra", "--input", &p, "--id", "hz"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let err = stderr(&refused);
+    assert!(err.contains(&format!("needs 2 hosted zones, 1 free (quota {}, {before} in use)", before + 1)), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert_eq!(changes(&e), Vec::<String>::new(), "nothing changed");
+    assert!(!e.s.cli(&["status", "hz"]).status.success(), "nothing journaled");
+    e.proxy.set_quotas(Quotas::with(&[(HOSTED_ZONES, before + 2)]));
+    let ran = cli_checking_quotas(&e, &["run", "provision-infra", "--input", &p, "--id", "hz"]);
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    assert_eq!(hosted_zones(&e), before + 2);
+    // The account now full, the same cluster asked for again: its two zones are not new.
+    let again = cli_checking_quotas(&e, &["run", "provision-infra", "--input", &p, "--id", "hz-again"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(hosted_zones(&e), before + 2, "no zone made twice");
 }

@@ -41,7 +41,8 @@ pub fn iam_action(head: &str, action: &str) -> String {
 
 fn route53_action(method_and_shape: &str) -> String {
     // Any path segment that is not one of Route53's words is an id, whatever its length.
-    const WORDS: [&str; 8] = [
+    const WORDS: [&str; 9] = [
+        "accountlimit",
         "hostedzone",
         "rrset",
         "associatevpc",
@@ -71,6 +72,7 @@ fn route53_action(method_and_shape: &str) -> String {
         "POST /tags/hostedzone/{id}" => "ChangeTagsForResource",
         "POST /tags/hostedzone" => "ListTagsForResources",
         "GET /change/{id}" => "GetChange",
+        "GET /accountlimit/{id}" => "GetAccountLimit",
         _ => "",
     };
     if known.is_empty() { format!("Unknown({normalized})") } else { known.to_string() }

@@ -27,6 +27,9 @@ pub const NAT_GATEWAYS_PER_ZONE: &str = "L-FE5A380F";
 /// On-Demand standard instances' vCPUs (`ec2`): enforced only when a test sets it (AWS publishes
 /// no default; it sets one per account).
 pub const STANDARD_VCPUS: &str = "L-1216C47A";
+/// Route53's hosted zones per account (`GetAccountLimit`'s type; AWS's published default, 500).
+/// moto has no `GetAccountLimit`: the proxy answers it once a test sets quotas.
+pub const HOSTED_ZONES: &str = "MAX_HOSTED_ZONES_BY_OWNER";
 /// ELB's limits, as `DescribeAccountLimits` names them (moto answers 20 network load balancers;
 /// AWS's published default, used here unless a test sets it, is 50).
 pub const NLBS: &str = "network-load-balancers";
@@ -41,6 +44,7 @@ impl Quotas {
         let published = match code {
             NLBS => 50,
             TARGET_GROUPS => 3000,
+            HOSTED_ZONES => 500,
             _ => 5,
         };
         self.values.get(code).copied().unwrap_or(published)
@@ -67,6 +71,10 @@ pub fn admit<'a>(
     if action == "GetAccountSummary" && q.values.keys().any(|k| IAM_SUMMARY_QUOTAS.contains(&k.as_str())) {
         return (super::wire::forward(req, upstream).ok().map(|answer| iam_summary(q, answer)), None);
     }
+    if action == "route53 GET /accountlimit/MAX_HOSTED_ZONES_BY_OWNER" {
+        let c = readers.get_or_init(|| Clients::shared(&format!("http://127.0.0.1:{upstream}")));
+        return (Some(zone_limit(q, hosted_zones(c))), None);
+    }
     if action == "DescribeAccountLimits" {
         return (super::wire::forward(req, upstream).ok().map(|answer| elb_limits(q, answer)), None);
     }
@@ -76,11 +84,19 @@ pub fn admit<'a>(
     let nlb = elbv2 && action == "CreateLoadBalancer" && body.contains("Type=network");
     let target_group = elbv2 && action == "CreateTargetGroup";
     let vcpus = action == "RunInstances" && q.values.contains_key(STANDARD_VCPUS);
-    if !enforced.contains(&action) && !nlb && !target_group && !vcpus {
+    let zone = action == "route53 POST /hostedzone";
+    if !enforced.contains(&action) && !nlb && !target_group && !vcpus && !zone {
         return (None, None);
     }
     let held = CREATES.lock().unwrap_or_else(|p| p.into_inner());
     let c = readers.get_or_init(|| Clients::shared(&format!("http://127.0.0.1:{upstream}")));
+    if zone {
+        if hosted_zones(c) >= q.value(HOSTED_ZONES) {
+            let message = "This operation would exceed the limit on the number of hosted zones for the account.";
+            return (Some(error_response("400 Bad Request", false, "TooManyHostedZones", message)), None);
+        }
+        return (None, Some(held));
+    }
     if vcpus {
         let param = |k: &str| body.split('&').find_map(|p| p.strip_prefix(&format!("{k}="))).unwrap_or_default();
         let (kind, count) = (param("InstanceType").to_string(), param("MaxCount").parse::<u32>().unwrap_or(1));
@@ -154,6 +170,33 @@ pub fn admit<'a>(
         return (Some(error_response("400 Bad Request", true, error, message)), None);
     }
     (None, Some(held))
+}
+
+/// The account's hosted zones, as moto lists them.
+fn hosted_zones(c: &Clients) -> u32 {
+    let mut count = 0;
+    let mut marker: Option<String> = None;
+    loop {
+        let out = c.block_on(c.r53.list_hosted_zones().set_marker(marker.take()).send()).unwrap();
+        count += out.hosted_zones().len() as u32;
+        match out.next_marker() {
+            Some(m) if out.is_truncated() => marker = Some(m.to_string()),
+            _ => return count,
+        }
+    }
+}
+
+/// Route53's answer to `GetAccountLimit` for hosted zones: the limit set (or 500) and the count.
+fn zone_limit(q: &Quotas, count: u32) -> Vec<u8> {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><GetAccountLimitResponse xmlns=\"https://route53.amazonaws.com/doc/2013-04-01/\"><Limit><Type>{HOSTED_ZONES}</Type><Value>{}</Value></Limit><Count>{count}</Count></GetAccountLimitResponse>",
+        q.value(HOSTED_ZONES)
+    );
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
 }
 
 /// The vCPUs the standard families' pending and running instances use, and one `kind`'s (0 for

@@ -28,6 +28,7 @@ mod user_data;
 mod validate;
 pub mod vcpu_quota;
 pub mod wait_limit;
+pub mod zone_quota;
 
 use infraflow_engine::Registry;
 

@@ -2,6 +2,7 @@
 //! attached to the cluster's VPC, marked at creation so a re-run or teardown finds them.
 
 mod records;
+mod room;
 mod soa;
 
 use aws_sdk_route53::types::{Change, ChangeAction, HostedZoneConfig, Tag, TagResourceType, Vpc, VpcRegion};
@@ -16,6 +17,7 @@ pub use records::{
     WrittenCname, cname_values, delete_records_named, delete_records_named_pointing_to, delete_records_pointing_to,
     records_named_pointing_to, records_of, restore_cnames, upsert_cnames,
 };
+pub use room::{ZoneRoom, zone_room, zones_existing};
 pub use soa::{NEGATIVE_CACHE_TTL, ensure_negative_cache_ttl, negative_cache_ttl};
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
@@ -28,6 +30,9 @@ pub const IAM_READ: &[&str] = &[
     "route53:ListTagsForResources",
     "route53:GetHostedZone",
     "route53:ListTagsForResource",
+    // The account's hosted zone limit and count (`room`), for the quota check before a
+    // provision is journaled.
+    "route53:GetAccountLimit",
 ];
 /// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
 pub const IAM_WRITE: &[&str] = &[

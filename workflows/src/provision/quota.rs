@@ -127,22 +127,23 @@ pub struct Admission {
 /// Reads the quotas a workflow of `input` draws on and whether it fits: a provision's (or
 /// create-cluster's infrastructure) network quotas, a create-iam's (or create-cluster's IAM)
 /// roles and instance profiles, a create-privatelink's (or create-cluster's) load balancers and
-/// target groups, a scale-nodepool's (or create-cluster's) On-Demand vCPUs; other workflows fit.
+/// target groups, a scale-nodepool's (or create-cluster's) On-Demand vCPUs, a provision's hosted
+/// zones; other workflows fit.
 pub async fn admit_before_submit(pool: &AwsPool, workflow: &str, input: &Value) -> Result<Admission, AwsError> {
-    let (network, iam, links, (vcpus, vcpu_note)) = futures::try_join!(
+    let (network, iam, links, (vcpus, vcpu_note), (zones, zone_note)) = futures::try_join!(
         network_shortfalls(pool, workflow, input),
         crate::iam_quota::shortfalls_before_submit(pool, workflow, input),
         crate::link_quota::shortfalls_before_submit(pool, workflow, input),
-        crate::vcpu_quota::shortfalls_before_submit(pool, workflow, input)
+        crate::vcpu_quota::shortfalls_before_submit(pool, workflow, input),
+        crate::zone_quota::shortfalls_before_submit(pool, workflow, input)
     )?;
     let (mut short, note, hint, region) = network.unwrap_or_default();
     short.extend(iam);
     short.extend(links);
     short.extend(vcpus);
-    let note = match (note, vcpu_note) {
-        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-        (a, b) => a.or(b),
-    };
+    short.extend(zones);
+    let notes: Vec<String> = [note, vcpu_note, zone_note].into_iter().flatten().collect();
+    let note = (!notes.is_empty()).then(|| notes.join("; "));
     let given = input["region"].as_str().or(input["infra"]["region"].as_str()).unwrap_or_default();
     let region = if region.is_empty() { given.to_string() } else { region };
     let refusal = (!short.is_empty()).then(|| {
