@@ -151,6 +151,14 @@ pub(super) fn listen(
     port
 }
 
+/// Whether a call came from a chained process that is dead or dying: its port is stale, or the
+/// chain has killed the process it belongs to.
+pub(super) fn from_a_dead_process(st: &Mutex<State>, generation: Option<u64>) -> bool {
+    let Some(g) = generation else { return false };
+    let s = st.lock().unwrap();
+    s.chain.as_ref().is_none_or(|c| c.generation() != g || c.from_the_killed())
+}
+
 /// Whether a chained process's port belongs to a process the chain has moved on from.
 pub(super) fn stale(st: &Mutex<State>, generation: u64) -> bool {
     st.lock().unwrap().chain.as_ref().is_none_or(|c| c.generation() != generation)

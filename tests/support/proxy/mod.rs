@@ -11,7 +11,7 @@ use std::time::Duration;
 
 mod chained;
 
-use chained::{bury, chained_call, listen, stale, wait_buried};
+use chained::{bury, chained_call, from_a_dead_process, listen, stale, wait_buried};
 
 use super::authz::{Authz, DroppedTags, authorizations, dropped_tags};
 use super::buckets::{BucketReport, Buckets, Rate, class_of};
@@ -438,6 +438,11 @@ fn serve(
         Fault::None => {
             let quotas = st.lock().unwrap().quotas.clone();
             let (refused, _within_quota) = super::quotas::admit(quotas.as_ref(), &act, &req, readers, upstream);
+            // A create that waited for the quota's lock while its process was killed never left
+            // that process: sent now, it would reach AWS after a resumed run had looked it up.
+            if quotas.is_some() && from_a_dead_process(st, generation) {
+                return Ok(());
+            }
             let early = refused.map(Ok).or_else(|| st.lock().unwrap().strict.before(&act, &req.body));
             match early {
                 Some(Ok(remembered)) => remembered,
