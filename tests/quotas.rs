@@ -479,14 +479,18 @@ fn hosted_zones(e: &Env) -> u32 {
 }
 
 /// Route53's hosted zone limit one above what the account has: a provision (two private zones)
-/// is refused before it is journaled, naming the limit; at two above, it fits and runs; run
-/// again under a new id with the account then full, its zones exist already and it fits.
+/// is refused before it is journaled, naming the limit, its reads throttled once and read again;
+/// at two above, it fits and runs; run again under a new id with the account then full, its
+/// zones exist already and it fits.
 #[test]
 fn a_provision_past_the_hosted_zone_limit_is_refused_before_any_change_and_one_that_fits_runs() {
     let e = Env::new();
     let before = hosted_zones(&e);
     e.proxy.set_quotas(Quotas::with(&[(HOSTED_ZONES, before + 1)]));
     e.proxy.reset_counts();
+    // Route53 throttles in storms (five requests a second an account): the check reads again.
+    e.proxy.fail_with("route53 GET /accountlimit/MAX_HOSTED_ZONES_BY_OWNER", "Throttling", 1);
+    e.proxy.fail_with("route53 GET /hostedzonesbyname", "Throttling", 1);
     let p = e.input("hz.json", input("hz", &["us-east-1a"], json!({"singleNATGateway": true})));
     let refused = cli_checking_quotas(&e, &["run", "provision-infra", "--input", &p, "--id", "hz"]);
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
@@ -495,6 +499,7 @@ fn a_provision_past_the_hosted_zone_limit_is_refused_before_any_change_and_one_t
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     assert_eq!(changes(&e), Vec::<String>::new(), "nothing changed");
     assert!(!e.s.cli(&["status", "hz"]).status.success(), "nothing journaled");
+    assert_eq!(e.proxy.faults().get("coded"), Some(&2), "both throttles met and read again");
     e.proxy.set_quotas(Quotas::with(&[(HOSTED_ZONES, before + 2)]));
     let ran = cli_checking_quotas(&e, &["run", "provision-infra", "--input", &p, "--id", "hz"]);
     assert!(ran.status.success(), "{}", stderr(&ran));

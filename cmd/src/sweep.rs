@@ -68,17 +68,7 @@ pub async fn classify(pool: &AwsPool, journal: Option<&Journal>, regions: &[Stri
 /// The census, read again on a retryable error (throttling above all) as a step would be.
 async fn read_census(pool: &AwsPool, region: &str) -> Result<Vec<census::Tagged>, AwsError> {
     let aws = pool.region(region).await;
-    let policy = infraflow_workflows::aws_retry();
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match census::owned_resources(&aws).await {
-            Err(e) if e.retryable && attempt < policy.max_attempts => {
-                tokio::time::sleep(policy.delay_after(attempt)).await;
-            }
-            r => return r,
-        }
-    }
+    infraflow_workflows::read_retrying(|e: &AwsError| e.retryable, || census::owned_resources(&aws)).await
 }
 
 /// Submits the teardown of every expired cluster of `swept` (and notes it there); the ids of

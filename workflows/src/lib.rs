@@ -19,6 +19,7 @@ pub mod policy;
 pub mod provision;
 pub mod provision_infra;
 pub mod quota_hold;
+mod read_again;
 pub mod scale_nodepool;
 pub mod teardown;
 mod teardown_graph;
@@ -33,6 +34,7 @@ pub mod zone_quota;
 use infraflow_engine::Registry;
 
 pub use aws_steps::{aws_retry, consistency_settle, role_of, set_consistency_settle};
+pub use read_again::read_retrying;
 
 /// An AWS region's name as every workflow's input requires it (`us-east-1`): the message names
 /// the value and what is wrong.

@@ -251,8 +251,13 @@ pub fn protected_message(infra: &str, kind: Kind, id: &str) -> String {
 }
 
 /// The resource of cluster `infra` in `region` that protects it from teardown, if any: what
-/// `teardown` checks before it is journaled (and each discovery round checks again).
+/// `teardown` checks before it is journaled (and each discovery round checks again); read again
+/// on a retryable error.
 pub async fn find_protection(pool: &AwsPool, infra: &str, region: &str) -> Result<Option<String>, AwsError> {
+    crate::read_again::read_retrying(|e: &AwsError| e.retryable, || find_protection_once(pool, infra, region)).await
+}
+
+async fn find_protection_once(pool: &AwsPool, infra: &str, region: &str) -> Result<Option<String>, AwsError> {
     let aws = pool.region(region).await;
     let scope = Scope::Owned(infra.to_string());
     let reads = Kind::TEARDOWN_ORDER.map(|kind| {

@@ -51,17 +51,8 @@ pub async fn plan(pool: &AwsPool, input: &Value) -> Result<TeardownPlan, PlanErr
     let t: TeardownInput = serde_json::from_value(validated.input).map_err(|e| InputError(e.to_string()))?;
     // Read where the teardown would act: through its role, in the role's account.
     let pool = &pool.assuming(crate::aws_steps::role_of(input).as_ref());
-    let policy = crate::aws_steps::aws_retry();
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match read_plan(pool, &t).await {
-            Err(PlanError::Aws(e)) if e.retryable && attempt < policy.max_attempts => {
-                tokio::time::sleep(policy.delay_after(attempt)).await;
-            }
-            r => return r,
-        }
-    }
+    let retryable = |e: &PlanError| matches!(e, PlanError::Aws(e) if e.retryable);
+    crate::read_again::read_retrying(retryable, || read_plan(pool, &t)).await
 }
 
 async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, PlanError> {

@@ -92,17 +92,8 @@ pub async fn check(pool: &AwsPool, made: &Provisioned) -> Result<CheckReport, Ch
 /// Every read is idempotent: the whole check is read again on a retryable error (throttling
 /// above all), as a step's would be.
 async fn read_retrying(pool: &AwsPool, made: &Provisioned) -> Result<CheckReport, CheckError> {
-    let policy = crate::aws_steps::aws_retry();
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match read_report(pool, made).await {
-            Err(e) if e.retryable && attempt < policy.max_attempts => {
-                tokio::time::sleep(policy.delay_after(attempt)).await;
-            }
-            r => return r.map_err(|e| CheckError::Aws(from_aws(e))),
-        }
-    }
+    let read = crate::read_again::read_retrying(|e: &AwsError| e.retryable, || read_report(pool, made));
+    read.await.map_err(|e| CheckError::Aws(from_aws(e)))
 }
 
 /// A private zone's VPCs and negative-caching TTL; None if the zone is gone.

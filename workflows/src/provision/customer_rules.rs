@@ -191,8 +191,13 @@ pub(crate) fn refusal(broken: &[String]) -> String {
 }
 
 /// Before `workflow` (provision-infra, or create-cluster's `infra`) is journaled: the rules its
-/// customer's network breaks, read from AWS (nothing for an input without `vpcID`). Reads only.
+/// customer's network breaks, read from AWS (nothing for an input without `vpcID`). Reads only,
+/// read again on a retryable error.
 pub async fn check_before_submit(pool: &AwsPool, workflow: &str, input: &Value) -> Result<Option<String>, AwsError> {
+    crate::read_again::read_retrying(|e: &AwsError| e.retryable, || check_once(pool, workflow, input)).await
+}
+
+async fn check_once(pool: &AwsPool, workflow: &str, input: &Value) -> Result<Option<String>, AwsError> {
     let infra = match workflow {
         "provision-infra" => input,
         "create-cluster" => &input["infra"],

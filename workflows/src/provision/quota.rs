@@ -128,8 +128,12 @@ pub struct Admission {
 /// create-cluster's infrastructure) network quotas, a create-iam's (or create-cluster's IAM)
 /// roles and instance profiles, a create-privatelink's (or create-cluster's) load balancers and
 /// target groups, a scale-nodepool's (or create-cluster's) On-Demand vCPUs, a provision's hosted
-/// zones; other workflows fit.
+/// zones; other workflows fit. Read again on a retryable error (throttling), as a step would.
 pub async fn admit_before_submit(pool: &AwsPool, workflow: &str, input: &Value) -> Result<Admission, AwsError> {
+    crate::read_again::read_retrying(|e: &AwsError| e.retryable, || admit_once(pool, workflow, input)).await
+}
+
+async fn admit_once(pool: &AwsPool, workflow: &str, input: &Value) -> Result<Admission, AwsError> {
     let (network, iam, links, (vcpus, vcpu_note), (zones, zone_note)) = futures::try_join!(
         network_shortfalls(pool, workflow, input),
         crate::iam_quota::shortfalls_before_submit(pool, workflow, input),
