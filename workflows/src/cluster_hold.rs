@@ -348,7 +348,10 @@ pub async fn live_holder(pool: &AwsPool, region: &str, infra: &str) -> Result<Op
 pub async fn self_test(pool: &AwsPool) -> Result<(), String> {
     let Some(config) = LOCK.get() else { return Ok(()) };
     let aws = pool.region(&config.region).await;
-    match cluster_lease::self_test(&aws, &config.store).await {
+    // Idempotent: a probe written by an attempt whose reply was lost is found by the next.
+    let proof =
+        crate::read_again::read_retrying(|e: &AwsError| e.retryable, || cluster_lease::self_test(&aws, &config.store));
+    match proof.await {
         Ok(verdict) => verdict,
         Err(e) => Err(format!("cannot use s3://{} for cluster leases: {e}", config.store.bucket)),
     }
