@@ -25,8 +25,10 @@ fn phase(e: &AwsEnv, bin: &Path, workflow: &str, prefix: &str, inputs: &[serde_j
     // AWS's buckets are full after a quiet spell; each phase starts so.
     e.proxy.set_buckets(aws_account());
     e.proxy.reset_counts();
-    let ids = submit_all(e, bin, workflow, prefix, inputs);
+    // From the first submit: its checks before journaling (a teardown's protection, a create's
+    // quotas) draw on the same buckets as the runs.
     let start = Instant::now();
+    let ids = submit_all(e, bin, workflow, prefix, inputs);
     let mut d = daemon(e, bin, &[&["--workers", "32"], extra].concat());
     let states = wait_all(e, &ids, Duration::from_secs(3600));
     let wall = start.elapsed();
@@ -94,6 +96,12 @@ fn a_fleet_of_create_clusters_and_teardowns_under_the_account_buckets() {
         println!("| {name} | teardown | {} |", teardown.line());
         println!("| {name} | create-cluster, most requested | {} |", create.top_actions(12));
         println!("| {name} | teardown, most requested | {} |", teardown.top_actions(12));
+        for (class, seconds) in &teardown.report.seconds {
+            println!("| {name} | teardown, {class} a second | {seconds:?} |");
+        }
+        for (api, seconds) in teardown.report.per_api.iter().filter(|(_, s)| s.iter().sum::<u32>() >= 40) {
+            println!("| {name} | teardown, {api} a second | {seconds:?} |");
+        }
     }
 }
 

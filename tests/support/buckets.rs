@@ -63,6 +63,10 @@ struct Bucket {
 pub struct Buckets {
     rates: BTreeMap<&'static str, Rate>,
     buckets: BTreeMap<String, Bucket>,
+    /// When the first request came, and each class's admitted requests per second since.
+    started: Option<Instant>,
+    seconds: BTreeMap<&'static str, Vec<u32>>,
+    pub per_api_seconds: BTreeMap<String, Vec<u32>>,
 }
 
 /// What the buckets saw, per class: (admitted, throttled), and the floor of the run.
@@ -72,6 +76,10 @@ pub struct BucketReport {
     pub floor: Duration,
     /// From the first to the last request each class admitted.
     pub spans: BTreeMap<&'static str, Duration>,
+    /// Each class's admitted requests in each second from the first request: where a class idled.
+    pub seconds: BTreeMap<&'static str, Vec<u32>>,
+    /// The same per API (`INFRAFLOW_BENCH_PER_API` set): which bucket a class waited on.
+    pub per_api: BTreeMap<String, Vec<u32>>,
 }
 
 impl BucketReport {
@@ -86,7 +94,7 @@ impl BucketReport {
 
 impl Buckets {
     pub fn new(rates: BTreeMap<&'static str, Rate>) -> Buckets {
-        Buckets { rates, buckets: BTreeMap::new() }
+        Buckets { rates, ..Default::default() }
     }
 
     /// Takes a token for a request `action` of `class` in `account` ("" for the process's own;
@@ -111,6 +119,19 @@ impl Buckets {
             b.tokens -= 1.0;
             b.admitted += 1;
             b.span = Some((b.span.map_or(now, |(first, _)| first), now));
+            let second = now.duration_since(*self.started.get_or_insert(now)).as_secs() as usize;
+            let counts = self.seconds.entry(class).or_default();
+            if std::env::var_os("INFRAFLOW_BENCH_PER_API").is_some() {
+                let per = self.per_api_seconds.entry(format!("{class} {action}")).or_default();
+                if per.len() <= second {
+                    per.resize(second + 1, 0);
+                }
+                per[second] += 1;
+            }
+            if counts.len() <= second {
+                counts.resize(second + 1, 0);
+            }
+            counts[second] += 1;
             true
         } else {
             b.throttled += 1;
@@ -139,6 +160,12 @@ impl Buckets {
             .map(|b| ((b.admitted as f64 - b.rate.burst).max(0.0)) / b.rate.per_second)
             .fold(0.0, f64::max);
         let spans = spans.into_iter().map(|(c, (f, l))| (c, l - f)).collect();
-        BucketReport { by_class, floor: Duration::from_secs_f64(floor), spans }
+        BucketReport {
+            by_class,
+            floor: Duration::from_secs_f64(floor),
+            spans,
+            seconds: self.seconds.clone(),
+            per_api: self.per_api_seconds.clone(),
+        }
     }
 }

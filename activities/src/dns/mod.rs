@@ -201,29 +201,34 @@ pub async fn zone_vpcs(aws: &Aws, zone: &str) -> AwsResult<Option<Vec<(String, S
 
 /// The private zones infraflow marked for `infra_id`, with where each serves: `Here` (a VPC of
 /// `aws`'s region, or none at all: a zone whose VPC went first) or the other regions it serves.
-async fn marked_zones(aws: &Aws, infra_id: &str) -> AwsResult<Vec<(String, Result<(), Vec<String>>)>> {
+/// A zone of `here` (listed as associated with a VPC of this region) serves here without a
+/// `GetHostedZone`: Route53's five requests a second are a fleet's teardown floor.
+async fn marked_zones(aws: &Aws, infra_id: &str, here: &[String]) -> AwsResult<Vec<(String, Result<(), Vec<String>>)>> {
     let prefix = format!("infraflow:{infra_id}/");
-    let mut out = Vec::new();
-    for z in private_zones(aws).await? {
-        let comment = z.config().and_then(|c| c.comment()).unwrap_or_default();
-        if !comment.starts_with(&prefix) {
-            continue;
+    let marked: Vec<String> = private_zones(aws)
+        .await?
+        .iter()
+        .filter(|z| z.config().and_then(|c| c.comment()).unwrap_or_default().starts_with(&prefix))
+        .map(|z| bare(z.id()))
+        .collect();
+    let read = marked.into_iter().map(|zone| async move {
+        if here.contains(&zone) {
+            return Ok(Some((zone, Ok(()))));
         }
-        let zone = bare(z.id());
-        let Some(vpcs) = zone_vpcs(aws, &zone).await? else { continue };
+        let Some(vpcs) = zone_vpcs(aws, &zone).await? else { return Ok(None) };
         let mut regions: Vec<String> = vpcs.into_iter().map(|(_, r)| r).collect();
         regions.sort();
         regions.dedup();
-        let here = regions.is_empty() || regions.contains(&aws.region);
-        out.push((zone, if here { Ok(()) } else { Err(regions) }));
-    }
-    Ok(out)
+        let serves_here = regions.is_empty() || regions.contains(&aws.region);
+        Ok(Some((zone, if serves_here { Ok(()) } else { Err(regions) })))
+    });
+    Ok(futures::future::try_join_all(read).await?.into_iter().flatten().collect())
 }
 
 /// The private zones marked for `infra_id` that serve only other regions than `aws`'s, with
 /// those regions: what a teardown here leaves.
 pub async fn marked_zones_elsewhere(aws: &Aws, infra_id: &str) -> AwsResult<Vec<(String, Vec<String>)>> {
-    Ok(marked_zones(aws, infra_id).await?.into_iter().filter_map(|(z, r)| r.err().map(|r| (z, r))).collect())
+    Ok(marked_zones(aws, infra_id, &[]).await?.into_iter().filter_map(|(z, r)| r.err().map(|r| (z, r))).collect())
 }
 
 /// The private zone `name` HyperShift's CLI made for this cluster (it finds its zones by name and
@@ -420,16 +425,13 @@ pub async fn find_zones_by_identity(aws: &Aws, key: &str, created_by: Option<&st
 /// associated with the cluster's VPCs `vpcs` — tagged owned (by the cluster's other tools). Tags
 /// are read only for those few zones: an account may hold hundreds of zones.
 pub async fn find_owned_zones(aws: &Aws, infra_id: &str, vpcs: &[String]) -> AwsResult<Vec<String>> {
+    let of_vpcs = futures::future::try_join_all(vpcs.iter().map(|vpc| zones_of_vpc(aws, vpc))).await?;
+    let mut on_vpcs: Vec<String> = of_vpcs.into_iter().flatten().collect();
+    on_vpcs.sort();
+    on_vpcs.dedup();
     let mut owned: Vec<String> =
-        marked_zones(aws, infra_id).await?.into_iter().filter(|(_, r)| r.is_ok()).map(|(z, _)| z).collect();
-    let mut candidates = Vec::new();
-    for vpc in vpcs {
-        for zone in zones_of_vpc(aws, vpc).await? {
-            if !owned.contains(&zone) && !candidates.contains(&zone) {
-                candidates.push(zone);
-            }
-        }
-    }
+        marked_zones(aws, infra_id, &on_vpcs).await?.into_iter().filter(|(_, r)| r.is_ok()).map(|(z, _)| z).collect();
+    let candidates: Vec<String> = on_vpcs.into_iter().filter(|z| !owned.contains(z)).collect();
     let key = ownership_key(infra_id);
     for (id, tags) in tags_of_zones(aws, &candidates).await? {
         if tags.iter().any(|(k, v)| *k == key && v == OWNED) {
