@@ -39,10 +39,10 @@ fn three_daemons_on_one_journal_under_the_account_buckets_get_at_most_five_perce
     let states = wait_all(&e, &ids, Duration::from_secs(300));
     let wall = start.elapsed();
     let report = e.proxy.bucket_report();
-    let throttles_seen = scrape_sum(&ports, "infraflow_aws_throttles_total{class=\"ec2-mutating\"}")
-        + scrape_sum(&ports, "infraflow_aws_throttles_total{class=\"ec2-describe\"}")
-        + scrape_sum(&ports, "infraflow_aws_throttles_total{class=\"route53\"}")
-        + scrape_sum(&ports, "infraflow_aws_throttles_total{class=\"elb\"}");
+    let throttles_seen: f64 = ["ec2-mutating", "ec2-describe", "route53", "elb-describe", "elb-mutating"]
+        .iter()
+        .map(|class| scrape_sum(&ports, &format!("infraflow_aws_throttles_total{{class=\"{class}\"}}")))
+        .sum();
     for d in &mut daemons {
         assert_eq!(terminate(d, Duration::from_secs(30)).code(), Some(0), "{}", e.s.daemon_log());
     }

@@ -118,7 +118,7 @@ impl Aws {
             classic_elb: aws_sdk_elasticloadbalancing::Client::from_conf(
                 aws_sdk_elasticloadbalancing::config::Builder::from(&conf)
                     .interceptor(CallCounter(account.clone()))
-                    .interceptor(tag(Service::Elb))
+                    .interceptor(tag(Service::ClassicElb))
                     .build(),
             ),
             r53: aws_sdk_route53::Client::from_conf(

@@ -17,9 +17,10 @@ pub struct Cli {
     #[arg(long, global = true, env = "INFRAFLOW_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// The pace of AWS requests, shared by every workflow of this process: `off`, or
-    /// `CLASS=BURST/PER_SECOND,...` over AWS's documented account defaults (ec2-mutating=20/5,
-    /// ec2-describe=40/10, run-instances=1000/2, route53=5/5, elb=20/10, iam=10/10). Each class
-    /// slows down on a throttle and creeps back.
+    /// `CLASS=BURST/PER_SECOND,...` over AWS's documented account defaults (ec2-mutating=50/5
+    /// and ec2-describe=100/20 each API, run-instances=1000/2, route53=5/5, elb-describe=40/10,
+    /// elb-mutating=20/10, classic-elb-describe=40/10, classic-elb-mutating=20/10 (`elb` sets
+    /// all four), iam=10/10). Each class slows down on a throttle and creeps back.
     #[arg(long, global = true, env = "INFRAFLOW_AWS_RATE", value_name = "SPEC", value_parser = parse_aws_rate)]
     pub aws_rate: Option<infraflow_activities::pacing::PacingConfig>,
     /// How long a create interrupted mid-step (or failed after AWS may have acted) waits before

@@ -16,13 +16,17 @@ pub struct Rate {
 }
 
 /// An account's buckets as AWS documents them: EC2's for each API (a mutating API's 50 tokens at
-/// 5 a second, a non-mutating one's 100 at 20), Route53's 5 a second, ELB's whole API.
+/// 5 a second, a non-mutating one's 100 at 20), Route53's 5 a second, ELB's in each API version
+/// (its non-mutating actions' 40 at 10 a second; the rest publish no number: 20 at 10).
 pub fn aws_account() -> BTreeMap<&'static str, Rate> {
     BTreeMap::from([
         ("ec2-mutating", Rate { burst: 50.0, per_second: 5.0 }),
         ("ec2-describe", Rate { burst: 100.0, per_second: 20.0 }),
         ("route53", Rate { burst: 5.0, per_second: 5.0 }),
-        ("elb", Rate { burst: 20.0, per_second: 10.0 }),
+        ("elb-describe", Rate { burst: 40.0, per_second: 10.0 }),
+        ("elb-mutating", Rate { burst: 20.0, per_second: 10.0 }),
+        ("classic-elb-describe", Rate { burst: 40.0, per_second: 10.0 }),
+        ("classic-elb-mutating", Rate { burst: 20.0, per_second: 10.0 }),
     ])
 }
 
@@ -40,8 +44,12 @@ pub fn class_of(action: &str, body: &str) -> Option<&'static str> {
         let describe = action.starts_with("Describe") || action.starts_with("Get");
         return Some(if describe { "ec2-describe" } else { "ec2-mutating" });
     }
-    if body.contains("Version=2015-12-01") || body.contains("Version=2012-06-01") {
-        return Some("elb");
+    let describe = action.starts_with("Describe");
+    if body.contains("Version=2015-12-01") {
+        return Some(if describe { "elb-describe" } else { "elb-mutating" });
+    }
+    if body.contains("Version=2012-06-01") {
+        return Some(if describe { "classic-elb-describe" } else { "classic-elb-mutating" });
     }
     None
 }

@@ -21,26 +21,38 @@ pub(crate) use http::{PaceTag, PacedHttpClient};
 /// The request classes, as AWS documents its throttling: EC2 evaluates each API on its own
 /// bucket, sized by the API's category (mutating, non-mutating), and RunInstances also draws from
 /// a resource bucket of its own (instances launched); Route53 allows 5 requests a second per
-/// account; ELB throttles its API as a whole; IAM is one global API.
+/// account; ELB keeps a bucket for its non-mutating actions and one for the rest, in each of its
+/// two API versions (v2: application and network load balancers; v1: classic ones); IAM is one
+/// global API.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RateClass {
     Ec2Mutating,
     Ec2Describe,
     RunInstances,
     Route53,
-    Elb,
+    ElbDescribe,
+    ElbMutating,
+    ClassicElbDescribe,
+    ClassicElbMutating,
     Iam,
 }
 
 impl RateClass {
-    pub const ALL: [RateClass; 6] = [
+    pub const ALL: [RateClass; 9] = [
         RateClass::Ec2Mutating,
         RateClass::Ec2Describe,
         RateClass::RunInstances,
         RateClass::Route53,
-        RateClass::Elb,
+        RateClass::ElbDescribe,
+        RateClass::ElbMutating,
+        RateClass::ClassicElbDescribe,
+        RateClass::ClassicElbMutating,
         RateClass::Iam,
     ];
+
+    /// ELB's classes: what `--aws-rate elb=B/R` sets at once.
+    const ELB: [RateClass; 4] =
+        [RateClass::ElbDescribe, RateClass::ElbMutating, RateClass::ClassicElbDescribe, RateClass::ClassicElbMutating];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -48,7 +60,10 @@ impl RateClass {
             RateClass::Ec2Describe => "ec2-describe",
             RateClass::RunInstances => "run-instances",
             RateClass::Route53 => "route53",
-            RateClass::Elb => "elb",
+            RateClass::ElbDescribe => "elb-describe",
+            RateClass::ElbMutating => "elb-mutating",
+            RateClass::ClassicElbDescribe => "classic-elb-describe",
+            RateClass::ClassicElbMutating => "classic-elb-mutating",
             RateClass::Iam => "iam",
         }
     }
@@ -73,15 +88,17 @@ impl RateClass {
     /// API's bucket holds 100 tokens refilled at 20 a second — DescribeHosts is AWS's example —,
     /// a mutating one's 50 at 5, the size of AWS's table for its mutating category, which the
     /// copies of the page at hand cut off; `--aws-rate ec2-mutating=B/R` sets another; RunInstances' is AWS's instance-launch bucket, 1000 and 2
-    /// a second). ELB's whole API and IAM publish no number: 20 at 10 a second and 10 at 10 are
-    /// guesses on the safe side.
+    /// a second). ELB's non-mutating actions, in each API version, are AWS's 40 tokens refilled at
+    /// 10 a second (ELB's user guide, "Request throttling"); its other actions and IAM publish no
+    /// number here: 20 at 10 a second and 10 at 10 are guesses on the safe side.
     fn default_limit(self) -> Limit {
         let (burst, per_second) = match self {
             RateClass::Ec2Mutating => (50.0, 5.0),
             RateClass::Ec2Describe => (100.0, 20.0),
             RateClass::RunInstances => (1000.0, 2.0),
             RateClass::Route53 => (5.0, 5.0),
-            RateClass::Elb => (20.0, 10.0),
+            RateClass::ElbDescribe | RateClass::ClassicElbDescribe => (40.0, 10.0),
+            RateClass::ElbMutating | RateClass::ClassicElbMutating => (20.0, 10.0),
             RateClass::Iam => (10.0, 10.0),
         };
         Limit { burst, per_second }
@@ -92,7 +109,10 @@ impl RateClass {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Service {
     Ec2,
+    /// ELB's API version 2 (application, network and gateway load balancers).
     Elb,
+    /// ELB's API version 1 (classic load balancers): buckets of its own.
+    ClassicElb,
     Route53,
     Iam,
     Sts,
@@ -111,7 +131,10 @@ pub(crate) fn classes_of(service: Service, operation: &str) -> &'static [RateCla
         Service::Ec2 if operation == "RunInstances" => &[RateClass::RunInstances, RateClass::Ec2Mutating],
         Service::Ec2 if operation.starts_with("Describe") || operation.starts_with("Get") => &[RateClass::Ec2Describe],
         Service::Ec2 => &[RateClass::Ec2Mutating],
-        Service::Elb => &[RateClass::Elb],
+        Service::Elb if operation.starts_with("Describe") => &[RateClass::ElbDescribe],
+        Service::Elb => &[RateClass::ElbMutating],
+        Service::ClassicElb if operation.starts_with("Describe") => &[RateClass::ClassicElbDescribe],
+        Service::ClassicElb => &[RateClass::ClassicElbMutating],
         Service::Route53 => &[RateClass::Route53],
         Service::Iam => &[RateClass::Iam],
         // S3's request rates are per prefix (thousands a second): a teardown's few calls need no pacing.
@@ -149,8 +172,14 @@ impl PacingConfig {
             let (name, value) = entry
                 .split_once('=')
                 .ok_or_else(|| format!("`{entry}` is not CLASS=BURST/PER_SECOND (classes: {})", classes()))?;
-            let class = RateClass::parse(name.trim())
-                .ok_or_else(|| format!("unknown request class `{}` (classes: {})", name.trim(), classes()))?;
+            // `elb` (before ELB's classes were told apart) sets all four.
+            let named: Vec<RateClass> = match name.trim() {
+                "elb" => RateClass::ELB.to_vec(),
+                name => vec![
+                    RateClass::parse(name)
+                        .ok_or_else(|| format!("unknown request class `{name}` (classes: {})", classes()))?,
+                ],
+            };
             let (burst, rate) =
                 value.split_once('/').ok_or_else(|| format!("`{entry}`: the limit is BURST/PER_SECOND, e.g. 20/5"))?;
             let number = |s: &str| s.trim().parse::<f64>().ok().filter(|n| n.is_finite() && *n > 0.0);
@@ -165,7 +194,9 @@ impl PacingConfig {
                     "`{entry}`: {per_second} requests a second is below the least pace, {MIN_PER_SECOND}/s (one request every 100 s); use `off` to stop pacing instead"
                 ));
             }
-            limits.insert(class, Limit { burst: burst.max(1.0), per_second });
+            for class in named {
+                limits.insert(class, Limit { burst: burst.max(1.0), per_second });
+            }
         }
         Ok(PacingConfig { limits: Some(limits.clone()) })
     }
@@ -200,7 +231,7 @@ pub fn observe_wait_starts(starts: WaitStartObserver) -> bool {
 }
 
 /// Requests waiting for their class's rate now, by class (`RateClass::ALL` order), all regions.
-static WAITING: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
+static WAITING: [AtomicU64; RateClass::ALL.len()] = [const { AtomicU64::new(0) }; RateClass::ALL.len()];
 
 /// How many requests wait for their class's rate now: what the daemon's metrics show.
 pub fn waiting_now() -> Vec<(RateClass, u64)> {
@@ -337,8 +368,26 @@ mod tests {
         let c = PacingConfig::parse("ec2-mutating=40/10, route53=1/0.5").unwrap();
         assert_eq!(c.limit(RateClass::Ec2Mutating), Some(Limit { burst: 40.0, per_second: 10.0 }));
         assert_eq!(c.limit(RateClass::Route53), Some(Limit { burst: 1.0, per_second: 0.5 }));
-        assert_eq!(c.limit(RateClass::Elb), PacingConfig::default().limit(RateClass::Elb));
-        assert_eq!(PacingConfig::parse("off").unwrap().limit(RateClass::Elb), None);
+        assert_eq!(c.limit(RateClass::ElbDescribe), PacingConfig::default().limit(RateClass::ElbDescribe));
+        assert_eq!(PacingConfig::parse("off").unwrap().limit(RateClass::ElbDescribe), None);
+    }
+
+    #[test]
+    fn elb_is_paced_as_aws_counts_it_two_buckets_in_each_api_version() {
+        let d = PacingConfig::default();
+        assert_eq!(d.limit(RateClass::ElbDescribe), Some(Limit { burst: 40.0, per_second: 10.0 }), "AWS's published");
+        assert_eq!(d.limit(RateClass::ClassicElbDescribe), d.limit(RateClass::ElbDescribe));
+        assert_eq!(classes_of(Service::Elb, "DescribeTags"), &[RateClass::ElbDescribe]);
+        assert_eq!(classes_of(Service::Elb, "DeleteLoadBalancer"), &[RateClass::ElbMutating]);
+        assert_eq!(classes_of(Service::ClassicElb, "DescribeTags"), &[RateClass::ClassicElbDescribe]);
+        assert_eq!(classes_of(Service::ClassicElb, "DeleteLoadBalancer"), &[RateClass::ClassicElbMutating]);
+        let all = PacingConfig::parse("elb=8/2").unwrap();
+        for class in RateClass::ELB {
+            assert_eq!(all.limit(class), Some(Limit { burst: 8.0, per_second: 2.0 }), "{class:?}");
+        }
+        let one = PacingConfig::parse("elb-describe=80/20").unwrap();
+        assert_eq!(one.limit(RateClass::ElbDescribe), Some(Limit { burst: 80.0, per_second: 20.0 }));
+        assert_eq!(one.limit(RateClass::ElbMutating), d.limit(RateClass::ElbMutating));
     }
 
     #[test]
