@@ -345,6 +345,10 @@ fn a_daemon_whose_workflow_waits_for_another_journals_lease_shows_it_in_metrics_
     let listed: Value = serde_json::from_str(&stdout(&e.s.cli(&["status", "--json"]))).unwrap();
     let ours = listed.as_array().unwrap().iter().find(|w| w["id"] == "ours").unwrap().clone();
     assert!(ours["waitsFor"].as_str().is_some_and(|w| w.starts_with("workflow theirs of journal")), "{ours}");
+    // And the daemon's page, on the workflow's row.
+    let (_, page) = http_get(port, "/");
+    let row = page.split("<tr").find(|r| r.contains("data-id=\"ours\"")).unwrap_or_default();
+    assert!(row.contains("waits for: workflow theirs of journal"), "{page}");
     let theirs = finish(theirs);
     assert!(theirs.status.success(), "{}", stderr(&theirs));
     e.s.wait_for_state("ours", &["completed"], Duration::from_secs(60));

@@ -10,7 +10,7 @@ use crate::render;
 /// What each workflow of `rows` that is queued or running waits for: the workflow ahead of it in
 /// this journal's queue, else what its hold journaled (another journal's lease, the account's
 /// quota). One read of the queue, and of the workflow's events only when the queue says nothing.
-fn waits(journal: &Journal, rows: &[WorkflowRow]) -> Result<render::Waits, Failure> {
+pub(crate) fn waits(journal: &Journal, rows: &[WorkflowRow]) -> Result<render::Waits, Failure> {
     let mut out = render::Waits::new();
     for r in rows.iter().filter(|r| matches!(r.state, WorkflowState::Pending | WorkflowState::Running)) {
         let queued = render::waiting_text(&journal.waiting_for(&r.id, now_ms())?);

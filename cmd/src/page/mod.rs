@@ -240,7 +240,10 @@ impl Page {
         let shown: Vec<_> = shown.into_iter().skip(offset).take(MAX_ROWS).collect();
         let unfinished = shown.iter().any(|r| !r.state.is_finished() && r.state != WorkflowState::Paused);
         let now = SystemClock.now();
-        let mut items = render::list_json(&shown, &render::Waits::new());
+        // What the page's queued and running rows wait for, as `status` says it; a row whose wait
+        // cannot be read shows its step instead.
+        let waits = crate::status::waits(&self.journal, &shown).unwrap_or_default();
+        let mut items = render::list_json(&shown, &waits);
         if let Value::Array(items) = &mut items {
             for (item, row) in items.iter_mut().zip(&shown) {
                 item["age"] = json!(render::age(now - row.created_at));
