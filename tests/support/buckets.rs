@@ -74,7 +74,7 @@ pub struct Buckets {
     /// When the first request came, and each class's admitted requests per second since.
     started: Option<Instant>,
     seconds: BTreeMap<&'static str, Vec<u32>>,
-    pub per_api_seconds: BTreeMap<String, Vec<u32>>,
+    per_api_seconds: BTreeMap<String, Vec<u32>>,
 }
 
 /// What the buckets saw, per class: (admitted, throttled), and the floor of the run.
@@ -98,6 +98,14 @@ impl BucketReport {
     pub fn throttled(&self) -> u64 {
         self.by_class.values().map(|(_, t)| t).sum()
     }
+}
+
+/// Counts one request in `second` of `counts` (one entry a second from the first request).
+fn tally(counts: &mut Vec<u32>, second: usize) {
+    if counts.len() <= second {
+        counts.resize(second + 1, 0);
+    }
+    counts[second] += 1;
 }
 
 impl Buckets {
@@ -128,18 +136,10 @@ impl Buckets {
             b.admitted += 1;
             b.span = Some((b.span.map_or(now, |(first, _)| first), now));
             let second = now.duration_since(*self.started.get_or_insert(now)).as_secs() as usize;
-            let counts = self.seconds.entry(class).or_default();
+            tally(self.seconds.entry(class).or_default(), second);
             if std::env::var_os("INFRAFLOW_BENCH_PER_API").is_some() {
-                let per = self.per_api_seconds.entry(format!("{class} {action}")).or_default();
-                if per.len() <= second {
-                    per.resize(second + 1, 0);
-                }
-                per[second] += 1;
+                tally(self.per_api_seconds.entry(format!("{class} {action}")).or_default(), second);
             }
-            if counts.len() <= second {
-                counts.resize(second + 1, 0);
-            }
-            counts[second] += 1;
             true
         } else {
             b.throttled += 1;
