@@ -438,9 +438,10 @@ fn serve(
         Fault::None => {
             let quotas = st.lock().unwrap().quotas.clone();
             let (refused, _within_quota) = super::quotas::admit(quotas.as_ref(), &act, &req, readers, upstream);
-            // A create that waited for the quota's lock while its process was killed never left
-            // that process: sent now, it would reach AWS after a resumed run had looked it up.
-            if quotas.is_some() && from_a_dead_process(st, generation) {
+            // A call of a chained process that the chain killed while the call was on its way
+            // (decided, then waiting for the quota's lock or simply not yet sent) never left that
+            // process: sent now, it would reach AWS after a resumed run had looked it up.
+            if from_a_dead_process(st, generation) {
                 return Ok(());
             }
             let early = refused.map(Ok).or_else(|| st.lock().unwrap().strict.before(&act, &req.body));
