@@ -182,6 +182,11 @@ fn a_protected_clusters_teardown_is_refused_at_submit_and_a_running_one_pauses()
     let e = Env::new();
     let made = hypershift_cluster(&e, "prot-abcde");
     let igw = made["internet-gateway"].clone();
+    // Someone else's protected VPC: EC2's tag index lists a protected resource, so the check
+    // before journaling reads every kind of the cluster's.
+    let theirs = e.c.block_on(e.c.ec2.create_vpc().cidr_block("10.9.0.0/16").send()).unwrap();
+    let theirs = theirs.vpc().unwrap().vpc_id().unwrap().to_string();
+    tag(&e, &theirs, PROTECT, "yes");
     tag(&e, &igw, PROTECT, "yes");
     let input = e.input("td.json", json!({"infraID": "prot-abcde", "region": "us-east-1"}));
     for verb in ["run", "submit"] {
@@ -210,6 +215,18 @@ fn a_protected_clusters_teardown_is_refused_at_submit_and_a_running_one_pauses()
     let out = e.cli(&["retry", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(Inventory::read(&e.c, "prot-abcde").total(), 0);
+    assert!(e.c.block_on(e.c.ec2.describe_vpcs().vpc_ids(&theirs).send()).is_ok(), "theirs untouched");
+
+    // Nothing in EC2 protected: the check reads EC2's tag index once, not each EC2 kind.
+    untag(&e, &theirs, PROTECT);
+    e.proxy.reset_counts();
+    let out = e.cli(&["submit", "teardown", "--input", &input]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let counts = e.proxy.counts();
+    assert!(counts.get("DescribeTags").copied().unwrap_or(0) >= 1, "{counts:?}");
+    for kind in ["DescribeInternetGateways", "DescribeSubnets", "DescribeInstances", "DescribeNetworkInterfaces"] {
+        assert_eq!(counts.get(kind), None, "{kind}: {counts:?}");
+    }
 }
 
 #[test]

@@ -473,6 +473,67 @@ fn a_scale_past_the_vcpu_quota_is_refused_before_any_change_and_one_that_fits_ru
     assert_eq!(instances(&e), 2, "the pool's two nodes alone");
 }
 
+/// Node pools of two clusters submitted at once with room for one (On-Demand standard vCPUs at
+/// 8, two 4-vCPU nodes each): the daemon runs one; the other waits, naming the vCPUs the first
+/// claims or holds, and starts once the first pool is scaled to zero. No launch meets the quota
+/// (without admission the second would, and roll back).
+#[test]
+fn node_pools_of_two_clusters_with_room_for_one_run_one_and_the_other_waits_for_a_scale_down() {
+    let e = Env::new();
+    let cluster = |name: &str| {
+        let p = e.input(&format!("{name}.json"), input(name, &["us-east-1a"], json!({})));
+        let out = ok(&e.cli(&["run", "provision-infra", "--input", &p]));
+        let infra = format!("{name}-abcde");
+        move |pool: &str, replicas: i64| {
+            json!({"infraID": infra, "nodePool": pool, "replicas": replicas, "region": "us-east-1",
+                   "subnetID": out["zones"][0]["subnetID"], "instanceType": "m6i.xlarge", "imageID": "ami-12c6146b",
+                   "securityGroupIDs": [out["securityGroupID"]]})
+        }
+    };
+    let pools = [cluster("vw"), cluster("vx")];
+    e.proxy.set_quotas(Quotas::with(&[(STANDARD_VCPUS, 8)]));
+    let env = checking_env(&e);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let submit = |id: &str, input: Value| {
+        let file = e.input(&format!("{id}.json"), input);
+        let out = e.s.cli_env(&["submit", "scale-nodepool", "--input", &file, "--id", id], &env);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    };
+    // Each fits the account as it is (nothing runs), so each is journaled.
+    submit("a", pools[0]("workers", 2));
+    submit("b", pools[1]("workers", 2));
+    let mut daemon = e.s.spawn_daemon(&["--workers", "4", "--quota-recheck", "200ms"], &env);
+    let state = |id: &str| e.s.status(id)["state"].as_str().unwrap_or_default().to_string();
+    let says = |id: &str| e.s.status(id)["waitsFor"].as_str().map(str::to_string);
+    let one_waits = || {
+        let done: Vec<&str> = ["a", "b"].into_iter().filter(|id| state(id) == "completed").collect();
+        done.len() == 1 && says(if done[0] == "a" { "b" } else { "a" }).is_some()
+    };
+    let one = wait_until(std::time::Duration::from_secs(60), one_waits);
+    assert!(one, "one runs, one waits: a {}, b {}\n{}", state("a"), state("b"), e.s.daemon_log());
+    let (first, other) = if state("a") == "completed" { (0, "b") } else { (1, "a") };
+    let said = says(other).unwrap_or_default();
+    assert!(
+        said.starts_with("quota: needs 8 vCPUs of On-Demand standard instances (2 m6i.xlarge), 0 free (quota 8, "),
+        "{said}"
+    );
+    assert_eq!(instances(&e), 2, "the other launched nothing");
+    // The first pool scaled to zero frees its vCPUs: the other starts and completes.
+    submit("down", pools[first]("workers", 0));
+    let done = wait_until(std::time::Duration::from_secs(60), || state(other) == "completed");
+    terminate(&mut daemon, std::time::Duration::from_secs(20));
+    assert!(done, "the other ran once vCPUs were free: {}\n{}", state(other), e.s.daemon_log());
+    assert_eq!(state("down"), "completed");
+    assert_eq!(says(other), None, "a wait ends with the first step");
+    let log = e.s.daemon_log();
+    assert!(log.contains("claimed by workflows running here") || log.contains("(quota 8, 8 in use)"), "{log}");
+    assert_eq!(e.proxy.counts().get("RunInstances").copied(), Some(4), "{:?}", e.proxy.counts());
+    for id in ["a", "b", "down"] {
+        assert!(!e.s.history(id).iter().any(|ev| ev.to_string().contains("VcpuLimitExceeded")), "{id}");
+    }
+    assert_eq!(instances(&e), 2);
+}
+
 /// The account's hosted zones (moto's listing).
 fn hosted_zones(e: &Env) -> u32 {
     e.c.block_on(e.c.r53.list_hosted_zones().send()).unwrap().hosted_zones().len() as u32

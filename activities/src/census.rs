@@ -239,6 +239,49 @@ pub(crate) async fn iam_tags(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Optio
     })
 }
 
+/// Where the protection tag of a kind's resources is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProtectionRead {
+    /// EC2's tag index, one call for every id.
+    Ec2,
+    /// The resource's own service: ELB, Route53, IAM, S3.
+    OwnService,
+    /// Not read: made by the cluster's cloud provider, deleted by name, not tagged by people.
+    Never,
+}
+
+impl ProtectionRead {
+    pub fn of(kind: Kind) -> ProtectionRead {
+        match kind {
+            Kind::LoadBalancer
+            | Kind::TargetGroup
+            | Kind::HostedZone
+            | Kind::IamRole
+            | Kind::InstanceProfile
+            | Kind::OidcProvider
+            | Kind::RegistryBucket => ProtectionRead::OwnService,
+            Kind::ClassicLoadBalancer => ProtectionRead::Never,
+            _ => ProtectionRead::Ec2,
+        }
+    }
+}
+
+/// Whether any EC2 resource of the region carries `infraflow.io/do-not-delete` (one read of
+/// EC2's tag index): when none does, no EC2 resource of any cluster is protected, whatever a
+/// discovery would find, and `first_protected`'s EC2 pass would find nothing either (it reads
+/// the same index).
+pub async fn any_ec2_protected(aws: &Aws) -> AwsResult<bool> {
+    let out = aws
+        .ec2
+        .describe_tags()
+        .filters(filter("key", &[PROTECTION_TAG]))
+        .max_results(5)
+        .send()
+        .await
+        .map_err(|e| classify("DescribeTags", e))?;
+    Ok(!out.tags().is_empty())
+}
+
 /// The first resource of `inventory` (what a teardown found to delete) that carries
 /// `infraflow.io/do-not-delete`: a teardown must not go on. EC2 in one call for every id, ELB a
 /// call per twenty, zones and IAM a call each.
@@ -246,6 +289,14 @@ pub async fn first_protected(aws: &Aws, inventory: &BTreeMap<Kind, Vec<String>>)
     let protected = |tags: &[(String, String)]| tags.iter().any(|(k, _)| k == PROTECTION_TAG);
     let mut ec2_ids: Vec<(Kind, &String)> = Vec::new();
     for (kind, ids) in inventory {
+        match ProtectionRead::of(*kind) {
+            ProtectionRead::Ec2 => {
+                ec2_ids.extend(ids.iter().map(|id| (*kind, id)));
+                continue;
+            }
+            ProtectionRead::Never => continue,
+            ProtectionRead::OwnService => {}
+        }
         match kind {
             Kind::LoadBalancer | Kind::TargetGroup => {
                 for (arn, tags) in elb::tags_of(aws, ids).await? {
@@ -275,9 +326,7 @@ pub async fn first_protected(aws: &Aws, inventory: &BTreeMap<Kind, Vec<String>>)
                     }
                 }
             }
-            // Made by the cluster's cloud provider, read and deleted by name: not tagged by people.
-            Kind::ClassicLoadBalancer => {}
-            _ => ec2_ids.extend(ids.iter().map(|id| (*kind, id))),
+            _ => {}
         }
     }
     for chunk in ec2_ids.chunks(190) {

@@ -1,23 +1,27 @@
-//! Admission: a provision starts only when what it makes fits the account's quotas beside what
+//! Admission: a workflow starts only when what it makes fits the account's quotas beside what
 //! the workflows this process already admitted still claim (their input says what they make; the
-//! account says what they made so far). One that does not fit waits — `waits for quota: needs 1
-//! Elastic IP, …` — and starts when a teardown, a rollback or an admitted workflow's end frees
-//! enough; after `wait_limit` it pauses naming the quotas. It is a hold (`engine::Hold`), taken
-//! before the cluster lease, released when the execution ends. An execution that only undoes is
-//! admitted at once: a rollback frees.
+//! account says what they made so far). A provision claims its network (Elastic IPs, VPCs,
+//! internet gateways, NAT gateways), a scale-nodepool its On-Demand vCPUs, a create-cluster both.
+//! One that does not fit waits — `waits for quota: needs 1 Elastic IP, …` — and starts when a
+//! teardown, a rollback, a scale-down or an admitted workflow's end frees enough; after
+//! `wait_limit` it pauses naming the quotas. It is a hold (`engine::Hold`), taken before the
+//! cluster lease, released when the execution ends. An execution that only undoes is admitted at
+//! once: a rollback frees.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use infraflow_activities::AwsPool;
+use infraflow_activities::compute::vcpu_census;
 use infraflow_activities::quotas;
+use infraflow_activities::{Aws, AwsError, AwsPool};
 use infraflow_engine::{BoxFuture, Hold, HoldError, HoldRequest, TakeHold};
 use serde_json::Value;
 
 use crate::provision::quota::{Claim, shortfalls};
 use crate::provision_infra::ProvisionInput;
+use crate::vcpu_quota::VcpuClaim;
 
 /// Admission is on unless the operator skips the quota check (`--skip-quota-check`).
 static ON: AtomicBool = AtomicBool::new(true);
@@ -43,22 +47,39 @@ pub fn on() -> bool {
 /// How long the check `run` made before journaling stands for its admission.
 const CHECKED_FOR: Duration = Duration::from_secs(60);
 
-/// Clusters (infraID, region) this process checked against the quotas before journaling, when.
+/// Claims (a cluster's network by its infraID, a node pool's vCPUs by `VcpuClaim::checked_key`)
+/// this process checked against the quotas before journaling, by region, when.
 fn checked() -> &'static Mutex<BTreeMap<(String, String), std::time::Instant>> {
     static CHECKED: OnceLock<Mutex<BTreeMap<(String, String), std::time::Instant>>> = OnceLock::new();
     CHECKED.get_or_init(Default::default)
 }
 
-/// The quota check before journaling found cluster `infra`'s provision fitting the account: its
+/// The quota check before journaling found claim `what` fitting the account in `region`: its
 /// admission in this process, alone, need not read the account again (`run`).
-pub fn checked_before_journal(infra: &str, region: &str) {
-    checked().lock().unwrap().insert((infra.to_string(), region.to_string()), std::time::Instant::now());
+pub fn checked_before_journal(what: &str, region: &str) {
+    checked().lock().unwrap().insert((what.to_string(), region.to_string()), std::time::Instant::now());
+}
+
+/// Whether claim `what` was checked before journaling a moment ago (the mark is used up).
+fn just_checked(what: &str, region: &str) -> bool {
+    checked()
+        .lock()
+        .unwrap()
+        .remove(&(what.to_string(), region.to_string()))
+        .is_some_and(|at| at.elapsed() < CHECKED_FOR)
+}
+
+/// What one admitted workflow claims: its network (a provision's), its vCPUs (a node pool's).
+#[derive(Clone, Debug, Default)]
+struct Claims {
+    network: Option<(ProvisionInput, Claim)>,
+    vcpus: Option<VcpuClaim>,
 }
 
 /// The claims of the workflows admitted in this process, by (account, region), by workflow.
 #[derive(Default)]
 struct Admitted {
-    claims: Mutex<BTreeMap<(String, String), BTreeMap<String, Claim>>>,
+    claims: Mutex<BTreeMap<(String, String), BTreeMap<String, Claims>>>,
     freed: tokio::sync::Notify,
 }
 
@@ -67,18 +88,30 @@ fn admitted() -> &'static Admitted {
     ADMITTED.get_or_init(Admitted::default)
 }
 
-/// The admission of a provision of `input` (`provision-infra`'s, or `create-cluster`'s `infra`),
-/// if admission is on and it makes anything a quota counts.
-pub fn for_input(pool: &AwsPool, request: &HoldRequest, input: &Value) -> Option<TakeHold> {
+/// The network a `provision-infra` input (or `create-cluster`'s `infra`) makes, if any.
+fn network_of(workflow: &str, input: &Value) -> Option<ProvisionInput> {
+    let infra = match workflow {
+        "provision-infra" => input,
+        "create-cluster" => &input["infra"],
+        _ => return None,
+    };
+    let p: ProvisionInput = serde_json::from_value(infra.clone()).ok()?;
+    (!Claim::of(&p).wanted.is_empty() && p.infra_id.is_some()).then_some(p)
+}
+
+/// The admission of a workflow of `input` (provision-infra, create-cluster, scale-nodepool), if
+/// admission is on and it makes anything a quota counts.
+pub fn for_input(pool: &AwsPool, request: &HoldRequest, workflow_name: &str, input: &Value) -> Option<TakeHold> {
     if !on() || request.undoing {
         return None;
     }
-    let infra = if input.get("infra").is_some() { &input["infra"] } else { input };
-    let p: ProvisionInput = serde_json::from_value(infra.clone()).ok()?;
-    let claim = Claim::of(&p);
-    if claim.wanted.is_empty() || p.infra_id.is_none() {
-        return None;
-    }
+    let network = network_of(workflow_name, input);
+    let vcpus = VcpuClaim::of(workflow_name, input);
+    let region = match (&network, &vcpus) {
+        (Some(p), _) => p.region.clone(),
+        (None, Some((_, region))) => region.clone(),
+        (None, None) => return None,
+    };
     let role = crate::aws_steps::role_of(input);
     let pool = pool.assuming(role.as_ref());
     let (workflow, waiting) = (request.workflow.clone(), request.waiting.clone());
@@ -87,30 +120,34 @@ pub fn for_input(pool: &AwsPool, request: &HoldRequest, input: &Value) -> Option
     // without a call, so admission runs beside a first execution's environment check.
     let account = role.map(|r| r.account().to_string()).unwrap_or_default();
     Some(Box::pin(async move {
-        let key = (account, p.region.clone());
-        let aws = pool.region(&p.region).await;
+        let key = (account, region.clone());
+        let aws = pool.region(&region).await;
         // A provision that names no zone claims the NAT gateway of the zone it will get (unread,
         // that one quota goes unchecked rather than hold the workflow up).
-        let p = crate::provision::quota::with_its_zone(&aws, &p).await.unwrap_or(p);
-        let claim = Claim::of(&p);
+        let network = match network {
+            Some(p) => {
+                let p = crate::provision::quota::with_its_zone(&aws, &p).await.unwrap_or(p);
+                let claim = Claim::of(&p);
+                Some((p, claim))
+            }
+            None => None,
+        };
+        let mine = Claims { network, vcpus: vcpus.map(|(c, _)| c) };
+        let checked_now = [
+            mine.network.as_ref().map(|(_, c)| just_checked(&c.infra, &region)),
+            mine.vcpus.as_ref().map(|c| just_checked(&c.checked_key(), &region)),
+        ];
+        if checked_now.iter().all(|c| c.unwrap_or(true)) && others(&key, &workflow).is_empty() {
+            return Ok(admit(key, workflow, mine));
+        }
         let started = tokio::time::Instant::now();
         let mut said = String::new();
-        let just_checked = checked()
-            .lock()
-            .unwrap()
-            .remove(&(claim.infra.clone(), p.region.clone()))
-            .is_some_and(|at| at.elapsed() < CHECKED_FOR);
-        if just_checked && others(&key, &workflow).is_empty() {
-            admitted().claims.lock().unwrap().entry(key.clone()).or_default().insert(workflow.clone(), claim.clone());
-            return Ok(Box::new(Admission { key, workflow }) as Box<dyn Hold>);
-        }
         loop {
             // Registered before reading: an admitted workflow that ends meanwhile wakes this one.
             let freed = admitted().freed.notified();
-            let mut clusters: Vec<String> = vec![claim.infra.clone()];
-            clusters.extend(others(&key, &workflow).into_iter().map(|c| c.infra));
-            let usage = match quotas::read(&aws, &clusters).await {
-                Ok(u) => u,
+            let short = match shortfalls_beside_others(&aws, &key, &workflow, &mine).await {
+                Ok(Some(short)) => short,
+                Ok(None) => return Ok(Box::new(Admission { key, workflow }) as Box<dyn Hold>),
                 Err(e) if e.retryable => {
                     tokio::time::sleep(recheck()).await;
                     continue;
@@ -119,25 +156,10 @@ pub fn for_input(pool: &AwsPool, request: &HoldRequest, input: &Value) -> Option
                     return Err(HoldError::Operator(format!("cannot read the account's quotas to admit it: {e}")));
                 }
             };
-            {
-                let mut all = admitted().claims.lock().unwrap();
-                let others: Vec<Claim> = all
-                    .get(&key)
-                    .into_iter()
-                    .flatten()
-                    .filter(|(w, _)| **w != workflow)
-                    .map(|(_, c)| c.clone())
-                    .collect();
-                let short = shortfalls(&p, &usage, &others);
-                if short.is_empty() {
-                    all.entry(key.clone()).or_default().insert(workflow.clone(), claim.clone());
-                    return Ok(Box::new(Admission { key, workflow }) as Box<dyn Hold>);
-                }
-                let now = format!("quota: {}", short.join("; "));
-                if now != said {
-                    waiting(now.clone());
-                    said = now;
-                }
+            let now = format!("quota: {}", short.join("; "));
+            if now != said {
+                waiting(now.clone());
+                said = now;
             }
             if started.elapsed() >= crate::wait_limit::limit() {
                 return Err(HoldError::Operator(format!(
@@ -153,7 +175,59 @@ pub fn for_input(pool: &AwsPool, request: &HoldRequest, input: &Value) -> Option
     }))
 }
 
-fn others(key: &(String, String), workflow: &str) -> Vec<Claim> {
+/// Reads the account for `mine` and the claims admitted beside it, then either admits it (None:
+/// its claim is registered under the lock the reading of the others' claims took) or says each
+/// quota it would overrun.
+async fn shortfalls_beside_others(
+    aws: &Aws,
+    key: &(String, String),
+    workflow: &str,
+    mine: &Claims,
+) -> Result<Option<Vec<String>>, AwsError> {
+    let before = others(key, workflow);
+    let network = async {
+        let Some((_, claim)) = &mine.network else { return Ok(None) };
+        let mut clusters: Vec<String> = vec![claim.infra.clone()];
+        clusters.extend(before.iter().filter_map(|c| c.network.as_ref()).map(|(_, c)| c.infra.clone()));
+        quotas::read(aws, &clusters).await.map(Some)
+    };
+    let vcpus = async {
+        let Some(claim) = &mine.vcpus else { return Ok(None) };
+        let mut types: Vec<&str> = vec![claim.instance_type.as_str()];
+        types.extend(before.iter().filter_map(|c| c.vcpus.as_ref()).map(|c| c.instance_type.as_str()));
+        vcpu_census(aws, &types).await.map(Some)
+    };
+    let (usage, census) = futures::try_join!(network, vcpus)?;
+    // Judged against the claims as they are now (one may have ended while the account was read:
+    // its reading is then at most stale the safe way, counting what it made and claims no more).
+    let mut all = admitted().claims.lock().unwrap();
+    let others: Vec<&Claims> =
+        all.get(key).into_iter().flatten().filter(|(w, _)| *w != workflow).map(|(_, c)| c).collect();
+    let mut short = Vec::new();
+    if let (Some((p, _)), Some(usage)) = (&mine.network, &usage) {
+        let theirs: Vec<Claim> = others.iter().filter_map(|c| c.network.as_ref()).map(|(_, c)| c.clone()).collect();
+        short.extend(shortfalls(p, usage, &theirs));
+    }
+    if let (Some(claim), Some(census)) = (&mine.vcpus, &census) {
+        let theirs: Vec<VcpuClaim> = others.iter().filter_map(|c| c.vcpus.clone()).collect();
+        // A quota that cannot be read was said at submit; admission does not hold on it.
+        if let Ok(Some(s)) = crate::vcpu_quota::shortfall(claim, census, &theirs) {
+            short.push(s);
+        }
+    }
+    if short.is_empty() {
+        all.entry(key.clone()).or_default().insert(workflow.to_string(), mine.clone());
+        return Ok(None);
+    }
+    Ok(Some(short))
+}
+
+fn admit(key: (String, String), workflow: String, mine: Claims) -> Box<dyn Hold> {
+    admitted().claims.lock().unwrap().entry(key.clone()).or_default().insert(workflow.clone(), mine);
+    Box::new(Admission { key, workflow })
+}
+
+fn others(key: &(String, String), workflow: &str) -> Vec<Claims> {
     let all = admitted().claims.lock().unwrap();
     all.get(key).into_iter().flatten().filter(|(w, _)| *w != workflow).map(|(_, c)| c.clone()).collect()
 }

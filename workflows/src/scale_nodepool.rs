@@ -164,7 +164,8 @@ pub struct ScaleNodePool {
 
 impl WorkflowDef for ScaleNodePool {
     fn hold(&self, request: infraflow_engine::HoldRequest, input: &Value) -> Option<infraflow_engine::TakeHold> {
-        crate::cluster_hold::for_input(&self.pool, request, input)
+        let admission = crate::quota_hold::for_input(&self.pool, &request, self.name(), input);
+        crate::quota_hold::both(admission, crate::cluster_hold::for_input(&self.pool, request, input))
     }
 
     fn name(&self) -> &'static str {

@@ -257,15 +257,26 @@ pub async fn find_protection(pool: &AwsPool, infra: &str, region: &str) -> Resul
     crate::read_again::read_retrying(|e: &AwsError| e.retryable, || find_protection_once(pool, infra, region)).await
 }
 
+/// The kinds whose protection is read in EC2's tag index are looked for only when that index
+/// lists a protected resource at all (one read beside the other kinds' finds): otherwise none of
+/// them can be, and a fleet's submits spare the region a dozen describes each.
 async fn find_protection_once(pool: &AwsPool, infra: &str, region: &str) -> Result<Option<String>, AwsError> {
     let aws = pool.region(region).await;
     let scope = Scope::Owned(infra.to_string());
-    let reads = Kind::TEARDOWN_ORDER.map(|kind| {
-        let (aws, scope) = (&aws, &scope);
-        async move { resources::find_retrying_in_place(aws, kind, scope).await.map(|ids| (kind, ids)) }
-    });
-    let found: BTreeMap<Kind, Vec<String>> =
-        futures::future::try_join_all(reads).await?.into_iter().filter(|(_, ids)| !ids.is_empty()).collect();
+    let read = |of: census::ProtectionRead| {
+        let reads =
+            Kind::TEARDOWN_ORDER.into_iter().filter(move |k| census::ProtectionRead::of(*k) == of).map(|kind| {
+                let (aws, scope) = (&aws, &scope);
+                async move { resources::find_retrying_in_place(aws, kind, scope).await.map(|ids| (kind, ids)) }
+            });
+        futures::future::try_join_all(reads)
+    };
+    let (in_ec2, mut found) =
+        futures::try_join!(census::any_ec2_protected(&aws), read(census::ProtectionRead::OwnService))?;
+    if in_ec2 {
+        found.extend(read(census::ProtectionRead::Ec2).await?);
+    }
+    let found: BTreeMap<Kind, Vec<String>> = found.into_iter().filter(|(_, ids)| !ids.is_empty()).collect();
     Ok(census::first_protected(&aws, &found).await?.map(|(kind, id)| protected_message(infra, kind, &id)))
 }
 

@@ -15,7 +15,7 @@ use crate::wait::{WAIT_BUDGET, poll_until};
 
 mod room;
 
-pub use room::{VcpuRoom, vcpu_room};
+pub use room::{VcpuCensus, VcpuRoom, is_standard, vcpu_census, vcpu_room};
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
 /// the AWS suites through the counting proxy).

@@ -41,23 +41,76 @@ pub async fn vcpu_room(aws: &Aws, instance_type: &str, mine: &TagQuery) -> AwsRe
     if !is_standard(instance_type) {
         return Ok(None);
     }
+    let census = vcpu_census(aws, &[instance_type]).await?;
+    Ok(Some(census.room(instance_type, mine)))
+}
+
+/// The region's standard-family vCPUs in one read, for any number of askers (a daemon admits
+/// several node pools against one reading): the quota, the pending and running instances, and
+/// the vCPUs of their types and of the types asked about.
+#[derive(Clone, Debug)]
+pub struct VcpuCensus {
+    /// As `VcpuRoom::quota`.
+    pub quota: Result<u32, String>,
+    running: Vec<(String, Vec<(String, String)>)>,
+    vcpus: BTreeMap<String, u32>,
+}
+
+impl VcpuCensus {
+    /// A census of what was read elsewhere: the quota, the (type, tags) of the pending and running
+    /// instances, and the vCPUs of each type.
+    pub fn of(
+        quota: Result<u32, String>,
+        running: Vec<(String, Vec<(String, String)>)>,
+        vcpus: BTreeMap<String, u32>,
+    ) -> VcpuCensus {
+        VcpuCensus { quota, running, vcpus }
+    }
+
+    /// vCPUs of one instance of `instance_type` (0 for a type not asked about or not standard).
+    pub fn each(&self, instance_type: &str) -> u32 {
+        self.vcpus.get(instance_type).copied().filter(|_| is_standard(instance_type)).unwrap_or(0)
+    }
+
+    /// vCPUs of the standard families' pending and running instances.
+    pub fn in_use(&self) -> u32 {
+        self.running.iter().map(|(t, _)| self.each(t)).sum()
+    }
+
+    /// Pending and running instances carrying the tag `mine`.
+    pub fn own(&self, mine: &TagQuery) -> u32 {
+        self.running.iter().filter(|(_, tags)| mine.matches_pairs(tags)).count() as u32
+    }
+
+    /// The room for `instance_type` as seen by the instances tagged `mine`.
+    pub fn room(&self, instance_type: &str, mine: &TagQuery) -> VcpuRoom {
+        VcpuRoom {
+            quota: self.quota.clone(),
+            in_use: self.in_use(),
+            each: self.each(instance_type),
+            own: self.own(mine),
+        }
+    }
+}
+
+/// Reads the census, knowing the vCPUs of `asked` (instance types about to be launched) too.
+pub async fn vcpu_census(aws: &Aws, asked: &[&str]) -> AwsResult<VcpuCensus> {
     let (service, code) = STANDARD_VCPUS;
     let (quota, running) = futures::join!(crate::quotas::applied_value(aws, service, code), running(aws));
     let running = running?;
-    let mut types: BTreeSet<String> = running.iter().map(|(t, _)| t.clone()).filter(|t| is_standard(t)).collect();
-    types.insert(instance_type.to_string());
+    let types: BTreeSet<String> = running
+        .iter()
+        .map(|(t, _)| t.as_str())
+        .chain(asked.iter().copied())
+        .filter(|t| is_standard(t))
+        .map(str::to_string)
+        .collect();
     let vcpus = vcpus_of(aws, &types).await?;
-    let of = |t: &str| vcpus.get(t).copied().unwrap_or(0);
-    Ok(Some(VcpuRoom {
-        quota,
-        in_use: running.iter().filter(|(t, _)| is_standard(t)).map(|(t, _)| of(t)).sum(),
-        each: of(instance_type),
-        own: running.iter().filter(|(_, tags)| mine.matches(tags)).count() as u32,
-    }))
+    Ok(VcpuCensus::of(quota, running, vcpus))
 }
 
 /// The region's pending and running instances: (type, tags).
-async fn running(aws: &Aws) -> AwsResult<Vec<(String, Vec<aws_sdk_ec2::types::Tag>)>> {
+async fn running(aws: &Aws) -> AwsResult<Vec<(String, Vec<(String, String)>)>> {
     let mut out = Vec::new();
     let mut token: Option<String> = None;
     loop {
@@ -71,7 +124,9 @@ async fn running(aws: &Aws) -> AwsResult<Vec<(String, Vec<aws_sdk_ec2::types::Ta
             .map_err(|e| classify("DescribeInstances", e))?;
         for i in page.reservations().iter().flat_map(|r| r.instances()) {
             let kind = i.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default();
-            out.push((kind, i.tags().to_vec()));
+            let tags =
+                i.tags().iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())));
+            out.push((kind, tags.collect()));
         }
         token = page.next_token().map(str::to_string);
         if token.is_none() {
