@@ -7,7 +7,8 @@
 # first submit (the submits' checks draw on the same buckets); each class's admitted requests a
 # second are printed too (INFRAFLOW_BENCH_PER_API=1: each API's), to show where a class idled.
 # INFRAFLOW_BENCH_BASELINE=/path/to/another/infraflow measures that build too, in the same run
-# (build an earlier commit in a worktree with its own CARGO_TARGET_DIR). A second benchmark puts
+# (build an earlier commit in a worktree with its own CARGO_TARGET_DIR). INFRAFLOW_BENCH_LOGS=<folder>
+# keeps each phase's daemon log there (each step's duration) and prints how long the submits took. A second benchmark puts
 # half of N in a second account (roleARN) against N/2 alone: each account has its own buckets.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

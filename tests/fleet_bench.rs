@@ -29,10 +29,17 @@ fn phase(e: &AwsEnv, bin: &Path, workflow: &str, prefix: &str, inputs: &[serde_j
     // quotas) draw on the same buckets as the runs.
     let start = Instant::now();
     let ids = submit_all(e, bin, workflow, prefix, inputs);
+    let submitted = start.elapsed();
     let mut d = daemon(e, bin, &[&["--workers", "32"], extra].concat());
     let states = wait_all(e, &ids, Duration::from_secs(3600));
     let wall = start.elapsed();
     assert_eq!(terminate(&mut d, Duration::from_secs(60)).code(), Some(0), "{}", e.s.daemon_log());
+    // INFRAFLOW_BENCH_LOGS=<folder>: each phase's daemon log kept there, to read where time went.
+    if let Some(dir) = std::env::var_os("INFRAFLOW_BENCH_LOGS") {
+        let name = format!("{workflow}-{}.log", bin.display().to_string().replace('/', "_"));
+        std::fs::write(PathBuf::from(dir).join(name), e.s.daemon_log()).unwrap();
+        println!("{workflow}: submitted in {:.1} s", submitted.as_secs_f64());
+    }
     for st in &states {
         assert_eq!(st["state"], "completed", "{st}");
     }

@@ -27,6 +27,11 @@ const WINDOW: Duration = Duration::from_secs(3);
 /// 100 s): slowly, because every probe past the process's share of the account is a throttle
 /// someone on the account pays for.
 const CREEP_PER_SECOND: f64 = 0.005;
+/// Fewer requests than this admitted over `WINDOW` say how long the class has been busy (a
+/// process just started, a class just woken), not what share of the account AWS gives it: a
+/// throttle then cuts from the rate. (Measured: a `submit` throttled on its first Route53 read
+/// went to the floor, a request per 10 s, and its check before journaling took 20 s.)
+const MEASURED: usize = 3;
 /// Never slower than this (a request per 10 s): a throttle storm must not stall a class.
 const FLOOR_PER_SECOND: f64 = 0.1;
 /// The share of AWS's burst the process may bank while its class is idle, at the full rate (the
@@ -100,7 +105,8 @@ impl Bucket {
     }
 
     /// AWS throttled a request of this class: others on the account use the same bucket. Slow
-    /// to 70% of what AWS admitted lately (once per congestion event), and spend the credit.
+    /// to half of what AWS admitted lately, or of the rate before the share is measured (once
+    /// per congestion event), and spend the credit.
     pub fn throttled(&self, now: Instant) {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         self.refill(&mut s, now);
@@ -109,8 +115,9 @@ impl Bucket {
         }
         Bucket::forget_old(&mut s, now);
         let window = now.duration_since(s.started).min(WINDOW).as_secs_f64().max(0.5);
-        let got = s.admitted.len() as f64 / window;
-        s.rate = (CUT * s.rate.min(got)).max(FLOOR_PER_SECOND);
+        let share =
+            if s.admitted.len() < MEASURED { CUT * s.rate } else { s.rate.min(s.admitted.len() as f64 / window) };
+        s.rate = (CUT * share).max(FLOOR_PER_SECOND);
         s.tokens = s.tokens.min(0.0);
         s.last_cut = Some(now);
     }
@@ -174,6 +181,16 @@ mod tests {
         assert!(b.take(at + Duration::from_millis(300)).is_err(), "no burst credit is left");
         b.throttled(at + Duration::from_secs(2));
         assert!(b.rate() < 1.0, "a later event cuts again: {}", b.rate());
+    }
+
+    #[test]
+    fn a_throttle_before_the_share_is_measured_cuts_the_rate_to_a_quarter() {
+        // A process that has sent one Route53 request meets a bucket another process drained.
+        let b = bucket(5.0, 5.0);
+        let t = Instant::now();
+        b.admitted(t);
+        b.throttled(t + Duration::from_millis(100));
+        assert!((b.rate() - 1.25).abs() < 0.01, "a quarter of the rate, not half of one request: {}", b.rate());
     }
 
     #[test]
