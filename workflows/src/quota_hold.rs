@@ -184,42 +184,51 @@ async fn shortfalls_beside_others(
     workflow: &str,
     mine: &Claims,
 ) -> Result<Option<Vec<String>>, AwsError> {
-    let before = others(key, workflow);
-    let network = async {
-        let Some((_, claim)) = &mine.network else { return Ok(None) };
-        let mut clusters: Vec<String> = vec![claim.infra.clone()];
-        clusters.extend(before.iter().filter_map(|c| c.network.as_ref()).map(|(_, c)| c.infra.clone()));
-        quotas::read(aws, &clusters).await.map(Some)
-    };
-    let vcpus = async {
-        let Some(claim) = &mine.vcpus else { return Ok(None) };
-        let mut types: Vec<&str> = vec![claim.instance_type.as_str()];
-        types.extend(before.iter().filter_map(|c| c.vcpus.as_ref()).map(|c| c.instance_type.as_str()));
-        vcpu_census(aws, &types).await.map(Some)
-    };
-    let (usage, census) = futures::try_join!(network, vcpus)?;
-    // Judged against the claims as they are now (one may have ended while the account was read:
-    // its reading is then at most stale the safe way, counting what it made and claims no more).
-    let mut all = admitted().claims.lock().unwrap();
-    let others: Vec<&Claims> =
-        all.get(key).into_iter().flatten().filter(|(w, _)| *w != workflow).map(|(_, c)| c).collect();
-    let mut short = Vec::new();
-    if let (Some((p, _)), Some(usage)) = (&mine.network, &usage) {
-        let theirs: Vec<Claim> = others.iter().filter_map(|c| c.network.as_ref()).map(|(_, c)| c.clone()).collect();
-        short.extend(shortfalls(p, usage, &theirs));
-    }
-    if let (Some(claim), Some(census)) = (&mine.vcpus, &census) {
-        let theirs: Vec<VcpuClaim> = others.iter().filter_map(|c| c.vcpus.clone()).collect();
-        // A quota that cannot be read was said at submit; admission does not hold on it.
-        if let Ok(Some(s)) = crate::vcpu_quota::shortfall(claim, census, &theirs) {
-            short.push(s);
+    loop {
+        let before = others(key, workflow);
+        let network = async {
+            let Some((_, claim)) = &mine.network else { return Ok(None) };
+            let mut clusters: Vec<String> = vec![claim.infra.clone()];
+            clusters.extend(before.iter().filter_map(|c| c.network.as_ref()).map(|(_, c)| c.infra.clone()));
+            quotas::read(aws, &clusters).await.map(Some)
+        };
+        let vcpus = async {
+            let Some(claim) = &mine.vcpus else { return Ok(None) };
+            let mut types: Vec<&str> = vec![claim.instance_type.as_str()];
+            types.extend(before.iter().filter_map(|c| c.vcpus.as_ref()).map(|c| c.instance_type.as_str()));
+            vcpu_census(aws, &types).await.map(Some)
+        };
+        let (usage, census) = futures::try_join!(network, vcpus)?;
+        // Judged against the claims as they are now. One that ended while the account was read
+        // leaves a reading stale the safe way (what it made is counted, it claims no more); one
+        // admitted meanwhile counts in full for a network (its cluster's own were not read), and
+        // for vCPUs only if its instance type was read: else read again.
+        let mut all = admitted().claims.lock().unwrap();
+        let others: Vec<&Claims> =
+            all.get(key).into_iter().flatten().filter(|(w, _)| *w != workflow).map(|(_, c)| c).collect();
+        let theirs_vcpus: Vec<VcpuClaim> = others.iter().filter_map(|c| c.vcpus.clone()).collect();
+        if let Some(census) = &census
+            && theirs_vcpus.iter().any(|c| !census.knows(&c.instance_type))
+        {
+            continue;
         }
+        let mut short = Vec::new();
+        if let (Some((p, _)), Some(usage)) = (&mine.network, &usage) {
+            let theirs: Vec<Claim> = others.iter().filter_map(|c| c.network.as_ref()).map(|(_, c)| c.clone()).collect();
+            short.extend(shortfalls(p, usage, &theirs));
+        }
+        if let (Some(claim), Some(census)) = (&mine.vcpus, &census) {
+            // A quota that cannot be read was said at submit; admission does not hold on it.
+            if let Ok(Some(s)) = crate::vcpu_quota::shortfall(claim, census, &theirs_vcpus) {
+                short.push(s);
+            }
+        }
+        if short.is_empty() {
+            all.entry(key.clone()).or_default().insert(workflow.to_string(), mine.clone());
+            return Ok(None);
+        }
+        return Ok(Some(short));
     }
-    if short.is_empty() {
-        all.entry(key.clone()).or_default().insert(workflow.to_string(), mine.clone());
-        return Ok(None);
-    }
-    Ok(Some(short))
 }
 
 fn admit(key: (String, String), workflow: String, mine: Claims) -> Box<dyn Hold> {
