@@ -98,6 +98,10 @@ fn a_browser_shows_the_workflows_of_a_live_daemon_their_run_graph_and_their_stat
     );
     let canary = e.input("c.json", json!({"steps": 4, "branches": 2, "stepMillis": 200}));
     assert!(e.cli(&["submit", "canary", "--input", &canary, "--id", "canary-1"]).status.success());
+    // Runs through the whole test (60 s of steps): the list is seen with running work however
+    // quick the provision is (a loaded CI machine's browser started after it had finished).
+    let long = e.input("long.json", json!({"steps": 600, "stepMillis": 100}));
+    assert!(e.cli(&["submit", "canary", "--input", &long, "--id", "canary-long"]).status.success());
     assert!(e.cli(&["submit", "provision-infra", "--input", &infra, "--id", "prov-1"]).status.success());
     let port = free_port();
     let mut d = e.daemon_with(&e.proxy.endpoint(), &["--listen", &format!("127.0.0.1:{port}")]);
@@ -107,7 +111,8 @@ fn a_browser_shows_the_workflows_of_a_live_daemon_their_run_graph_and_their_stat
 
     // While it runs: the list has both rows, and refreshes itself.
     let list = dom(profile.path(), &format!("{base}/"));
-    assert!(list.contains(r#"data-id="prov-1" data-state="running""#), "{list}");
+    assert!(list.contains(r#"data-id="canary-long" data-state="running""#), "{list}");
+    assert!(list.contains(r#"data-id="prov-1" data-state=""#), "{list}");
     assert!(list.contains(r#"data-id="canary-1""#), "{list}");
     assert!(list.contains(r#"http-equiv="refresh""#), "a page with running work refreshes itself");
     let running = dom(profile.path(), &format!("{base}/workflows/prov-1"));
@@ -130,6 +135,7 @@ fn a_browser_shows_the_workflows_of_a_live_daemon_their_run_graph_and_their_stat
     assert!(filtered.contains(r#"data-id="canary-1""#) && !filtered.contains(r#"data-id="prov-1""#), "{filtered}");
 
     screenshot(profile.path(), "workflow.png", "1280,1100", &format!("{base}/workflows/prov-1"));
+    assert!(e.cli(&["cancel", "canary-long"]).status.success());
     assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0), "{}", e.s.daemon_log());
 }
 
