@@ -186,6 +186,8 @@ async fn shortfalls_beside_others(
 ) -> Result<Option<Vec<String>>, AwsError> {
     loop {
         let before = others(key, workflow);
+        let asked: Vec<String> =
+            before.iter().filter_map(|c| c.vcpus.as_ref()).map(|c| c.instance_type.clone()).collect();
         let network = async {
             let Some((_, claim)) = &mine.network else { return Ok(None) };
             let mut clusters: Vec<String> = vec![claim.infra.clone()];
@@ -202,14 +204,12 @@ async fn shortfalls_beside_others(
         // Judged against the claims as they are now. One that ended while the account was read
         // leaves a reading stale the safe way (what it made is counted, it claims no more); one
         // admitted meanwhile counts in full for a network (its cluster's own were not read), and
-        // for vCPUs only if its instance type was read: else read again.
+        // for vCPUs only if its instance type was asked about: else read again, asking.
         let mut all = admitted().claims.lock().unwrap();
         let others: Vec<&Claims> =
             all.get(key).into_iter().flatten().filter(|(w, _)| *w != workflow).map(|(_, c)| c).collect();
         let theirs_vcpus: Vec<VcpuClaim> = others.iter().filter_map(|c| c.vcpus.clone()).collect();
-        if let Some(census) = &census
-            && theirs_vcpus.iter().any(|c| !census.knows(&c.instance_type))
-        {
+        if census.is_some() && theirs_vcpus.iter().any(|c| !asked.contains(&c.instance_type)) {
             continue;
         }
         let mut short = Vec::new();

@@ -72,12 +72,6 @@ impl VcpuCensus {
         self.vcpus.get(instance_type).copied().filter(|_| is_standard(instance_type)).unwrap_or(0)
     }
 
-    /// Whether the vCPUs of `instance_type` were read (it is standard, and was running or asked
-    /// about).
-    pub fn knows(&self, instance_type: &str) -> bool {
-        is_standard(instance_type) && self.vcpus.contains_key(instance_type)
-    }
-
     /// vCPUs of the standard families' pending and running instances.
     pub fn in_use(&self) -> u32 {
         self.running.iter().map(|(t, _)| self.each(t)).sum()
