@@ -30,13 +30,15 @@ if [ "$#" -eq 0 ]; then
   # The AWS suites again under AWS's contract rather than moto's: every proxy the tests start
   # remembers idempotency tokens, hides new ids for a moment (eventual consistency), lists an
   # opted-in Local Zone, and holds Route53 to its tag and rate limits (tests/support/strict.rs).
+  # Its emulators check each EC2 tag read against moto's own scan (scripts/moto_server.py), so
+  # the plain pass's quicker reads are proven to answer the same.
   # Tests that set their own lag on their proxy already ran under it in the plain pass, and are
   # not run twice. Both passes share one queue: the strict pass's first binaries start as the
   # plain pass's last ones end.
   skip_lagged=(--skip consistency_lag --skip follow_up_call_fails --skip subnet_was_made_under_lag --skip long_tag_lag)
   scripts/run-tests.py run --label plain --jobs "$jobs" --first cross_journal,aws_provision,aws_iam,hypershift_adoption,cluster_that_ran,roles,byo_vpc -- --test-threads=2 \
     --skip several_hosts \
-    --then --label strict --first aws_provision --env INFRAFLOW_TEST_STRICT=1 \
+    --then --label strict --first aws_provision --env INFRAFLOW_TEST_STRICT=1 --env INFRAFLOW_MOTO_CHECKED=1 \
     --only aws_provision,aws_teardown,aws_privatelink,byo_vpc,drift_check,quotas,aws_nodepool,operator_sequences,hypershift_adoption,hypershift_today,aws_iam,cross_journal,janitor,cluster_that_ran,roles,provenance -- \
     --test-threads=2 "${skip_lagged[@]}" --skip every_aws_call || status=1
   # Daemons on three hosts (network namespaces) sharing PostgreSQL, one test at a time and alone
