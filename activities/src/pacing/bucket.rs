@@ -27,6 +27,14 @@ const WINDOW: Duration = Duration::from_secs(3);
 /// 100 s): slowly, because every probe past the process's share of the account is a throttle
 /// someone on the account pays for.
 const CREEP_PER_SECOND: f64 = 0.005;
+/// Until a throttle has measured the process's share, the rate climbs back this much faster (from
+/// a quarter to the limit in 15 s): a cut made on no measure is a guess, and the burst another
+/// process spent (a `submit` just before) is refilled within a second. Measured: a daemon
+/// throttled on its first Route53 requests, right after twelve `submit`s drained the account's
+/// bucket, crept back at the measured pace and ran a fleet's teardowns at 1-3 requests a second:
+/// 87 s where 45 s do. Daemons that contend learn their share at their next throttle, which is
+/// measured: three of them, 5-6 of ~285 requests throttled (4-8 before; 9-14 at 20 times).
+const UNMEASURED_CREEP_FACTOR: f64 = 10.0;
 /// Fewer requests than this admitted over `WINDOW` say how long the class has been busy (a
 /// process just started, a class just woken), not what share of the account AWS gives it: a
 /// throttle then cuts the rate to a quarter (two cuts). Measured: twelve teardown `submit`s one
@@ -56,6 +64,9 @@ struct State {
     /// When AWS admitted this class's requests, over the last `WINDOW`.
     admitted: VecDeque<Instant>,
     started: Instant,
+    /// Whether a throttle has measured the process's share (what AWS admitted it): until then
+    /// the rate climbs back `UNMEASURED_CREEP_FACTOR` times faster.
+    measured: bool,
 }
 
 #[derive(Debug)]
@@ -78,6 +89,7 @@ impl Bucket {
                 last_cut: None,
                 admitted: VecDeque::new(),
                 started: now,
+                measured: false,
             }),
         }
     }
@@ -117,8 +129,9 @@ impl Bucket {
         }
         Bucket::forget_old(&mut s, now);
         let window = now.duration_since(s.started).min(WINDOW).as_secs_f64().max(0.5);
-        let share =
-            if s.admitted.len() < MEASURED { CUT * s.rate } else { s.rate.min(s.admitted.len() as f64 / window) };
+        let measured = s.admitted.len() >= MEASURED;
+        let share = if measured { s.rate.min(s.admitted.len() as f64 / window) } else { CUT * s.rate };
+        s.measured |= measured;
         s.rate = (CUT * share).max(FLOOR_PER_SECOND);
         s.tokens = s.tokens.min(0.0);
         s.last_cut = Some(now);
@@ -144,7 +157,8 @@ impl Bucket {
         }
         // Tokens accrue at the rate of the interval; the rate then creeps up for the next one.
         s.tokens = (s.tokens + dt * s.rate).min(Bucket::capacity(self.limit, s.rate));
-        s.rate = (s.rate + dt * CREEP_PER_SECOND * self.limit.per_second).min(self.limit.per_second);
+        let creep = if s.measured { CREEP_PER_SECOND } else { CREEP_PER_SECOND * UNMEASURED_CREEP_FACTOR };
+        s.rate = (s.rate + dt * creep * self.limit.per_second).min(self.limit.per_second);
     }
 }
 
@@ -208,6 +222,25 @@ mod tests {
         assert!(mid > 1.7 && mid < 5.0, "partway back after 10 s: {mid}");
         let _ = b.take(t + Duration::from_secs(300));
         assert!((b.rate() - 5.0).abs() < 1e-9, "back at the limit: {}", b.rate());
+    }
+
+    #[test]
+    fn after_a_throttle_on_no_measure_the_rate_is_back_within_seconds_and_after_a_measured_one_slowly() {
+        // A process throttled on its first request: another drained the bucket just before.
+        let guessed = bucket(5.0, 5.0);
+        let t = Instant::now();
+        guessed.throttled(t);
+        assert!((guessed.rate() - 1.25).abs() < 0.01);
+        let _ = guessed.take(t + Duration::from_secs(16));
+        assert!((guessed.rate() - 5.0).abs() < 1e-9, "back at the limit in 16 s: {}", guessed.rate());
+        // One that AWS admitted 2 a second for 3 s, then throttled: its share, learnt.
+        let learnt = bucket(5.0, 5.0);
+        for i in 0..6 {
+            learnt.admitted(t + Duration::from_millis(500 * i));
+        }
+        learnt.throttled(t + Duration::from_secs(3));
+        let _ = learnt.take(t + Duration::from_secs(19));
+        assert!(learnt.rate() < 1.5, "still near its share 16 s on: {}", learnt.rate());
     }
 
     #[test]
