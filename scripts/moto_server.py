@@ -40,10 +40,9 @@ def _describe_tags(self, filters=None):
     if filters is None or len(filters) != 1 or not ids or len(ids) != 1 or _GLOB & set(ids[0]):
         return _scan_tags(self, filters)
     rid = ids[0]
-    kind = ec2_tags.EC2_PREFIX_TO_RESOURCE.get(ec2_tags.get_prefix(rid), "")
-    found = [
-        {"resource_id": rid, "key": k, "value": v, "resource_type": kind} for k, v in self.tags.get(rid, {}).items()
-    ]
+    tags = self.tags.get(rid) or {}
+    kind = ec2_tags.EC2_PREFIX_TO_RESOURCE.get(ec2_tags.get_prefix(rid), "") if tags else ""
+    found = [{"resource_id": rid, "key": k, "value": v, "resource_type": kind} for k, v in tags.items()]
     if _CHECKED:
         scanned = _scan_tags(self, filters)
         if scanned != found:

@@ -68,6 +68,36 @@ fn a_run_waits_out_another_process_holding_the_write_lock_for_seven_seconds() {
     assert!(steps.iter().all(|s| s["completions"] == 1), "every step once");
 }
 
+/// `submit`s started together on a journal that does not exist yet all create it, each switching
+/// the new file to WAL, which SQLite may answer "database is locked" at once, without its busy
+/// handler (a `submit` beside a daemon just started failed so in CI, once). Each must journal its
+/// workflow.
+#[test]
+fn processes_creating_one_new_journal_at_once_each_journal_their_workflow() {
+    let s = Scratch::new();
+    let input = s.write_json("in.json", &json!({"steps": 1}));
+    for round in 0..8 {
+        let db = s.file(&format!("new-{round}.sqlite3"));
+        let submits: Vec<_> = (0..6)
+            .map(|i| {
+                Command::new(infraflow())
+                    .arg("--db")
+                    .arg(&db)
+                    .args(["submit", "canary", "--input", input.to_str().unwrap(), "--id", &format!("w{i}")])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for (i, submit) in submits.into_iter().enumerate() {
+            let out = submit.wait_with_output().unwrap();
+            assert!(out.status.success(), "round {round}, submit {i}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
+
 #[test]
 fn an_undecodable_event_pauses_its_workflow_once_instead_of_looping() {
     let s = Scratch::new();

@@ -219,7 +219,12 @@ pub fn open_reader(path: &Path) -> Result<Connection> {
 
 fn configure(conn: &Connection, path: &Path) -> Result<()> {
     conn.busy_timeout(super::writer::busy_budget())?;
-    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(|e| classify(path, e))?;
+    // A new file's switch to WAL takes the exclusive lock: another process creating the journal
+    // at the same moment makes SQLite answer one of them busy at once.
+    let mode: String = super::writer::retry_while_busy("PRAGMA journal_mode=WAL", || {
+        conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+    })
+    .map_err(|e| classify(path, e))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(JournalError::NotAJournal {
             path: path.to_path_buf(),

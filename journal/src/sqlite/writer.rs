@@ -162,13 +162,21 @@ pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
 
 /// Runs a transaction-control statement, retrying while another process holds the lock.
 fn exec_waiting(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    retry_while_busy(sql, || exec(conn, sql))
+}
+
+/// Runs `f` again, for up to the busy budget, while SQLite answers that another connection holds
+/// the lock — also where SQLite answers so at once, without its busy handler, because waiting
+/// could deadlock (two connections upgrading their locks: a daemon and a `submit` switching one
+/// new file to WAL).
+pub(crate) fn retry_while_busy<T>(statement: &str, mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
     let start = Instant::now();
     let mut pause = Duration::from_millis(20);
     loop {
-        match exec(conn, sql) {
+        match f() {
             Err(e) if is_busy(&e) && start.elapsed() < busy_budget() => {
                 tracing::warn!(
-                    statement = sql,
+                    statement,
                     waited_ms = start.elapsed().as_millis() as u64,
                     "the journal is locked by another process; waiting"
                 );
