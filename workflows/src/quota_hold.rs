@@ -186,8 +186,13 @@ async fn shortfalls_beside_others(
 ) -> Result<Option<Vec<String>>, AwsError> {
     loop {
         let before = others(key, workflow);
-        let asked: Vec<String> =
-            before.iter().filter_map(|c| c.vcpus.as_ref()).map(|c| c.instance_type.clone()).collect();
+        // The instance types whose vCPUs are read: this claim's and those admitted beside it.
+        let asked: Vec<&str> = mine
+            .vcpus
+            .iter()
+            .chain(before.iter().filter_map(|c| c.vcpus.as_ref()))
+            .map(|c| c.instance_type.as_str())
+            .collect();
         let network = async {
             let Some((_, claim)) = &mine.network else { return Ok(None) };
             let mut clusters: Vec<String> = vec![claim.infra.clone()];
@@ -195,10 +200,10 @@ async fn shortfalls_beside_others(
             quotas::read(aws, &clusters).await.map(Some)
         };
         let vcpus = async {
-            let Some(claim) = &mine.vcpus else { return Ok(None) };
-            let mut types: Vec<&str> = vec![claim.instance_type.as_str()];
-            types.extend(before.iter().filter_map(|c| c.vcpus.as_ref()).map(|c| c.instance_type.as_str()));
-            vcpu_census(aws, &types).await.map(Some)
+            if mine.vcpus.is_none() {
+                return Ok(None);
+            }
+            vcpu_census(aws, &asked).await.map(Some)
         };
         let (usage, census) = futures::try_join!(network, vcpus)?;
         // Judged against the claims as they are now. One that ended while the account was read
@@ -209,7 +214,7 @@ async fn shortfalls_beside_others(
         let others: Vec<&Claims> =
             all.get(key).into_iter().flatten().filter(|(w, _)| *w != workflow).map(|(_, c)| c).collect();
         let theirs_vcpus: Vec<VcpuClaim> = others.iter().filter_map(|c| c.vcpus.clone()).collect();
-        if census.is_some() && theirs_vcpus.iter().any(|c| !asked.contains(&c.instance_type)) {
+        if census.is_some() && theirs_vcpus.iter().any(|c| !asked.contains(&c.instance_type.as_str())) {
             continue;
         }
         let mut short = Vec::new();

@@ -167,8 +167,8 @@ fn exec_waiting(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 
 /// Runs `f` again, for up to the busy budget, while SQLite answers that another connection holds
 /// the lock — also where SQLite answers so at once, without its busy handler, because waiting
-/// could deadlock (two connections upgrading their locks: a daemon and a `submit` switching one
-/// new file to WAL).
+/// could deadlock (two connections upgrading their locks, as two processes switching one new
+/// file to WAL can).
 pub(crate) fn retry_while_busy<T>(statement: &str, mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
     let start = Instant::now();
     let mut pause = Duration::from_millis(20);
