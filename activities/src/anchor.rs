@@ -44,11 +44,35 @@ pub fn anchor_of(infra: &str, region: &str, r: &Tagged) -> Option<Maker> {
     }
 }
 
-/// The anchors of cluster `infra` among `census` (a cluster's VPCs first; an OIDC provider
-/// anchors only a cluster that has no VPC anchor: an IAM-only one).
+/// The anchors of cluster `infra` among `census` (its owned resources, and the VPCs that carry
+/// its record of marks). Whatever is not sure to be the cluster's maker's word is no anchor:
+/// - a cluster whose record of marks sits on a VPC was provisioned into a customer's network: no
+///   VPC anchors it (SAFETY-A7937A6 G3: anyone's `<infraID>-vpc` expired a live one);
+/// - a VPC by HyperShift's rule anchors only while it holds subnets owned by the cluster, as
+///   HyperShift's own lookup finds them (a lone VPC named so is anyone's);
+/// - an OIDC provider anchors an IAM-only cluster, and beside a VPC only when it carries a date
+///   of its own (create-cluster's parts carry none), so a VPC never supersedes a dated provider:
+///   the janitor takes the latest date over them all.
 pub fn anchors<'a>(infra: &str, region: &str, census: &[&'a Tagged]) -> Vec<&'a Tagged> {
-    let all: Vec<&Tagged> = census.iter().copied().filter(|r| anchor_of(infra, region, r).is_some()).collect();
-    if all.iter().any(|r| r.kind == "vpc") { all.into_iter().filter(|r| r.kind == "vpc").collect() } else { all }
+    let customers = census.iter().any(|r| r.kind == "vpc" && r.marked_for().any(|m| m == infra));
+    let holds_subnets = |vpc: &Tagged| {
+        census.iter().any(|s| s.kind == "subnet" && s.vpc.as_deref() == Some(vpc.id.as_str()) && s.owners().eq([infra]))
+    };
+    let all: Vec<&Tagged> = census
+        .iter()
+        .copied()
+        .filter(|r| match anchor_of(infra, region, r) {
+            Some(Maker::InfraflowVpc) => !customers,
+            Some(Maker::HypershiftVpc) => !customers && holds_subnets(r),
+            Some(Maker::InfraflowOidcProvider) => true,
+            None => false,
+        })
+        .collect();
+    if all.iter().any(|r| r.kind == "vpc") {
+        all.into_iter().filter(|r| r.kind == "vpc" || r.tag(crate::tags::EXPIRATION_TAG).is_some()).collect()
+    } else {
+        all
+    }
 }
 
 /// The live anchors of `infra` as AWS holds them now, in `aws`'s region: its VPCs (by the
@@ -56,23 +80,36 @@ pub fn anchors<'a>(infra: &str, region: &str, census: &[&'a Tagged]) -> Vec<&'a 
 /// before each round, to know the cluster it was sent for is still the one it will delete.
 pub async fn read_anchors(aws: &Aws, infra: &str, oidc: Option<&str>) -> AwsResult<Vec<Tagged>> {
     let q = owned(infra);
-    let out = aws.ec2.describe_vpcs().filters(q.filter()).send().await.map_err(|e| classify("DescribeVpcs", e))?;
-    let mut found: Vec<Tagged> = out
-        .vpcs()
-        .iter()
-        .filter(|v| q.matches(v.tags()))
-        .map(|v| Tagged {
-            kind: "vpc",
-            id: v.vpc_id().unwrap_or_default().to_string(),
-            tags: crate::adopt::pairs(v.tags()),
-            regional: true,
-        })
-        .collect();
+    let record = crate::customer_network::marks::record_key(infra);
+    let by_record = aws_sdk_ec2::types::Filter::builder().name("tag-key").values(&record).build();
+    let (vpcs, customers, subnets) = futures::try_join!(
+        async { aws.ec2.describe_vpcs().filters(q.filter()).send().await.map_err(|e| classify("DescribeVpcs", e)) },
+        async { aws.ec2.describe_vpcs().filters(by_record).send().await.map_err(|e| classify("DescribeVpcs", e)) },
+        async {
+            aws.ec2.describe_subnets().filters(q.filter()).send().await.map_err(|e| classify("DescribeSubnets", e))
+        },
+    )?;
+    let vpc = |v: &aws_sdk_ec2::types::Vpc| Tagged {
+        kind: "vpc",
+        id: v.vpc_id().unwrap_or_default().to_string(),
+        tags: crate::adopt::pairs(v.tags()),
+        regional: true,
+        vpc: None,
+    };
+    let mut found: Vec<Tagged> = vpcs.vpcs().iter().filter(|v| q.matches(v.tags())).map(vpc).collect();
+    found.extend(customers.vpcs().iter().filter(|v| !q.matches(v.tags())).map(vpc));
+    found.extend(subnets.subnets().iter().filter(|s| q.matches(s.tags())).map(|s| Tagged {
+        kind: "subnet",
+        id: s.subnet_id().unwrap_or_default().to_string(),
+        tags: crate::adopt::pairs(s.tags()),
+        regional: true,
+        vpc: s.vpc_id().map(str::to_string),
+    }));
     if let Some(arn) = oidc
         && let Some(tags) = crate::iam::oidc_provider_tags(aws, arn).await?
     {
         let tags = tags.iter().map(|t| (t.key().to_string(), t.value().to_string())).collect();
-        found.push(Tagged { kind: "oidc-provider", id: arn.to_string(), tags, regional: false });
+        found.push(Tagged { kind: "oidc-provider", id: arn.to_string(), tags, regional: false, vpc: None });
     }
     let region = aws.region.clone();
     let refs: Vec<&Tagged> = found.iter().collect();
@@ -90,6 +127,7 @@ mod tests {
             id: id.into(),
             tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             regional: kind != "oidc-provider",
+            vpc: None,
         }
     }
 

@@ -47,6 +47,9 @@ pub struct Tagged {
     /// Regional (EC2, ELB) rather than the account's (IAM, Route53): only a regional resource, or
     /// IAM recording this region, puts a cluster in a region.
     pub regional: bool,
+    /// The VPC it is in (subnets): a VPC that HyperShift's rule would anchor must hold the
+    /// cluster's subnets.
+    pub vpc: Option<String>,
 }
 
 impl Tagged {
@@ -57,6 +60,12 @@ impl Tagged {
 
     pub fn tag(&self, key: &str) -> Option<&str> {
         self.tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// The clusters whose record of marks it carries (`infraflow.io/marks/<infraID>`): on a VPC,
+    /// a bring-your-own cluster's word that this network is a customer's it was provisioned into.
+    pub fn marked_for(&self) -> impl Iterator<Item = &str> {
+        self.tags.iter().filter_map(|(k, _)| k.strip_prefix(crate::customer_network::marks::MARKS_PREFIX))
     }
 
     /// Whether it places its cluster in `region`.
@@ -73,17 +82,27 @@ fn owned(tags: &[(String, String)]) -> bool {
     !ownership_pairs(tags).is_empty()
 }
 
-/// Follows an EC2 describe's `NextToken` pages, collecting `(id, tags)` of each page.
+/// Follows an EC2 describe's `NextToken` pages, collecting `(id, tags, vpc)` of each page: those
+/// with an ownership tag, and VPCs with a bring-your-own cluster's record of marks.
 macro_rules! ec2_pages {
     ($aws:expr, $op:ident, $name:literal, $kind:literal, |$out:ident| $items:expr) => {{
         let mut found: Vec<Tagged> = Vec::new();
         let mut token: Option<String> = None;
         loop {
             let $out = $aws.ec2.$op().set_next_token(token.clone()).send().await.map_err(|e| classify($name, e))?;
-            for (id, tags) in $items {
+            for (id, tags, vpc) in $items {
                 let tags = ec2_pairs(tags);
-                if owned(&tags) {
-                    found.push(Tagged { kind: $kind, id: id.to_string(), tags, regional: true });
+                let vpc: Option<&str> = vpc;
+                let record = $kind == "vpc"
+                    && tags.iter().any(|(k, _)| k.starts_with(crate::customer_network::marks::MARKS_PREFIX));
+                if owned(&tags) || record {
+                    found.push(Tagged {
+                        kind: $kind,
+                        id: id.to_string(),
+                        tags,
+                        regional: true,
+                        vpc: vpc.map(str::to_string),
+                    });
                 }
             }
             token = $out.next_token().map(str::to_string);
@@ -103,22 +122,24 @@ pub async fn owned_resources(aws: &Aws) -> AwsResult<Vec<Tagged>> {
     let live = |state: Option<&str>| !matches!(state, Some("deleted" | "deleting" | "terminated" | "shutting-down"));
     let (vpcs, subnets, groups, instances, gateways, nats, addresses, tables, dhcp) = futures::try_join!(
         async {
-            Ok(ec2_pages!(aws, describe_vpcs, "DescribeVpcs", "vpc", |o| o
-                .vpcs()
-                .iter()
-                .map(|v| (v.vpc_id().unwrap_or_default(), v.tags()))))
+            Ok(ec2_pages!(aws, describe_vpcs, "DescribeVpcs", "vpc", |o| o.vpcs().iter().map(|v| (
+                v.vpc_id().unwrap_or_default(),
+                v.tags(),
+                None
+            ))))
         },
         async {
-            Ok(ec2_pages!(aws, describe_subnets, "DescribeSubnets", "subnet", |o| o
-                .subnets()
-                .iter()
-                .map(|s| (s.subnet_id().unwrap_or_default(), s.tags()))))
+            Ok(ec2_pages!(aws, describe_subnets, "DescribeSubnets", "subnet", |o| o.subnets().iter().map(|s| (
+                s.subnet_id().unwrap_or_default(),
+                s.tags(),
+                s.vpc_id()
+            ))))
         },
         async {
             Ok(ec2_pages!(aws, describe_security_groups, "DescribeSecurityGroups", "security-group", |o| o
                 .security_groups()
                 .iter()
-                .map(|g| (g.group_id().unwrap_or_default(), g.tags()))))
+                .map(|g| (g.group_id().unwrap_or_default(), g.tags(), g.vpc_id()))))
         },
         async {
             Ok(ec2_pages!(aws, describe_instances, "DescribeInstances", "instance", |o| o
@@ -126,20 +147,20 @@ pub async fn owned_resources(aws: &Aws) -> AwsResult<Vec<Tagged>> {
                 .iter()
                 .flat_map(|r| r.instances())
                 .filter(|i| live(i.state().and_then(|s| s.name()).map(|n| n.as_str())))
-                .map(|i| (i.instance_id().unwrap_or_default(), i.tags()))))
+                .map(|i| (i.instance_id().unwrap_or_default(), i.tags(), i.vpc_id()))))
         },
         async {
             Ok(ec2_pages!(aws, describe_internet_gateways, "DescribeInternetGateways", "internet-gateway", |o| o
                 .internet_gateways()
                 .iter()
-                .map(|g| (g.internet_gateway_id().unwrap_or_default(), g.tags()))))
+                .map(|g| (g.internet_gateway_id().unwrap_or_default(), g.tags(), None))))
         },
         async {
             Ok(ec2_pages!(aws, describe_nat_gateways, "DescribeNatGateways", "nat-gateway", |o| o
                 .nat_gateways()
                 .iter()
                 .filter(|n| live(n.state().map(|s| s.as_str())))
-                .map(|n| (n.nat_gateway_id().unwrap_or_default(), n.tags()))))
+                .map(|n| (n.nat_gateway_id().unwrap_or_default(), n.tags(), n.vpc_id()))))
         },
         async {
             let out = aws.ec2.describe_addresses().send().await.map_err(|e| classify("DescribeAddresses", e))?;
@@ -148,20 +169,20 @@ pub async fn owned_resources(aws: &Aws) -> AwsResult<Vec<Tagged>> {
                 .iter()
                 .map(|a| (a.allocation_id().unwrap_or_default(), ec2_pairs(a.tags())))
                 .filter(|(_, tags)| owned(tags))
-                .map(|(id, tags)| Tagged { kind: "elastic-ip", id: id.to_string(), tags, regional: true })
+                .map(|(id, tags)| Tagged { kind: "elastic-ip", id: id.to_string(), tags, regional: true, vpc: None })
                 .collect::<Vec<_>>())
         },
         async {
             Ok(ec2_pages!(aws, describe_route_tables, "DescribeRouteTables", "route-table", |o| o
                 .route_tables()
                 .iter()
-                .map(|t| (t.route_table_id().unwrap_or_default(), t.tags()))))
+                .map(|t| (t.route_table_id().unwrap_or_default(), t.tags(), t.vpc_id()))))
         },
         async {
             Ok(ec2_pages!(aws, describe_dhcp_options, "DescribeDhcpOptions", "dhcp-options", |o| o
                 .dhcp_options()
                 .iter()
-                .map(|d| (d.dhcp_options_id().unwrap_or_default(), d.tags()))))
+                .map(|d| (d.dhcp_options_id().unwrap_or_default(), d.tags(), None))))
         },
     )?;
     let mut all: Vec<Tagged> = [vpcs, subnets, groups, instances, gateways, nats, addresses, tables, dhcp].concat();
@@ -179,7 +200,7 @@ async fn load_balancers(aws: &Aws) -> AwsResult<Vec<Tagged>> {
         .await?
         .into_iter()
         .filter(|(_, tags)| owned(tags))
-        .map(|(id, tags)| Tagged { kind: "load-balancer", id, tags, regional: true })
+        .map(|(id, tags)| Tagged { kind: "load-balancer", id, tags, regional: true, vpc: None })
         .collect())
 }
 
@@ -194,7 +215,7 @@ async fn private_zones(aws: &Aws) -> AwsResult<Vec<Tagged>> {
         .await?
         .into_iter()
         .filter(|(_, tags)| owned(tags))
-        .map(|(id, tags)| Tagged { kind: "hosted-zone", id, tags, regional: false })
+        .map(|(id, tags)| Tagged { kind: "hosted-zone", id, tags, regional: false, vpc: None })
         .collect())
 }
 
@@ -218,12 +239,12 @@ async fn iam_resources(aws: &Aws) -> AwsResult<Vec<Tagged>> {
     let mut found = Vec::new();
     for name in names {
         if let Some(tags) = iam_tags(aws, Kind::IamRole, &name).await?.filter(|t| owned(t)) {
-            found.push(Tagged { kind: "iam-role", id: name, tags, regional: false });
+            found.push(Tagged { kind: "iam-role", id: name, tags, regional: false, vpc: None });
         }
     }
     for arn in iam::list_oidc_providers(aws).await? {
         if let Some(tags) = iam_tags(aws, Kind::OidcProvider, &arn).await?.filter(|t| owned(t)) {
-            found.push(Tagged { kind: "oidc-provider", id: arn, tags, regional: false });
+            found.push(Tagged { kind: "oidc-provider", id: arn, tags, regional: false, vpc: None });
         }
     }
     Ok(found)

@@ -11,6 +11,8 @@ use std::time::Duration;
 use infraflow_activities::cluster_lease::{self, Holder, LeaseStore, Record, Seen, Written};
 use infraflow_activities::{AssumedRole, Aws, AwsError, AwsPool};
 use infraflow_engine::{BoxFuture, Hold, HoldError, HoldRequest, TakeHold};
+
+use crate::cluster::ClusterRef;
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -64,13 +66,11 @@ pub fn lock_config() -> Option<&'static LockConfig> {
     LOCK.get()
 }
 
-/// The hold of a workflow whose input names `infraID` and `region` (and maybe a role), if a
-/// lease store is configured.
-pub fn for_input(pool: &AwsPool, request: HoldRequest, input: &Value) -> Option<TakeHold> {
+/// The hold of workflow `workflow` on the cluster its input names (`cluster::of`), if a lease
+/// store is configured.
+pub fn for_input(pool: &AwsPool, request: HoldRequest, workflow: &str, input: &Value) -> Option<TakeHold> {
     let config = LOCK.get()?.clone();
-    let infra = input.get("infraID")?.as_str()?.to_string();
-    let region = input.get("region").and_then(Value::as_str).unwrap_or_default().to_string();
-    let role = crate::aws_steps::role_of(input);
+    let ClusterRef { infra_id: infra, region, role } = crate::cluster::of(workflow, input)?;
     let pool = pool.assuming(role.as_ref());
     Some(Box::pin(async move {
         let held = take(&pool, &config, &request, &infra, &region, role.as_ref()).await?;

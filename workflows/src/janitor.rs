@@ -93,7 +93,10 @@ pub struct Evidence {
 pub fn classify(region: &str, census: &[Tagged], busy: &BTreeSet<String>, now: i64) -> Vec<Swept> {
     let mut by_cluster: BTreeMap<&str, Vec<&Tagged>> = BTreeMap::new();
     for r in census {
-        for infra in r.owners() {
+        // A customer's VPC is in the census for the record of marks it carries: it tells the
+        // anchor rule that its cluster was provisioned into someone's network.
+        let clusters: BTreeSet<&str> = r.owners().chain(r.marked_for()).collect();
+        for infra in clusters {
             by_cluster.entry(infra).or_default().push(r);
         }
     }
@@ -261,7 +264,68 @@ mod tests {
             id: id.into(),
             tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             regional,
+            vpc: None,
         }
+    }
+
+    fn subnet_in(vpc: &str, id: &str, tags: &[(&str, &str)]) -> Tagged {
+        Tagged { vpc: Some(vpc.into()), ..res("subnet", id, tags, true) }
+    }
+
+    /// SAFETY-A7937A6 G3: HyperShift's CLI (`create infra aws --additional-tags
+    /// expirationDate=…`) or anyone makes `<infraID>-vpc` with the owned tag and a past date; a
+    /// cluster provisioned into a customer's VPC, or made of IAM alone, is not expired by it.
+    #[test]
+    fn a_vpc_named_for_the_cluster_never_expires_one_in_a_customers_network_or_of_iam_alone() {
+        let own = |i: &str| (format!("kubernetes.io/cluster/{i}"), "owned");
+        let ((x, o), (y, _)) = (own("x"), own("y"));
+        let past = ("expirationDate", "2020-01-01T00:00:00Z");
+        let future = ("expirationDate", "2027-01-01T00:00:00Z");
+        let census = vec![
+            // x: provisioned into a customer's VPC (its record there), a worker group of its own.
+            res(
+                "vpc",
+                "vpc-customer",
+                &[("kubernetes.io/cluster/x", "shared"), ("infraflow.io/marks/x", "w@1 k")],
+                true,
+            ),
+            res(
+                "security-group",
+                "sg-x",
+                &[(&x, o), ("infraflow.io/identity", "x/worker-sg"), ("infraflow.io/created-by", "w@1")],
+                true,
+            ),
+            res("vpc", "vpc-forged-x", &[(&x, o), ("Name", "x-vpc"), past], true),
+            subnet_in("vpc-forged-x", "subnet-forged-x", &[(&x, o)]),
+            // y: IAM alone, its provider dated in the future; a lone VPC named for it.
+            res(
+                "oidc-provider",
+                "arn:y",
+                &[
+                    (&y, o),
+                    ("infraflow.io/identity", "y/oidc-provider"),
+                    ("infraflow.io/created-by", "w@2"),
+                    ("infraflow.io/region", "us-east-1"),
+                    future,
+                ],
+                false,
+            ),
+            res("vpc", "vpc-forged-y", &[(&y, o), ("Name", "y-vpc"), past], true),
+        ];
+        let swept = classify("us-east-1", &census, &BTreeSet::new(), NOW);
+        let by: BTreeMap<&str, &Swept> = swept.iter().map(|s| (s.infra_id.as_str(), s)).collect();
+        assert_eq!(by["x"].class, Class::Unexpired, "{}", by["x"].reason);
+        assert!(by["x"].ignored.iter().any(|i| i.contains("vpc-forged-x")), "{:?}", by["x"].ignored);
+        assert_eq!(by["y"].class, Class::Unexpired, "{}", by["y"].reason);
+        assert_eq!(by["y"].anchor.as_deref(), Some("oidc-provider arn:y"));
+        // HyperShift's infra for y (subnets owned by y in its VPC) anchors too, but the
+        // provider's later date wins: the latest date over all anchors.
+        let mut with_subnets = census.clone();
+        with_subnets.push(subnet_in("vpc-forged-y", "subnet-y", &[(&y, o)]));
+        let swept = classify("us-east-1", &with_subnets, &BTreeSet::new(), NOW);
+        let y = swept.iter().find(|s| s.infra_id == "y").unwrap();
+        assert_eq!(y.class, Class::Unexpired, "{}", y.reason);
+        assert_eq!(y.expiration_date.as_deref(), Some("2027-01-01T00:00:00Z"));
     }
 
     const NOW: i64 = 1_795_633_200; // 2026-11-25T19:00:00Z
@@ -273,7 +337,7 @@ mod tests {
         let census = vec![
             res("vpc", "vpc-a", &[(&a, "owned"), ("Name", "a-vpc"), ("expirationDate", "2026-11-26T00:00:00Z")], true),
             res("vpc", "vpc-b", &[(&b, "owned"), ("Name", "b-vpc"), ("expirationDate", "2026-11-25T16:00:00Z")], true),
-            res("subnet", "subnet-b", &[(&b, "owned")], true),
+            subnet_in("vpc-b", "subnet-b", &[(&b, "owned")]),
             res("vpc", "vpc-c", &[(&c, "owned"), ("Name", "c-vpc"), ("expirationDate", "2026-11-25T16:00:00Z")], true),
             res("iam-role", "c-role", &[(&c, "owned"), (PROTECTION_TAG, "")], false),
             res("vpc", "vpc-d", &[(&d, "owned"), ("Name", "d-vpc"), ("expirationDate", "2026-11-20T00:00:00Z")], true),
@@ -311,23 +375,32 @@ mod tests {
         let anchor = |date: &'static str| {
             res("vpc", "vpc-1", &[(k, "owned"), ("Name", "x-vpc"), ("expirationDate", date)], true)
         };
+        // HyperShift's VPC anchors while it holds the cluster's subnets, as HyperShift's lookup.
+        let subnet = subnet_in("vpc-1", "subnet-1", &[(k, "owned")]);
         let forged = res("security-group", "sg-1", &[(k, "owned"), ("expirationDate", "2020-01-01T00:00:00Z")], true);
-        let s = &classify("us-east-1", &[anchor("2027-01-01T00:00:00Z"), forged.clone()], &BTreeSet::new(), NOW)[0];
+        let s = &classify(
+            "us-east-1",
+            &[anchor("2027-01-01T00:00:00Z"), subnet.clone(), forged.clone()],
+            &BTreeSet::new(),
+            NOW,
+        )[0];
         assert_eq!(s.class, Class::Unexpired, "{s:?}");
         assert_eq!(s.ignored.len(), 1, "{s:?}");
         assert!(s.ignored[0].contains("security-group sg-1"), "{s:?}");
         let alone = &classify("us-east-1", std::slice::from_ref(&forged), &BTreeSet::new(), NOW)[0];
         assert_eq!(alone.class, Class::Unexpired, "no anchor, no expiry: {alone:?}");
-        let garbled = vec![anchor("yesterday")];
+        let garbled = vec![anchor("yesterday"), subnet.clone()];
         let s = &classify("us-east-1", &garbled, &BTreeSet::new(), NOW)[0];
         assert_eq!(s.class, Class::Unexpired);
         assert!(s.reason.contains("not an RFC 3339 time"), "{}", s.reason);
-        let ci = &classify("us-east-1", &[anchor("2026-11-25T18:00+00:00")], &BTreeSet::new(), NOW)[0];
+        let ci = &classify("us-east-1", &[anchor("2026-11-25T18:00+00:00"), subnet.clone()], &BTreeSet::new(), NOW)[0];
         assert_eq!(ci.class, Class::Expired, "HyperShift CI's --iso=minutes is read: {ci:?}");
         assert_eq!(ci.expiration_date.as_deref(), Some("2026-11-25T18:00:00Z"));
         let e = ci.evidence.clone().unwrap();
         assert_eq!((e.anchor_kind.as_str(), e.anchor_id.as_str()), ("vpc", "vpc-1"));
         assert_eq!(teardown_input(ci)["sweptExpired"]["expirationDate"], "2026-11-25T18:00+00:00");
+        let lone = &classify("us-east-1", &[anchor("2026-11-25T18:00+00:00")], &BTreeSet::new(), NOW)[0];
+        assert_eq!(lone.class, Class::Unexpired, "a lone VPC named for the cluster is anyone's: {lone:?}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 mod aws_steps;
 pub mod canary;
 pub mod check;
+pub mod cluster;
 pub mod cluster_hold;
 mod cluster_roles;
 pub mod create_cluster;

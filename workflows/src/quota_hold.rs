@@ -90,11 +90,7 @@ fn admitted() -> &'static Admitted {
 
 /// The network a `provision-infra` input (or `create-cluster`'s `infra`) makes, if any.
 fn network_of(workflow: &str, input: &Value) -> Option<ProvisionInput> {
-    let infra = match workflow {
-        "provision-infra" => input,
-        "create-cluster" => &input["infra"],
-        _ => return None,
-    };
+    let infra = crate::cluster::network_input(workflow, input)?;
     let p: ProvisionInput = serde_json::from_value(infra.clone()).ok()?;
     (!Claim::of(&p).wanted.is_empty() && p.infra_id.is_some()).then_some(p)
 }

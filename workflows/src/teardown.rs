@@ -96,7 +96,7 @@ pub(crate) fn delete_retry(max_attempts: u32) -> RetryPolicy {
 
 impl WorkflowDef for Teardown {
     fn hold(&self, request: infraflow_engine::HoldRequest, input: &Value) -> Option<infraflow_engine::TakeHold> {
-        crate::cluster_hold::for_input(&self.pool, request, input)
+        crate::cluster_hold::for_input(&self.pool, request, self.name(), input)
     }
 
     fn name(&self) -> &'static str {
