@@ -248,6 +248,49 @@ fn a_sweep_in_one_journal_classes_a_cluster_another_journal_holds_active_and_sub
     assert_eq!(this["class"], "expired", "{dry:#}");
 }
 
+/// SAFETY-A7937A6 G2: create-cluster keeps its cluster's infraID under `infra`; it holds the
+/// lease all the same, so another journal's teardown of that cluster waits for it instead of
+/// deleting what it is making.
+#[test]
+fn another_journals_teardown_waits_for_a_create_cluster_holding_the_clusters_lease() {
+    let e = Env::new();
+    lock_bucket(&e);
+    let b = Scratch::new();
+    let cc = e.input(
+        "cc.json",
+        json!({"infra": {"name": "cc", "infraID": "cc-abcde", "region": "us-east-1", "zones": ["us-east-1a"],
+                         "baseDomain": "example.com", "endpointAccess": "Public"},
+               "nodePool": {"replicas": 1, "instanceType": "m6i.xlarge", "imageID": "ami-12c6146b"}}),
+    );
+    // The create is held at its node pool's launch (throttled) once its network is made.
+    let slow = support::proxy::Proxy::start(e.moto.port);
+    slow.fail_with("RunInstances", "RequestLimitExceeded", 1_000_000);
+    let create = spawn_locked_at(&slow.endpoint(), &e.s, &["run", "create-cluster", "--input", &cc, "--id", "cc"], "10s");
+    assert!(
+        wait_until(Duration::from_secs(60), || slow.counts().get("RunInstances").is_some()),
+        "the create never reached its node pool"
+    );
+    assert!(leases(&e).iter().any(|k| k.ends_with("/us-east-1/cc-abcde")), "create-cluster holds the lease: {:?}", leases(&e));
+    let td = e.input("td.json", json!({"infraID": "cc-abcde", "region": "us-east-1"}));
+    let before = e.proxy.counts().get("GetObject").copied().unwrap_or(0);
+    let teardown = spawn_locked(&e, &b, &["run", "teardown", "--input", &td, "--id", "td"], "10s");
+    // The teardown read the holder's record (it waits) and deleted nothing meanwhile.
+    assert!(
+        wait_until(Duration::from_secs(30), || e.proxy.counts().get("GetObject").copied().unwrap_or(0) > before + 1),
+        "the teardown never looked at the lease"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let deletes: Vec<String> = e.proxy.counts().keys().filter(|a| a.starts_with("Delete") && *a != "DeleteObject").cloned().collect();
+    assert!(deletes.is_empty(), "the teardown deleted while the create held the cluster: {deletes:?}");
+    slow.clear_fail_with();
+    let create = finish(create);
+    assert!(create.status.success(), "{}", stderr(&create));
+    let teardown = finish(teardown);
+    assert!(teardown.status.success(), "{}", stderr(&teardown));
+    assert!(stderr(&teardown).contains("waits for: workflow cc"), "{}", stderr(&teardown));
+    assert!(Inventory::read(&e.c, "cc-abcde").counts().values().all(|n| *n == 0), "torn down once the create was done");
+}
+
 /// SIGKILL at every AWS call of a provision holding the lease — the lease's own calls among
 /// them (the store's proof, the take, the release) — each kill's resume killed at its next
 /// call, before the call reaches AWS or after AWS acted: the cluster is made exactly once. (A
