@@ -265,12 +265,17 @@ fn another_journals_teardown_waits_for_a_create_cluster_holding_the_clusters_lea
     // The create is held at its node pool's launch (throttled) once its network is made.
     let slow = support::proxy::Proxy::start(e.moto.port);
     slow.fail_with("RunInstances", "RequestLimitExceeded", 1_000_000);
-    let create = spawn_locked_at(&slow.endpoint(), &e.s, &["run", "create-cluster", "--input", &cc, "--id", "cc"], "10s");
+    let create =
+        spawn_locked_at(&slow.endpoint(), &e.s, &["run", "create-cluster", "--input", &cc, "--id", "cc"], "10s");
     assert!(
         wait_until(Duration::from_secs(60), || slow.counts().get("RunInstances").is_some()),
         "the create never reached its node pool"
     );
-    assert!(leases(&e).iter().any(|k| k.ends_with("/us-east-1/cc-abcde")), "create-cluster holds the lease: {:?}", leases(&e));
+    assert!(
+        leases(&e).iter().any(|k| k.ends_with("/us-east-1/cc-abcde")),
+        "create-cluster holds the lease: {:?}",
+        leases(&e)
+    );
     let td = e.input("td.json", json!({"infraID": "cc-abcde", "region": "us-east-1"}));
     let before = e.proxy.counts().get("GetObject").copied().unwrap_or(0);
     let teardown = spawn_locked(&e, &b, &["run", "teardown", "--input", &td, "--id", "td"], "10s");
@@ -280,7 +285,8 @@ fn another_journals_teardown_waits_for_a_create_cluster_holding_the_clusters_lea
         "the teardown never looked at the lease"
     );
     std::thread::sleep(Duration::from_secs(2));
-    let deletes: Vec<String> = e.proxy.counts().keys().filter(|a| a.starts_with("Delete") && *a != "DeleteObject").cloned().collect();
+    let deletes: Vec<String> =
+        e.proxy.counts().keys().filter(|a| a.starts_with("Delete") && *a != "DeleteObject").cloned().collect();
     assert!(deletes.is_empty(), "the teardown deleted while the create held the cluster: {deletes:?}");
     slow.clear_fail_with();
     let create = finish(create);

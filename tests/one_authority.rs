@@ -80,3 +80,86 @@ fn a_vpc_named_for_a_byo_or_iam_only_cluster_with_a_past_date_expires_neither() 
     let list = String::from_utf8_lossy(&list.stdout);
     assert!(!list.contains("sweep-byo-abcde") && !list.contains("sweep-iam-abcde"), "{list}");
 }
+
+/// G4: a provision into another cluster's network (infraflow made it for cluster Y) is refused
+/// naming Y, and journals nothing; and where a cluster did get into Y's VPC (a release before
+/// this one accepted it, its record and shared tag on the VPC), Y's teardown pauses before its
+/// first delete naming it, deletes nothing, and goes on once it is gone.
+#[test]
+fn a_provision_into_another_clusters_vpc_is_refused_and_that_clusters_teardown_pauses_while_one_rides_on_it() {
+    let e = Env::new();
+    let y = provision(&e, "y-abcde");
+    let vpc = y["vpcID"].as_str().unwrap().to_string();
+    let subnets = json!([{"zone": "us-east-1a", "privateSubnetID": y["zones"][0]["subnetID"],
+                          "publicSubnetID": y["publicSubnetIDs"][0]}]);
+    let x = e.input("x.json", byo_input("x", "x-abcde", &vpc, "10.0.0.0/16", subnets));
+    let before = snapshot(&e.c, &vpc);
+    let refused = e.cli(&["run", "provision-infra", "--input", &x, "--id", "x"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let err = stderr(&refused);
+    assert!(err.lines().any(|l| l.contains(&vpc) && l.contains("cluster y-abcde")), "names Y's VPC: {err}");
+    assert!(err.lines().any(|l| l.contains("(private): cluster y-abcde's")), "names Y's subnets: {err}");
+    assert_eq!(e.s.cli(&["status", "x"]).status.code(), Some(2), "nothing journaled");
+    assert_eq!(snapshot(&e.c, &vpc), before, "Y's network untouched");
+
+    // A rider a former release let in: its marks on Y's VPC, as a provision into it wrote them.
+    tag(&e, &vpc, "kubernetes.io/cluster/x-abcde", "shared");
+    tag(&e, &vpc, "infraflow.io/marks/x-abcde", "x@0 kubernetes.io/cluster/x-abcde");
+    let t = e.input("t.json", json!({"infraID": "y-abcde", "region": "us-east-1"}));
+    let plan = ok(&e.cli(&["run", "teardown", "--input", &t, "--dry-run", "--json"]));
+    assert!(plan["blocked"].to_string().contains("cluster x-abcde"), "{plan:#}");
+    let whole = Inventory::read(&e.c, "y-abcde").total();
+    let paused = e.cli(&["run", "teardown", "--input", &t, "--id", "td-y"]);
+    assert!(!paused.status.success(), "{}", stdout(&paused));
+    assert!(stderr(&paused).contains("x-abcde"), "names the rider: {}", stderr(&paused));
+    assert_eq!(e.s.status("td-y")["state"], "paused");
+    assert_eq!(Inventory::read(&e.c, "y-abcde").total(), whole, "nothing of Y deleted while X rides on it");
+    // X gone (its marks off), the retry tears Y down.
+    for key in ["kubernetes.io/cluster/x-abcde", "infraflow.io/marks/x-abcde"] {
+        let t = aws_sdk_ec2::types::Tag::builder().key(key).build();
+        e.c.block_on(e.c.ec2.delete_tags().resources(&vpc).tags(t).send()).unwrap();
+    }
+    ok(&e.cli(&["retry", "td-y"]));
+    let done = e.s.status("td-y");
+    assert_eq!(done["state"], "completed", "{done:#}");
+    assert_eq!(Inventory::read(&e.c, "y-abcde").total(), 0);
+}
+
+fn zone_exists(e: &Env, id: &str) -> bool {
+    e.c.block_on(e.c.r53.get_hosted_zone().id(id).send()).is_ok()
+}
+
+/// G8: the cluster's zones also serve a hub VPC in us-west-2 (hub-and-spoke DNS): a teardown
+/// naming us-west-2 leaves them and names them; the teardown in the cluster's own region
+/// deletes them.
+#[test]
+fn a_zone_serves_a_region_only_through_the_clusters_own_vpc_there() {
+    use aws_sdk_route53::types::{Vpc, VpcRegion};
+    let e = Env::new();
+    let out = provision(&e, "rg-abcde");
+    let zones = [out["privateZoneID"].as_str().unwrap().to_string(), out["localZoneID"].as_str().unwrap().to_string()];
+    let west = aws_sdk_ec2::Client::from_conf(
+        e.c.ec2.config().to_builder().region(aws_sdk_ec2::config::Region::new("us-west-2")).build(),
+    );
+    let hub = e.c.block_on(west.create_vpc().cidr_block("10.50.0.0/16").send()).unwrap();
+    let hub = hub.vpc().unwrap().vpc_id().unwrap().to_string();
+    for z in &zones {
+        let vpc = Vpc::builder().vpc_id(&hub).vpc_region(VpcRegion::UsWest2).build();
+        e.c.block_on(e.c.r53.associate_vpc_with_hosted_zone().hosted_zone_id(z).vpc(vpc).send()).unwrap();
+    }
+    let t = e.input("west.json", json!({"infraID": "rg-abcde", "region": "us-west-2"}));
+    let plan = ok(&e.cli(&["run", "teardown", "--input", &t, "--dry-run", "--json"]));
+    for z in &zones {
+        assert!(!plan["delete"].to_string().contains(z.as_str()), "{plan:#}");
+    }
+    let done = ok(&e.cli(&["run", "teardown", "--input", &t, "--id", "west"]));
+    for z in &zones {
+        assert!(zone_exists(&e, z), "zone {z} deleted by a teardown of us-west-2: {done:#}");
+        assert!(done["left"].to_string().contains(z.as_str()), "named: {done:#}");
+    }
+    let east = e.input("east.json", json!({"infraID": "rg-abcde", "region": "us-east-1"}));
+    ok(&e.cli(&["run", "teardown", "--input", &east, "--id", "east"]));
+    for z in &zones {
+        assert!(!zone_exists(&e, z), "zone {z} left by its own region's teardown");
+    }
+}

@@ -134,15 +134,16 @@ pub async fn left(aws: &Aws, infra: &str) -> AwsResult<Vec<Left>> {
     for (_, left) in futures::future::try_join_all(by_vpc).await? {
         all.extend(left);
     }
-    for (zone, regions) in dns::marked_zones_elsewhere(aws, infra).await? {
+    let vpcs = network::cluster_vpcs(aws, infra).await?;
+    for (zone, regions) in dns::marked_zones_elsewhere(aws, infra, &vpcs).await? {
         all.push(Left {
             holds: None,
             kind: Kind::HostedZone,
             id: zone,
             reason: format!(
-                "marked for the cluster, but serves VPCs in {} only, not {}: a teardown there removes it",
-                regions.join(", "),
-                aws.region
+                "marked for the cluster, but serves none of its VPCs in {} (it serves VPCs in {}): a teardown where its cluster's VPC is removes it",
+                aws.region,
+                regions.join(", ")
             ),
         });
     }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use infraflow_activities::customer_network::riders;
 use infraflow_activities::tags::owned;
 use infraflow_activities::{
     Aws, AwsError, AwsPool, Kind, Scope, census, classic_elb, dns, elb, look_alikes, resources,
@@ -226,6 +227,19 @@ fn protected_error(infra: &str, kind: Kind, id: &str) -> ActivityError {
 }
 
 /// Why a teardown stops before deleting: interfaces that are not the cluster's hold its subnets.
+fn riders_error(riding: &[(String, Vec<String>)]) -> ActivityError {
+    let named: Vec<String> =
+        riding.iter().map(|(vpc, others)| format!("VPC {vpc} holds cluster {}", others.join(", cluster "))).collect();
+    ActivityError {
+        operator: true,
+        ..ActivityError::terminal(format!(
+            "another cluster was provisioned into this cluster's network: {}; tear {} down first (its marks name it), then `infraflow retry`",
+            named.join("; "),
+            if riding.iter().map(|(_, o)| o.len()).sum::<usize>() == 1 { "that cluster" } else { "those clusters" }
+        ))
+    }
+}
+
 fn held_subnets_error(held: &[look_alikes::Left]) -> ActivityError {
     let named: Vec<String> = held
         .iter()
@@ -360,6 +374,14 @@ async fn teardown(
                 // protection was put on while it was paused) stops it before anything is deleted.
                 if let Some((kind, id)) = census::first_protected(&aws, &found).await.map_err(from_aws)? {
                     return Err(protected_error(infra_id, kind, &id));
+                }
+                // Another cluster provisioned into the cluster's VPC runs there: its network is
+                // never taken from under it. Stopped on before anything of this round is deleted.
+                if let Some(vpcs) = found.get(&Kind::Vpc) {
+                    let riding = riders::riders(&aws, infra_id, vpcs).await.map_err(from_aws)?;
+                    if !riding.is_empty() {
+                        return Err(riders_error(&riding));
+                    }
                 }
                 // Someone's interface in the cluster's subnet: never deleted, and it keeps the
                 // subnet. Stopped on before anything of this round is deleted.

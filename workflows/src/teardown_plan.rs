@@ -130,6 +130,16 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
             plan.leave.push(Planned { kind: "public-record".into(), id: record, reason: Some(reason) });
         }
     }
+    let vpcs = found.get(&Kind::Vpc).cloned().unwrap_or_default();
+    for (vpc, others) in
+        infraflow_activities::customer_network::riders::riders(&aws, &t.infra_id, &vpcs).await.map_err(from_aws)?
+    {
+        let reason = format!(
+            "cluster {} was provisioned into it (its marks): the teardown pauses before its first delete",
+            others.join(", cluster ")
+        );
+        plan.blocked.push(Planned { kind: "vpc".into(), id: vpc, reason: Some(reason) });
+    }
     for kind in Kind::TEARDOWN_ORDER {
         for id in found.get(&kind).into_iter().flatten() {
             plan.delete.push(Planned { kind: kind.as_str().into(), id: id.clone(), reason: None });

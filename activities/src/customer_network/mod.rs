@@ -13,6 +13,7 @@ use crate::error::{AwsResult, classify};
 use crate::tags::{IDENTITY_TAG, filter};
 
 pub mod marks;
+pub mod riders;
 
 pub use marks::{MARKS_PREFIX, Marked, mark, marks_of, marks_to_remove, record_key, unmark};
 
@@ -59,6 +60,9 @@ pub struct CustomerSubnet {
     pub route_table: Option<String>,
     pub default_route: DefaultRoute,
     pub tags: BTreeMap<String, String>,
+    /// The account that owns it: another's is a subnet shared to this one (RAM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
 }
 
 /// A gateway endpoint in the customer's VPC, with the infraflow identity it carries, if any.
@@ -86,6 +90,12 @@ pub struct CustomerNetwork {
     /// the cluster makes none.
     pub s3_gateway_endpoints: Vec<GatewayEndpoint>,
     pub tags: BTreeMap<String, String>,
+    /// The region's default VPC.
+    #[serde(default)]
+    pub is_default: bool,
+    /// The account that owns the VPC: another's is a VPC shared to this one (RAM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
 }
 
 /// Reads VPC `vpc_id` and subnets `subnet_ids` (found by filter, so that an unknown id is
@@ -113,6 +123,8 @@ pub async fn read(aws: &Aws, vpc_id: &str, subnet_ids: &[String]) -> AwsResult<C
         net.cidrs.extend(vpc.cidr_block().map(str::to_string));
     }
     net.tags = crate::adopt::pairs(vpc.tags()).into_iter().collect();
+    net.is_default = vpc.is_default() == Some(true);
+    net.owner_id = vpc.owner_id().map(str::to_string);
     let ids: Vec<&str> = subnet_ids.iter().map(String::as_str).collect();
     let (support, hostnames, subnets, tables, endpoints) = futures::try_join!(
         crate::network::vpc_attribute_on(aws, vpc_id, VpcAttributeName::EnableDnsSupport),
@@ -187,6 +199,7 @@ pub async fn read(aws: &Aws, vpc_id: &str, subnet_ids: &[String]) -> AwsResult<C
                 route_table: table.and_then(|t| t.route_table_id()).map(str::to_string),
                 default_route: table.map(default_route).unwrap_or(DefaultRoute::None),
                 tags: crate::adopt::pairs(s.tags()).into_iter().collect(),
+                owner_id: s.owner_id().map(str::to_string),
             },
         );
     }

@@ -199,9 +199,11 @@ pub async fn zone_vpcs(aws: &Aws, zone: &str) -> AwsResult<Option<Vec<(String, S
     ))
 }
 
-/// The private zones infraflow marked for `infra_id`, with where each serves: `Here` (a VPC of
-/// `aws`'s region, or none at all: a zone whose VPC went first) or the other regions it serves.
-/// A zone of `here` (listed as associated with a VPC of this region) serves here without a
+/// The private zones infraflow marked for `infra_id`, with where each serves: here (`here` lists
+/// the zones associated with the cluster's own VPCs of `aws`'s region; or no VPC at all: a zone
+/// whose VPC went first), or else the regions of the VPCs it serves. Anyone's VPC of this region
+/// is no proof: a hub VPC associated with every cluster's zones would make another region's
+/// cluster's zones this region's (SAFETY-A7937A6 G8). A zone of `here` serves here without a
 /// `GetHostedZone`: Route53's five requests a second are a fleet's teardown floor.
 async fn marked_zones(aws: &Aws, infra_id: &str, here: &[String]) -> AwsResult<Vec<(String, Result<(), Vec<String>>)>> {
     let prefix = format!("infraflow:{infra_id}/");
@@ -219,16 +221,21 @@ async fn marked_zones(aws: &Aws, infra_id: &str, here: &[String]) -> AwsResult<V
         let mut regions: Vec<String> = vpcs.into_iter().map(|(_, r)| r).collect();
         regions.sort();
         regions.dedup();
-        let serves_here = regions.is_empty() || regions.contains(&aws.region);
-        Ok(Some((zone, if serves_here { Ok(()) } else { Err(regions) })))
+        Ok(Some((zone, if regions.is_empty() { Ok(()) } else { Err(regions) })))
     });
     Ok(futures::future::try_join_all(read).await?.into_iter().flatten().collect())
 }
 
-/// The private zones marked for `infra_id` that serve only other regions than `aws`'s, with
-/// those regions: what a teardown here leaves.
-pub async fn marked_zones_elsewhere(aws: &Aws, infra_id: &str) -> AwsResult<Vec<(String, Vec<String>)>> {
-    Ok(marked_zones(aws, infra_id, &[]).await?.into_iter().filter_map(|(z, r)| r.err().map(|r| (z, r))).collect())
+/// The private zones marked for `infra_id` that serve none of its VPCs of `aws`'s region
+/// (`cluster_vpcs`), with the regions of the VPCs they serve: what a teardown here leaves.
+pub async fn marked_zones_elsewhere(
+    aws: &Aws,
+    infra_id: &str,
+    cluster_vpcs: &[String],
+) -> AwsResult<Vec<(String, Vec<String>)>> {
+    let here = futures::future::try_join_all(cluster_vpcs.iter().map(|vpc| zones_of_vpc(aws, vpc))).await?;
+    let here: Vec<String> = here.into_iter().flatten().collect();
+    Ok(marked_zones(aws, infra_id, &here).await?.into_iter().filter_map(|(z, r)| r.err().map(|r| (z, r))).collect())
 }
 
 /// The private zone `name` HyperShift's CLI made for this cluster (it finds its zones by name and

@@ -5,6 +5,7 @@
 
 use infraflow_activities::customer_network::{self, CustomerNetwork, DefaultRoute};
 use infraflow_activities::network::{self, ZoneInfo};
+use infraflow_activities::tags::{IDENTITY_TAG, OWNED, OWNERSHIP_PREFIX};
 use infraflow_activities::{AwsError, AwsPool};
 use infraflow_engine::InputError;
 use serde_json::Value;
@@ -110,14 +111,64 @@ pub(crate) fn subnet_ids(p: &ProvisionInput) -> Vec<String> {
     private.chain(subnets.iter().filter_map(|z| z.public_subnet_id.clone())).collect()
 }
 
+/// Whose a resource of a would-be customer's network is, if its tags say it is a cluster's rather
+/// than the customer's: another cluster's ownership tag, or an identity infraflow gave it for a
+/// cluster (its own included: what infraflow made is never a customer's network). Such a
+/// network's teardown is that cluster's, and would take the network from under this one
+/// (SAFETY-A7937A6 G4).
+fn clusters_own(infra: &str, tags: &std::collections::BTreeMap<String, String>) -> Option<String> {
+    let owner = tags
+        .iter()
+        .filter(|(_, v)| v.as_str() == OWNED)
+        .filter_map(|(k, _)| k.strip_prefix(OWNERSHIP_PREFIX))
+        .find(|owner| *owner != infra);
+    if let Some(owner) = owner {
+        return Some(format!("cluster {owner}'s ({OWNERSHIP_PREFIX}{owner}={OWNED})"));
+    }
+    let identity = tags.get(IDENTITY_TAG)?;
+    let maker = identity.split('/').next().unwrap_or_default();
+    Some(format!("made by infraflow for cluster {maker} ({IDENTITY_TAG}={identity})"))
+}
+
+/// Whether IPv4 block `inner` lies inside block `outer` (`10.1.2.0/24` in `10.1.0.0/16`). None
+/// when either is not an IPv4 CIDR.
+fn cidr_within(inner: &str, outer: &str) -> Option<bool> {
+    let parse = |c: &str| -> Option<(u32, u32)> {
+        let (addr, len) = c.split_once('/')?;
+        let addr: std::net::Ipv4Addr = addr.parse().ok()?;
+        let len: u32 = len.parse().ok().filter(|l| *l <= 32)?;
+        Some((u32::from(addr), len))
+    };
+    let ((a, alen), (b, blen)) = (parse(inner)?, parse(outer)?);
+    let mask = |len: u32| if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    Some(alen >= blen && a & mask(blen) == b & mask(blen))
+}
+
 /// Every rule the customer's network `net` breaks for the cluster of `p`, one line each naming
-/// the resource and the rule. `available`: the region's Availability Zones.
-pub(crate) fn violations(p: &ProvisionInput, net: &CustomerNetwork, available: &[ZoneInfo]) -> Vec<String> {
-    let (vpc, region) = (net.vpc_id.as_str(), p.region.as_str());
+/// the resource and the rule. `available`: the region's Availability Zones; `account`: the one
+/// the cluster acts in, when known (a network another account shares is refused).
+pub(crate) fn violations(
+    p: &ProvisionInput,
+    net: &CustomerNetwork,
+    available: &[ZoneInfo],
+    account: Option<&str>,
+) -> Vec<String> {
+    let (vpc, region, infra) = (net.vpc_id.as_str(), p.region.as_str(), p.infra_id());
     if !net.exists {
         return vec![format!("vpcID {vpc}: no such VPC in {region}")];
     }
     let mut out = Vec::new();
+    if let Some(whose) = clusters_own(infra, &net.tags) {
+        out.push(format!("{vpc}: {whose}, not a customer's network; its teardown would delete it under this cluster"));
+    }
+    if net.is_default {
+        out.push(format!("{vpc}: the region's default VPC; make a VPC of its own for the cluster"));
+    }
+    let shared =
+        |owner: &Option<String>| account.zip(owner.as_deref()).filter(|(a, o)| a != o).map(|(_, o)| o.to_string());
+    if let Some(owner) = shared(&net.owner_id) {
+        out.push(format!("{vpc}: owned by account {owner} and shared to this one; shared VPCs are not supported yet"));
+    }
     if !net.dns_support {
         out.push(format!("{vpc}: DNS support (enableDnsSupport) is off; the cluster's private zones need it on"));
     }
@@ -147,6 +198,18 @@ pub(crate) fn violations(p: &ProvisionInput, net: &CustomerNetwork, available: &
             }
             if s.zone != z.zone {
                 out.push(format!("{id} ({role}): in zone {}, not {} as subnets[{i}] says", s.zone, z.zone));
+            }
+            if let Some(whose) = clusters_own(infra, &s.tags) {
+                out.push(format!("{id} ({role}): {whose}, not a customer's subnet"));
+            }
+            if let Some(owner) = shared(&s.owner_id) {
+                out.push(format!("{id} ({role}): owned by account {owner} and shared to this one; shared subnets are not supported yet"));
+            }
+            if cidr_within(&s.cidr, &p.vpc_cidr) == Some(false) {
+                out.push(format!(
+                    "{id} ({role}): its block {} is outside vpcCIDR {}; the worker group admits only vpcCIDR: use subnets inside it",
+                    s.cidr, p.vpc_cidr
+                ));
             }
             let table = s.route_table.as_deref().unwrap_or("none");
             match (role, &s.default_route) {
@@ -209,7 +272,7 @@ async fn check_once(pool: &AwsPool, workflow: &str, input: &Value) -> Result<Opt
     let ids = subnet_ids(&p);
     let (net, available) =
         futures::try_join!(customer_network::read(&aws, vpc, &ids), network::availability_zones(&aws))?;
-    let broken = violations(&p, &net, &available);
+    let broken = violations(&p, &net, &available, None);
     Ok((!broken.is_empty()).then(|| refusal(&broken)))
 }
 
@@ -272,6 +335,7 @@ mod tests {
             route_table: Some("rtb-1".into()),
             default_route: route,
             tags: Default::default(),
+            owner_id: None,
         }
     }
 
@@ -304,12 +368,72 @@ mod tests {
             ZoneInfo { name: "us-east-1a".into(), id: "use1-az1".into() },
             ZoneInfo { name: "us-east-1b".into(), id: "use1-az2".into() },
         ];
-        let broken = violations(&p, &net, &zones);
+        let broken = violations(&p, &net, &zones, None);
         assert_eq!(broken.len(), 3, "{broken:#?}");
         assert!(broken[0].contains("enableDnsHostnames"));
         assert!(broken[1].starts_with("subnet-0000000c (private)") && broken[1].contains("no default route"));
         assert!(broken[2].starts_with("subnet-0000000d (public): in vpc-other"));
         let gone = CustomerNetwork { vpc_id: vpc.into(), ..Default::default() };
-        assert_eq!(violations(&p, &gone, &zones), [format!("vpcID {vpc}: no such VPC in us-east-1")]);
+        assert_eq!(violations(&p, &gone, &zones, None), [format!("vpcID {vpc}: no such VPC in us-east-1")]);
+    }
+
+    /// SAFETY-A7937A6 G4 and G7: another cluster's network, the default VPC, a shared one, a
+    /// subnet outside vpcCIDR — each refused, naming it.
+    #[test]
+    fn a_network_of_another_cluster_or_account_or_outside_vpc_cidr_is_refused_naming_it() {
+        let mut p = input(vec![zone("us-east-1a", Some("subnet-0000000a"), Some("subnet-0000000b"))]);
+        p.infra_id = Some("x-abcde".into());
+        validate_input(&mut p).unwrap();
+        let vpc = "vpc-0123456789abcdef0";
+        let tagged = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut private = subnet("subnet-0000000a", vpc, "us-east-1a", DefaultRoute::NatGateway("nat-1".into()));
+        private.tags = tagged(&[(IDENTITY_TAG, "y-abcde/private-subnet/us-east-1a")]);
+        private.cidr = "10.1.2.0/24".into();
+        let mut public = subnet("subnet-0000000b", vpc, "us-east-1a", DefaultRoute::InternetGateway("igw-1".into()));
+        public.cidr = "100.64.1.0/24".into();
+        public.owner_id = Some("222222222222".into());
+        let net = CustomerNetwork {
+            vpc_id: vpc.into(),
+            exists: true,
+            cidrs: vec!["10.1.0.0/16".into(), "100.64.0.0/16".into()],
+            dns_support: true,
+            dns_hostnames: true,
+            subnets: [private, public].into_iter().map(|s| (s.subnet_id.clone(), s)).collect(),
+            tags: tagged(&[("kubernetes.io/cluster/y-abcde", "owned"), ("kubernetes.io/cluster/x-abcde", "shared")]),
+            is_default: true,
+            owner_id: Some("111111111111".into()),
+            ..Default::default()
+        };
+        let zones = [ZoneInfo { name: "us-east-1a".into(), id: "use1-az1".into() }];
+        let broken = violations(&p, &net, &zones, Some("111111111111"));
+        assert_eq!(broken.len(), 5, "{broken:#?}");
+        assert!(broken[0].contains("cluster y-abcde's (kubernetes.io/cluster/y-abcde=owned)"), "{}", broken[0]);
+        assert!(broken[1].contains("default VPC"), "{}", broken[1]);
+        assert!(
+            broken[2].starts_with("subnet-0000000a (private): made by infraflow for cluster y-abcde"),
+            "{}",
+            broken[2]
+        );
+        assert!(broken[3].contains("owned by account 222222222222"), "{}", broken[3]);
+        assert!(broken[4].contains("100.64.1.0/24 is outside vpcCIDR 10.1.0.0/16"), "{}", broken[4]);
+        // Its own shared mark, another cluster's shared mark and record: a customer's network
+        // two clusters share is a customer's.
+        let mut shared = net.clone();
+        shared.tags = tagged(&[("kubernetes.io/cluster/z-abcde", "shared"), ("infraflow.io/marks/z-abcde", "w@1 k")]);
+        shared.is_default = false;
+        for s in shared.subnets.values_mut() {
+            s.tags = Default::default();
+            s.owner_id = None;
+            s.cidr = "10.1.9.0/24".into();
+        }
+        assert_eq!(violations(&p, &shared, &zones, Some("111111111111")), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_block_lies_within_another_only_when_its_prefix_matches() {
+        assert_eq!(cidr_within("10.1.2.0/24", "10.1.0.0/16"), Some(true));
+        assert_eq!(cidr_within("10.2.0.0/24", "10.1.0.0/16"), Some(false));
+        assert_eq!(cidr_within("10.0.0.0/8", "10.1.0.0/16"), Some(false));
+        assert_eq!(cidr_within("", "10.1.0.0/16"), None);
     }
 }

@@ -11,6 +11,7 @@ use infraflow_activities::throttle::read_retrying;
 use infraflow_activities::{AwsPool, Identity, Inventory, dns, network};
 use infraflow_engine::{ActivityError, StepError, WfCtx};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::aws_steps::{from_aws, read_opts};
 use crate::provision::customer_rules;
@@ -95,7 +96,9 @@ pub(crate) async fn run(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Resu
                 ))
             })?;
             if let Some(net) = &customer {
-                let broken = customer_rules::violations(p, net, &available);
+                let env = ctx.environment();
+                let account = env.as_ref().and_then(|e| e.get("account")).and_then(Value::as_str);
+                let broken = customer_rules::violations(p, net, &available, account);
                 if !broken.is_empty() {
                     return Err(ActivityError::terminal(customer_rules::refusal(&broken)));
                 }
