@@ -308,7 +308,7 @@ fn a_makers_rollback_after_another_journal_adopted_its_marks_hands_them_over() {
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let theirs = b.cli_env(&["run", "provision-infra", "--input", &input, "--id", "b"], &env);
     assert!(theirs.status.success(), "{}", stderr(&theirs));
-    assert!(snapshot(&e.c, &cv.vpc)[&by_a[0]].contains("marks-adopted-by/two-abcde\": \"b@"), "B adopted A's mark");
+    assert!(snapshot(&e.c, &cv.vpc)[&by_a[0]].contains("marks-adopted-by/two-abcde/"), "B adopted A's mark");
 
     let cancel = e.cli(&["cancel", "a"]);
     assert_eq!(e.s.status("a")["state"], "compensated", "{}", stderr(&cancel));

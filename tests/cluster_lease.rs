@@ -208,6 +208,27 @@ fn a_store_that_ignores_if_none_match_is_refused_before_anything_acts() {
     assert!(!e.s.db().exists(), "nothing journaled");
 }
 
+/// SAFETY-A7937A6 G5: a store that honours `If-None-Match` but drops `If-Match` would let a
+/// lapsed holder's release delete its successor's record: refused by the proof too.
+#[test]
+fn a_store_that_ignores_if_match_is_refused_before_anything_acts() {
+    let e = Env::new();
+    lock_bucket(&e);
+    e.proxy.ignore_if_match(true);
+    let p = input(&e, "im-abcde");
+    let out = finish(spawn_locked(&e, &e.s, &["run", "provision-infra", "--input", &p, "--id", "im"], "10s"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("ignores If-Match"), "{err}");
+    assert_eq!(changes_outside_s3(&e.proxy.counts()), 0, "nothing changed: {:?}", e.proxy.counts());
+    assert!(!e.s.db().exists(), "nothing journaled");
+    // The same store honouring it again passes: the proof left its probe as it was.
+    e.proxy.ignore_if_match(false);
+    let out = finish(spawn_locked(&e, &e.s, &["run", "provision-infra", "--input", &p, "--id", "im"], "10s"));
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
 #[test]
 fn a_sweep_in_one_journal_classes_a_cluster_another_journal_holds_active_and_submits_no_teardown() {
     let e = Env::new();

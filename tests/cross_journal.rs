@@ -68,7 +68,7 @@ fn a_rollback_retried_in_one_journal_leaves_what_another_journals_provision_adop
     live.assert_provisioned(&e.c, 1, 1, "prod", "example.com");
     let vpc = live.vpcs[0].vpc_id().unwrap().to_string();
     assert!(
-        live.tags_of(&vpc).iter().any(|(k, _)| k == ADOPTED_BY),
+        live.tags_of(&vpc).iter().any(|(k, v)| k.starts_with(ADOPTED_BY) && !v.is_empty()),
         "the VPC w1 made carries w2's mark: {:?}",
         live.tags_of(&vpc)
     );
@@ -84,6 +84,55 @@ fn a_rollback_retried_in_one_journal_leaves_what_another_journals_provision_adop
     let after = Inventory::read(&e.c, "xj-abcde");
     assert_eq!(after.ids(), live.ids(), "w1's undo deleted nothing w2's cluster runs on");
     after.assert_provisioned(&e.c, 1, 1, "prod", "example.com");
+}
+
+/// SAFETY-A7937A6 G1: three journals, as the reading ran it. W1 (A) made the whole network and
+/// paused at its S3 endpoint (expired credentials); W2 (B) adopted all of it and paused at the
+/// same step; W3 (C) adopted it too and completed: the live cluster. W2 is cancelled (its
+/// rollback takes its own marks off, and no other), then W1 is cancelled: its rollback deletes
+/// nothing W3 runs on, and pauses naming W3.
+#[test]
+fn the_first_adopters_rollback_leaves_a_later_adopters_mark_and_the_creators_rollback_deletes_nothing_it_uses() {
+    let e = Env::new();
+    let input = e.input("p.json", provision_input("x3-abcde"));
+    let (b, c) = (Scratch::new(), Scratch::new());
+    e.proxy.fail_with("CreateVpcEndpoint", "ExpiredToken", 1000);
+    let w1 = e.cli(&["run", "provision-infra", "--input", &input, "--id", "w1"]);
+    let w2 = cli_in(&e, &b, &["run", "provision-infra", "--input", &input, "--id", "w2"]);
+    e.proxy.clear_fail_with();
+    for (w, out) in [("w1", &w1), ("w2", &w2)] {
+        assert!(!out.status.success(), "{w}: {}", stderr(out));
+    }
+    assert_eq!(e.s.status("w1")["state"], "paused");
+    ok(&cli_in(&e, &c, &["run", "provision-infra", "--input", &input, "--id", "w3"]));
+    let live = Inventory::read(&e.c, "x3-abcde");
+    live.assert_provisioned(&e.c, 1, 1, "prod", "example.com");
+    let cancelled = cli_in(&e, &b, &["cancel", "w2"]);
+    let w2 = in_journal(&b, &e.proxy.endpoint(), &["status", "w2", "--json"]);
+    let w2: Value = serde_json::from_slice(&w2.stdout).unwrap();
+    assert_eq!(w2["state"], "compensated", "{w2}\n{}", stderr(&cancelled));
+    let now = Inventory::read(&e.c, "x3-abcde");
+    assert_eq!(now.ids(), live.ids(), "w2's rollback deleted nothing");
+    for id in now.ids().iter().filter(|id| id.starts_with("nat-") || id.starts_with("subnet-")) {
+        let marks: Vec<String> = now
+            .tags_of(id)
+            .into_iter()
+            .filter(|(k, v)| k.starts_with(ADOPTED_BY) && !v.is_empty())
+            .map(|(_, v)| v)
+            .collect();
+        assert!(marks.iter().any(|m| m.starts_with("w3@")), "{id}: w3's own mark stays: {marks:?}");
+        assert!(!marks.iter().any(|m| m.starts_with("w2@")), "{id}: w2's own mark is off: {marks:?}");
+    }
+
+    let rolled = e.cli(&["cancel", "w1"]);
+    let st = e.s.status("w1");
+    assert_eq!(st["state"], "paused", "{st}\n{}", stderr(&rolled));
+    assert!(st.to_string().contains("w3@"), "the pause names the live adopter: {st}");
+    let after = Inventory::read(&e.c, "x3-abcde");
+    assert_eq!(after.ids(), live.ids(), "w1's undo deleted nothing w3's cluster runs on");
+    after.assert_provisioned(&e.c, 1, 1, "prod", "example.com");
+    let check = in_journal(&c, &e.proxy.endpoint(), &["check", "--infra-id", "x3-abcde", "--region", "us-east-1"]);
+    assert_eq!(check.status.code(), Some(0), "w3's cluster in sync: {}{}", stdout(&check), stderr(&check));
 }
 
 /// F9 (SAFETY-F393541): journal B's provision adopts what A's paused rollback left, then fails
@@ -104,7 +153,7 @@ fn an_adopter_that_rolls_back_removes_its_marks_and_the_creators_rollback_leaves
     let marked = Inventory::read(&e.c, "xm-abcde");
     for id in marked.ids() {
         assert!(
-            !marked.tags_of(&id).iter().any(|(k, _)| k == ADOPTED_BY),
+            !marked.tags_of(&id).iter().any(|(k, v)| k.starts_with(ADOPTED_BY) && !v.is_empty()),
             "{id} keeps w2's mark: {:?}",
             marked.tags_of(&id)
         );
@@ -264,7 +313,10 @@ fn adoption_across_journals_sweep(after_aws_acts: bool) {
         let live = Inventory::read(&e.c, &infra);
         live.assert_provisioned(&e.c, 1, 1, "prod", "example.com");
         for id in leftovers.iter().filter(|id| id.starts_with("vpc-") || id.starts_with("subnet-")) {
-            assert!(live.tags_of(id).iter().any(|(k, _)| k == ADOPTED_BY), "{id} unmarked, {part:?}");
+            assert!(
+                live.tags_of(id).iter().any(|(k, v)| k.starts_with(ADOPTED_BY) && !v.is_empty()),
+                "{id} unmarked, {part:?}"
+            );
         }
         let retried = in_journal(&a, &proxy.endpoint(), &["retry", "w1"]);
         assert_eq!(retried.status.code(), Some(1), "{}", stderr(&retried));

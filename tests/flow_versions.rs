@@ -206,8 +206,10 @@ fn a_create_iam_of_version_1_finishes_with_the_seeds_grants_and_a_new_one_brings
     ok(&e.cli_at(&proxy.endpoint(), &["run", "create-iam", "--input", &input, "--id", "upgrade"]));
     assert_eq!(proxy.counts().get("CreateRole"), None, "nothing made: {:?}", proxy.counts());
     let s = policies(Grants::Current);
-    let upgraded =
-        s.roles.values().filter(|r| r.tags.get("infraflow.io/adopted-by").is_some_and(|a| a.starts_with("upgrade@")));
+    let upgraded = s
+        .roles
+        .values()
+        .filter(|r| r.tags.iter().any(|(k, a)| k.starts_with("infraflow.io/adopted-by/") && a.starts_with("upgrade@")));
     assert_eq!(upgraded.count(), 8, "each role taken is marked: {}", s.summary());
     let history = e.s.history("upgrade");
     let submitted = history.iter().find(|ev| ev["type"] == "submitted").unwrap();

@@ -201,7 +201,7 @@ fn a_teardown_naming_another_region_leaves_the_clusters_zones_and_a_provision_th
     assert!(!paused.status.success(), "{}", stdout(&paused));
     assert!(stderr(&paused).contains("serves"), "{}", stderr(&paused));
     for z in &zones {
-        assert!(!zone_tag_keys(&e, z).contains(&"infraflow.io/adopted-by".to_string()), "zone {z} was taken");
+        assert!(!zone_tag_keys(&e, z).iter().any(|k| k.starts_with("infraflow.io/adopted-by")), "zone {z} was taken");
     }
     assert_eq!(Inventory::read(&e.c, "rg-abcde").counts().get("vpc"), Some(&1), "east's VPC is whole");
 }

@@ -243,6 +243,46 @@ fn six_provisions_submitted_at_once_with_five_free_addresses_run_five_and_the_si
     }
 }
 
+/// SAFETY-A7937A6 G6: a daemon with one worker, whose provision waits for quota: the wait does
+/// not hold the worker, so the teardown that frees the quota is claimed at once, and the
+/// provision completes after it (before: the teardown stayed queued until the wait limit).
+#[test]
+fn a_provision_waiting_for_quota_leaves_its_worker_to_the_teardown_that_frees_it() {
+    let e = Env::new();
+    e.proxy.set_quotas(Quotas::with(&[(ELASTIC_IPS, 1), (VPCS, 20), (INTERNET_GATEWAYS, 20)]));
+    let env = checking_env(&e);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    for i in 0..2 {
+        let p = e.input(&format!("w{i}.json"), input(&format!("w{i}"), &["us-east-1a"], json!({})));
+        let out = e.s.cli_env(&["submit", "provision-infra", "--input", &p, "--id", &format!("w{i}")], &env);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let settle = format!("{}ms", e.proxy.consistency_settle().as_millis());
+    let mut daemon = e.s.spawn_daemon(&["--workers", "1", "--consistency-settle", &settle], &env);
+    let state = |id: &str| e.s.status(id)["state"].as_str().unwrap_or_default().to_string();
+    let waits =
+        |id: &str| e.s.status(id)["waitsFor"].as_str().unwrap_or_default().contains("quota: needs 1 Elastic IP");
+    let one_waits = wait_until(std::time::Duration::from_secs(120), || {
+        (state("w0") == "completed" && waits("w1")) || (state("w1") == "completed" && waits("w0"))
+    });
+    assert!(one_waits, "one ran, the other waits for quota: {} {}\n{}", state("w0"), state("w1"), e.s.daemon_log());
+    let (done, waiting) = if state("w0") == "completed" { ("w0", "w1") } else { ("w1", "w0") };
+    let td = e.input("td.json", json!({"infraID": format!("{done}-abcde"), "region": "us-east-1"}));
+    let out = e.s.cli_env(&["submit", "teardown", "--input", &td, "--id", "free"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ran = wait_until(std::time::Duration::from_secs(120), || state(waiting) == "completed");
+    terminate(&mut daemon, std::time::Duration::from_secs(20));
+    assert!(
+        ran,
+        "the waiter ran once the teardown freed its address: {} / free {}\n{}",
+        state(waiting),
+        state("free"),
+        e.s.daemon_log()
+    );
+    assert_eq!(state("free"), "completed");
+    assert_eq!(addresses(&e), 1, "the waiter's address, and nobody's else");
+}
+
 /// A world where a 1-zone provision's admission must wait: the Elastic IP quota is two more than
 /// the world holds, one of them taken by someone else; the provision is journaled while the other is free, then a second address
 /// of someone else's takes it. The run (a resumed `run`, as after a crash: no check before the

@@ -149,10 +149,12 @@ pub async fn read(aws: &Aws, store: &LeaseStore, key: &str) -> AwsResult<Option<
 
 /// Proves the store honours conditional writes before anything relies on them, on one probe key
 /// that stays (`<prefix>/.self-test/store`): an `If-None-Match: *` write of it must be refused
-/// once it exists. The first proof makes it and writes it again (two calls in turn); every later
-/// one writes it once, beside a read that shows it is there (one round trip). A store that
-/// accepts a second write of one key (an S3 look-alike, a proxy that drops the header) would let
-/// two writers hold one cluster, and is refused.
+/// once it exists, and a write and a delete of it with `If-Match` naming an ETag it does not have
+/// must be refused too (renewals, takeovers and releases rely on that: SAFETY-A7937A6 G5). The
+/// first proof makes it and writes it again (two calls in turn); every later one writes it once,
+/// beside a read that shows it is there (one round trip); then the two stale writes side by side
+/// (one more). A store that accepts any of them (an S3 look-alike, a proxy that drops a header)
+/// would let two writers hold one cluster, and is refused.
 pub async fn self_test(aws: &Aws, store: &LeaseStore) -> AwsResult<Result<(), String>> {
     let key = format!("{}/.self-test/store", store.prefix.trim_end_matches('/'));
     let record = |serial| Record {
@@ -174,7 +176,7 @@ pub async fn self_test(aws: &Aws, store: &LeaseStore) -> AwsResult<Result<(), St
     };
     let probe = record(1);
     let (first, there) = futures::join!(create(aws, store, &key, &probe), read(aws, store, &key));
-    Ok(match first? {
+    let if_none_match = match first? {
         // Made now: a second write must be refused.
         Written::Took(_) => match create(aws, store, &key, &record(2)).await? {
             Written::Lost => Ok(()),
@@ -191,6 +193,21 @@ pub async fn self_test(aws: &Aws, store: &LeaseStore) -> AwsResult<Result<(), St
                 store.bucket, store.bucket
             )),
         },
+    };
+    if if_none_match.is_err() {
+        return Ok(if_none_match);
+    }
+    // An ETag no object has (an ETag is a quoted digest).
+    let stale = "\"00000000000000000000000000000000\"";
+    let overwrite = record(2);
+    let (put, delete) = futures::join!(replace(aws, store, &key, stale, &overwrite), release(aws, store, &key, stale));
+    Ok(match (put?, delete?) {
+        (Written::Lost, Written::Lost) => Ok(()),
+        (put, _) => Err(format!(
+            "s3://{} ignores If-Match (a {} naming a stale ETag succeeded): it cannot hold a cluster lease; use an S3 bucket",
+            store.bucket,
+            if matches!(put, Written::Took(_)) { "write" } else { "delete" }
+        )),
     })
 }
 

@@ -1,15 +1,15 @@
-//! Adoption marks (`infraflow.io/adopted-by`) at rollback: an adopter that rolls back removes
-//! the mark it wrote (only while the mark still names it), so the creator's own rollback can
-//! delete what it made; a creator's rollback that finds what it made marked by another
-//! workflow does not pass over it in silence. (`adopt` writes the marks; `tags::TagQuery` keeps
-//! the creator's undo off a marked resource.)
+//! Adoption marks (`infraflow.io/adopted-by/<digest>`, one per adopter) at rollback: an adopter
+//! that rolls back removes its own mark and no other, so the creator's own rollback can delete
+//! what it made only once no adopter is left; a creator's rollback that finds what it made
+//! marked by any other workflow does not pass over it in silence. (`adopt` writes the marks;
+//! `tags::TagQuery` keeps the creator's undo off a marked resource.)
 
 use aws_sdk_ec2::types::Tag;
 
 use crate::client::Aws;
 use crate::error::{AwsError, AwsResult, classify};
 use crate::resources::{Kind, Scope};
-use crate::tags::{ADOPTED_BY_TAG, CREATED_BY_TAG};
+use crate::tags::{CREATED_BY_TAG, adopters, marks_of_adopter};
 use crate::{census, dns, elb, resources};
 
 /// The IAM actions of removing a mark (a rollback's: written only by managing workflows). ELB and
@@ -27,11 +27,11 @@ pub const IAM_WRITE: &[&str] = &[
 pub const IAM_READ: &[&str] = &[];
 pub const IAM_DELETE: &[&str] = &[];
 
-/// One resource with the undone step's identity: who made it, who marked it.
+/// One resource with the undone step's identity: who made it, and its tags (every adopter's mark).
 struct Marked {
     id: String,
     created_by: Option<String>,
-    adopted_by: Option<String>,
+    tags: Vec<(String, String)>,
 }
 
 /// What the rollback of workflow `creator`'s step (identity `identity`, of `kind`) finds after its
@@ -46,13 +46,16 @@ pub async fn settle_at_rollback(
 ) -> AwsResult<Vec<(String, String)>> {
     let mut in_use = Vec::new();
     for m in marked(aws, kind, identity).await? {
-        match (&m.created_by, &m.adopted_by) {
-            (_, Some(mark)) if mark == creator && m.created_by.as_deref() != Some(creator) => {
-                remove_mark(aws, kind, &m.id, creator).await?;
-                tracing::info!(resource = %m.id, identity, adopter = creator, "removed this workflow's adoption mark at its rollback");
-            }
-            (Some(made), Some(mark)) if made == creator && mark != creator => in_use.push((m.id, mark.clone())),
-            _ => {}
+        let pairs = || m.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let made_here = m.created_by.as_deref() == Some(creator);
+        let own = marks_of_adopter(creator, pairs());
+        if !made_here && !own.is_empty() {
+            remove_marks(aws, kind, &m.id, &own).await?;
+            tracing::info!(resource = %m.id, identity, adopter = creator, "removed this workflow's adoption mark at its rollback");
+        }
+        let others: Vec<String> = adopters(pairs()).into_iter().filter(|a| a != creator).collect();
+        if made_here && !others.is_empty() {
+            in_use.push((m.id, others.join(", ")));
         }
     }
     Ok(in_use)
@@ -67,7 +70,7 @@ pub fn in_use_error(kind: Kind, in_use: &[(String, String)]) -> AwsError {
         ..AwsError::terminal(
             "rollback",
             format!(
-                "made by this workflow but in use by another: {}; it is left, and this rollback waits: once that workflow is done with it (rolled back, or its cluster torn down), `infraflow retry`; or tear the cluster down with `infraflow run teardown`",
+                "made by this workflow but in use by another: {}; it is left, and this rollback waits: once every workflow named is done with it (rolled back, or its cluster torn down) — a retry deletes it only when no workflow's mark is left on it —, `infraflow retry`; or tear the cluster down with `infraflow run teardown`",
                 named.join(", ")
             ),
         )
@@ -79,15 +82,14 @@ async fn marked(aws: &Aws, kind: Kind, identity: &str) -> AwsResult<Vec<Marked>>
         return Ok(dns::zone_marks(aws, identity)
             .await?
             .into_iter()
-            .map(|(id, created_by, adopted_by)| Marked { id, created_by, adopted_by })
+            .map(|(id, created_by, tags)| Marked { id, created_by, tags })
             .collect());
     }
     let mut out = Vec::new();
     for id in resources::find(aws, kind, &Scope::Identity(identity.to_string())).await? {
         let Some(tags) = tags_of(aws, kind, &id).await? else { continue };
-        let tag = |k: &str| tags.iter().find(|(tk, _)| tk == k).map(|(_, v)| v.clone());
-        let adopted_by = tag(ADOPTED_BY_TAG).filter(|v| !v.is_empty());
-        out.push(Marked { created_by: tag(CREATED_BY_TAG), adopted_by, id });
+        let created_by = tags.iter().find(|(k, _)| k == CREATED_BY_TAG).map(|(_, v)| v.clone());
+        out.push(Marked { created_by, tags, id });
     }
     Ok(out)
 }
@@ -104,42 +106,43 @@ async fn tags_of(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Option<Vec<(Strin
     }
 }
 
-async fn remove_mark(aws: &Aws, kind: Kind, id: &str, creator: &str) -> AwsResult<()> {
-    let empty_iam = || aws_sdk_iam::types::Tag::builder().key(ADOPTED_BY_TAG).value("").build();
+/// Takes the marks `own` (an adopter's: key and value) off resource `id`: EC2 and Route53 delete
+/// them, ELB and IAM empty them (an empty mark is no mark) with the tagging calls their creates
+/// already use.
+async fn remove_marks(aws: &Aws, kind: Kind, id: &str, own: &[(String, String)]) -> AwsResult<()> {
+    let keys = || own.iter().map(|(k, _)| k.clone());
+    let empty_iam = || -> Vec<aws_sdk_iam::types::Tag> {
+        keys().filter_map(|k| aws_sdk_iam::types::Tag::builder().key(k).value("").build().ok()).collect()
+    };
     let r = match kind {
-        Kind::HostedZone => return dns::remove_zone_mark(aws, id).await,
+        Kind::HostedZone => return dns::remove_zone_marks(aws, id, &keys().collect::<Vec<_>>()).await,
         Kind::LoadBalancer | Kind::TargetGroup => {
-            let empty = aws_sdk_elasticloadbalancingv2::types::Tag::builder().key(ADOPTED_BY_TAG).value("").build();
-            let call = aws.elb.add_tags().resource_arns(id).tags(empty);
+            let empty = keys()
+                .map(|k| aws_sdk_elasticloadbalancingv2::types::Tag::builder().key(k).value("").build())
+                .collect();
+            let call = aws.elb.add_tags().resource_arns(id).set_tags(Some(empty));
             call.send().await.map(|_| ()).map_err(|e| classify("AddTags", e))
         }
-        Kind::IamRole => match empty_iam() {
-            Ok(t) => {
-                aws.iam.tag_role().role_name(id).tags(t).send().await.map(|_| ()).map_err(|e| classify("TagRole", e))
-            }
-            Err(_) => Ok(()),
-        },
-        Kind::InstanceProfile => match empty_iam() {
-            Ok(t) => {
-                let call = aws.iam.tag_instance_profile().instance_profile_name(id).tags(t);
-                call.send().await.map(|_| ()).map_err(|e| classify("TagInstanceProfile", e))
-            }
-            Err(_) => Ok(()),
-        },
-        Kind::OidcProvider => match empty_iam() {
-            Ok(t) => {
-                let call = aws.iam.tag_open_id_connect_provider().open_id_connect_provider_arn(id).tags(t);
-                call.send().await.map(|_| ()).map_err(|e| classify("TagOpenIDConnectProvider", e))
-            }
-            Err(_) => Ok(()),
-        },
+        Kind::IamRole => {
+            let call = aws.iam.tag_role().role_name(id).set_tags(Some(empty_iam()));
+            call.send().await.map(|_| ()).map_err(|e| classify("TagRole", e))
+        }
+        Kind::InstanceProfile => {
+            let call = aws.iam.tag_instance_profile().instance_profile_name(id).set_tags(Some(empty_iam()));
+            call.send().await.map(|_| ()).map_err(|e| classify("TagInstanceProfile", e))
+        }
+        Kind::OidcProvider => {
+            let call =
+                aws.iam.tag_open_id_connect_provider().open_id_connect_provider_arn(id).set_tags(Some(empty_iam()));
+            call.send().await.map(|_| ()).map_err(|e| classify("TagOpenIDConnectProvider", e))
+        }
         _ => {
-            // With its value, EC2 deletes the tag only while it still has that value.
-            let tag = Tag::builder().key(ADOPTED_BY_TAG).value(creator).build();
+            // With its value, EC2 deletes a tag only while it still has that value.
+            let tags = own.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
             aws.ec2
                 .delete_tags()
                 .resources(id)
-                .tags(tag)
+                .set_tags(Some(tags))
                 .send()
                 .await
                 .map(|_| ())

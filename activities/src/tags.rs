@@ -10,12 +10,56 @@ pub const IDENTITY_TAG: &str = "infraflow.io/identity";
 /// deletes a resource only if this names the compensating workflow (an adopted resource belongs
 /// to whoever made it).
 pub const CREATED_BY_TAG: &str = "infraflow.io/created-by";
-/// The first workflow other than the creator that found the resource and went on using it:
-/// written once, never moved — but emptied by that workflow's own rollback (`marks`): an empty
-/// value is no mark. The journal is memory, AWS tags are the proof: an undo of the
-/// creator (whichever journal, host or tool it runs from) leaves alone what carries another
-/// workflow's name here, since that workflow's cluster may be running on it.
+/// The one adoption mark releases before a7937a6's successor wrote: the first workflow other than
+/// the creator that found the resource and went on using it. Still read (a mark of a former
+/// release keeps the creator's undo off as before), emptied or removed only by the workflow it
+/// names; never written any more: one slot let the first adopter's rollback take the mark a later
+/// adopter's live cluster relied on (SAFETY-A7937A6 G1).
 pub const ADOPTED_BY_TAG: &str = "infraflow.io/adopted-by";
+/// Every adopter's own mark: `infraflow.io/adopted-by/<digest of its workflow>` = the workflow.
+/// Each adopter writes its own and takes off only its own at rollback (`marks`); an empty value
+/// is no mark. The journal is memory, AWS tags are the proof: an undo of the creator (whichever
+/// journal, host or tool it runs from) leaves alone what any other workflow marked, since that
+/// workflow's cluster may be running on it.
+pub const ADOPTER_PREFIX: &str = "infraflow.io/adopted-by/";
+
+/// The key of workflow `workflow`'s own adoption mark (a digest: a workflow's creator runs long,
+/// and a tag key must stay within 128 characters).
+pub fn adoption_key(workflow: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in workflow.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{ADOPTER_PREFIX}{h:016x}")
+}
+
+/// Whether `key` is an adoption mark's: the former single slot, or an adopter's own.
+pub fn is_adoption_key(key: &str) -> bool {
+    key == ADOPTED_BY_TAG || key.starts_with(ADOPTER_PREFIX)
+}
+
+/// Every workflow `tags` name as an adopter (non-empty marks), in any slot.
+pub fn adopters<'a>(tags: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<String> {
+    let mut found: Vec<String> =
+        tags.into_iter().filter(|(k, v)| is_adoption_key(k) && !v.is_empty()).map(|(_, v)| v.to_string()).collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// The adoption marks of workflow `adopter` among `tags`: its own key, and the former slot while
+/// it names it (key and value: what its rollback takes off).
+pub fn marks_of_adopter<'a>(
+    adopter: &str,
+    tags: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<(String, String)> {
+    let own = adoption_key(adopter);
+    tags.into_iter()
+        .filter(|(k, v)| (*k == own || *k == ADOPTED_BY_TAG) && *v == adopter)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
 /// The region of the cluster an IAM resource (global) was made for: a teardown in another
 /// region leaves it, and a create-iam for another region refuses it.
 pub const REGION_TAG: &str = "infraflow.io/region";
@@ -194,15 +238,15 @@ impl Identity {
     }
 
     /// The tag to write on a resource this workflow found with its identity (`tags` as read):
-    /// the adoption mark, when another workflow created it and nobody adopted it yet. None when
-    /// this workflow made it, nobody recorded a creator (what HyperShift made: no undo deletes
-    /// it), or a mark is there already (the first adopter's stays; any mark keeps the creator's
-    /// undo off it).
+    /// its own adoption mark, when another workflow created it. None when this workflow made it,
+    /// nobody recorded a creator (what HyperShift made: no undo deletes it), or this workflow's
+    /// mark is there already. Other adopters' marks change nothing: each adopter has its own.
     pub fn adoption_mark(&self, tags: &[(String, String)]) -> Option<(String, String)> {
         let creator = tags.iter().find(|(k, _)| k == CREATED_BY_TAG).map(|(_, v)| v.as_str())?;
-        let marked = tags.iter().any(|(k, v)| k == ADOPTED_BY_TAG && !v.is_empty());
+        let pairs = tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let marked = adopters(pairs).iter().any(|a| *a == self.workflow);
         (!self.workflow.is_empty() && creator != self.workflow && !marked)
-            .then(|| (ADOPTED_BY_TAG.to_string(), self.workflow.clone()))
+            .then(|| (adoption_key(&self.workflow), self.workflow.clone()))
     }
 
     /// The query that finds this very resource, whoever made it (what a create adopts).
@@ -275,7 +319,8 @@ impl TagQuery {
     /// `matches` for tags read as pairs (ELBv2's DescribeTags).
     pub fn matches_pairs(&self, tags: &[(String, String)]) -> bool {
         let has = |k: &str, v: &str| tags.iter().any(|(tk, tv)| tk == k && tv == v);
-        let adopted_by_another = |w: &str| tags.iter().any(|(k, v)| k == ADOPTED_BY_TAG && !v.is_empty() && v != w);
+        let adopted_by_another =
+            |w: &str| adopters(tags.iter().map(|(k, v)| (k.as_str(), v.as_str()))).iter().any(|a| a != w);
         has(&self.key, &self.value)
             && self.created_by.as_deref().is_none_or(|w| has(CREATED_BY_TAG, w) && !adopted_by_another(w))
             && self.name.as_deref().is_none_or(|n| has("Name", n))
@@ -368,6 +413,9 @@ mod tests {
         assert!(q.matches(&released), "an adopter that rolled back emptied its mark");
         let self_marked = vec![tag(IDENTITY_TAG, "i/vpc"), tag(CREATED_BY_TAG, "wf-1"), tag(ADOPTED_BY_TAG, "wf-1")];
         assert!(q.matches(&self_marked));
+        let own_slot =
+            vec![tag(IDENTITY_TAG, "i/vpc"), tag(CREATED_BY_TAG, "wf-1"), tag(&adoption_key("wf-3"), "wf-3")];
+        assert!(!q.matches(&own_slot), "any adopter's own mark keeps the creator's undo off");
     }
 
     #[test]
@@ -375,11 +423,18 @@ mod tests {
         let p = |k: &str, v: &str| (k.to_string(), v.to_string());
         let me = Identity::new("i", "vpc", None, "n".into()).with_tags(&[], "wf-2");
         let theirs = vec![p(IDENTITY_TAG, "i/vpc"), p(CREATED_BY_TAG, "wf-1")];
-        assert_eq!(me.adoption_mark(&theirs), Some((ADOPTED_BY_TAG.to_string(), "wf-2".to_string())));
         assert_eq!(me.adoption_mark(&[p(IDENTITY_TAG, "i/vpc"), p(CREATED_BY_TAG, "wf-2")]), None, "its own");
         assert_eq!(me.adoption_mark(&[p(IDENTITY_TAG, "i/vpc")]), None, "HyperShift's: no undo deletes it");
+        assert_eq!(me.adoption_mark(&theirs), Some((adoption_key("wf-2"), "wf-2".to_string())));
         let marked = vec![p(CREATED_BY_TAG, "wf-1"), p(ADOPTED_BY_TAG, "wf-3")];
-        assert_eq!(me.adoption_mark(&marked), None, "the first adopter's mark stays");
+        assert_eq!(
+            me.adoption_mark(&marked),
+            Some((adoption_key("wf-2"), "wf-2".to_string())),
+            "a later adopter marks too: the first adopter's rollback must not leave it unmarked"
+        );
+        let mine = vec![p(CREATED_BY_TAG, "wf-1"), p(&adoption_key("wf-2"), "wf-2")];
+        assert_eq!(me.adoption_mark(&mine), None, "once");
+        assert_ne!(adoption_key("wf-2"), adoption_key("wf-3"));
     }
 }
 

@@ -99,12 +99,14 @@ impl Engine {
             })
         };
         let say = said.clone();
+        let waiter = signals.clone();
         let request = crate::HoldRequest {
             workflow: run.id.clone(),
             creator: run.creator.clone(),
             environment: run.environment.lock().unwrap().clone(),
             undoing: matches!(view.summary.state, WorkflowState::Compensating | WorkflowState::Cancelling),
             waiting: Arc::new(move |reason: String| {
+                waiter.set_waiting(true);
                 let _ = say.send(Some(reason.clone()));
                 observer(&Progress::Waiting { workflow: workflow.clone(), reason })
             }),
@@ -124,6 +126,7 @@ impl Engine {
             _ = signals.stopped() => None,
             _ = failed => None,
         };
+        signals.set_waiting(false);
         // Every wait said is on record before what follows it (a pause, the hold, a step).
         let _ = said.send(None);
         let _ = recorder.await;

@@ -14,6 +14,9 @@ use tokio::task::JoinSet;
 use crate::context::{LeaseCell, Signals};
 use crate::engine::Engine;
 use crate::error::EngineError;
+
+/// How many workflows waiting for their hold a daemon keeps beside its workers.
+const MAX_WAITERS: usize = 256;
 use crate::progress::Progress;
 
 /// How a driven workflow was left.
@@ -217,8 +220,14 @@ impl Engine {
             })
         };
         tracing::info!(owner = %self.owner.id, workers, "daemon started");
+        // A workflow waiting for its hold (another journal's lease, the account's quota) leaves
+        // its slot: were every slot held by waiters, the teardown or rollback that ends their wait
+        // would never be claimed (SAFETY-A7937A6 G6). Waiters are bounded all the same.
+        let busy = |running: &HashMap<String, Arc<Signals>>| running.values().filter(|s| !s.is_waiting()).count();
+        let room =
+            |running: &HashMap<String, Arc<Signals>>| busy(running) < workers && running.len() < workers + MAX_WAITERS;
         while !shutdown.stop_requested() {
-            if running.len() < workers {
+            if room(&running) {
                 let now = self.clock.now_ms();
                 let candidates = match self.journal.claimable(now, &self.owner.id, 1000) {
                     Ok(c) => c,
@@ -228,7 +237,7 @@ impl Engine {
                     }
                 };
                 for id in candidates {
-                    if running.len() >= workers {
+                    if !room(&running) {
                         break;
                     }
                     if running.contains_key(&id) {
@@ -271,7 +280,7 @@ impl Engine {
                 _ = self.clock.sleep_until(wake) => {}
                 // PostgreSQL tells of work committed by other processes at once; SQLite never
                 // resolves this, and the poll finds it.
-                _ = self.journal.work_arrived(), if running.len() < workers => {}
+                _ = self.journal.work_arrived(), if room(&running) => {}
                 _ = shutdown.stopped() => {}
             }
         }

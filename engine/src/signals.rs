@@ -14,6 +14,9 @@ pub struct Signals {
     /// The workflow reached a finished state and only gives up what it holds beyond the journal
     /// now: its journal lease went with its last record, which is no loss.
     finishing: AtomicBool,
+    /// It waits for its hold (another's lease, the account's quota): a daemon does not count it
+    /// against its workers meanwhile, so what would end the wait can still be claimed.
+    waiting: AtomicBool,
     notify: Notify,
     lost_notify: Notify,
 }
@@ -38,6 +41,14 @@ impl Signals {
 
     pub fn finishing(&self) {
         self.finishing.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn set_waiting(&self, waiting: bool) {
+        self.waiting.store(waiting, Ordering::SeqCst);
+    }
+
+    pub fn is_waiting(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst)
     }
 
     pub fn is_finishing(&self) -> bool {

@@ -78,6 +78,15 @@ pub fn for_input(pool: &AwsPool, request: HoldRequest, workflow: &str, input: &V
     }))
 }
 
+/// Asks the renewal task to end when dropped.
+struct StopOnDrop(Arc<tokio::sync::Notify>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.notify_one();
+    }
+}
+
 /// A lease this process holds: its renewal task, and the word it lapses with.
 struct ClusterHold {
     lapsed: watch::Receiver<Option<String>>,
@@ -87,8 +96,12 @@ struct ClusterHold {
     stop: Arc<tokio::sync::Notify>,
     request: HoldRequest,
     _held: Counted,
-    /// The last ETag written, for the conditional release.
-    etag: Arc<std::sync::Mutex<String>>,
+    /// Ends the renewal task when the hold is dropped without `release` (the engine dropping a
+    /// run whose journal lease was lost): a detached renewal would hold the cluster for a run
+    /// that no longer runs.
+    _stop_on_drop: StopOnDrop,
+    /// The last ETag written and its record's serial, for the conditional release.
+    written: Arc<std::sync::Mutex<(String, u64)>>,
     aws: Aws,
     store: LeaseStore,
     key: String,
@@ -117,9 +130,23 @@ impl Hold for ClusterHold {
     fn release(self: Box<Self>) -> BoxFuture<()> {
         self.stop.notify_one();
         Box::pin(async move {
-            let ClusterHold { renewal, etag, aws, store, key, request, .. } = *self;
+            let lapsed = self.lapsed.borrow().is_some();
+            let ClusterHold { renewal, written, aws, store, key, request, .. } = *self;
             let _ = renewal.await;
-            let mut etag = etag.lock().unwrap().clone();
+            let (mut etag, serial) = written.lock().unwrap().clone();
+            // A lapsed holder's record may be a successor's by now: released only when the record
+            // is still the one this holder last wrote, never on the ETag alone (a store that
+            // ignored If-Match would delete the successor's; SAFETY-A7937A6 G5).
+            if lapsed {
+                match cluster_lease::read(&aws, &store, &key).await {
+                    Ok(Some(seen)) if seen.record.holder.creator == request.creator && seen.record.serial == serial => {
+                        etag = seen.etag
+                    }
+                    _ => {
+                        return tracing::info!(key = %key, "a lapsed cluster lease is left: no longer this holder's record");
+                    }
+                }
+            }
             // Twice at most: a renewal whose answer was lost leaves this process an older ETag
             // than S3's; the record read back tells whether it is still this submission's.
             for _ in 0..2 {
@@ -272,11 +299,12 @@ async fn take(
 fn hold(aws: Aws, config: LockConfig, request: HoldRequest, key: String, taken: (String, Instant, u64)) -> ClusterHold {
     let (etag, sent, serial) = taken;
     let (tx, rx) = watch::channel(None);
-    let etag = Arc::new(std::sync::Mutex::new(etag));
+    let written = Arc::new(std::sync::Mutex::new((etag, serial)));
     let store = config.store.clone();
     let stop = Arc::new(tokio::sync::Notify::new());
     let renewal = {
-        let (aws, key, etag, stop, request) = (aws.clone(), key.clone(), etag.clone(), stop.clone(), request.clone());
+        let (aws, key, written, stop, request) =
+            (aws.clone(), key.clone(), written.clone(), stop.clone(), request.clone());
         let ttl = config.ttl;
         tokio::spawn(async move {
             let mut serial = serial + 1;
@@ -295,7 +323,7 @@ fn hold(aws: Aws, config: LockConfig, request: HoldRequest, key: String, taken: 
                     _ = stop.notified() => return,
                 }
                 let sent = Instant::now();
-                let current = etag.lock().unwrap().clone();
+                let current = written.lock().unwrap().0.clone();
                 // A renewal S3 does not answer by the deadline (a hung connection waits out the
                 // SDK's read timeout, a minute) lapses the hold at the deadline all the same.
                 let body = record(&config, &request, serial);
@@ -303,7 +331,7 @@ fn hold(aws: Aws, config: LockConfig, request: HoldRequest, key: String, taken: 
                 let Ok(renewed) = tokio::time::timeout_at(deadline, renewal).await else { return lapse(&tx) };
                 match renewed {
                     Ok(Written::Took(new)) => {
-                        *etag.lock().unwrap() = new;
+                        *written.lock().unwrap() = (new, serial);
                         serial += 1;
                         deadline = sent + ttl - ttl / 6;
                         next = sent + ttl / 3;
@@ -323,7 +351,19 @@ fn hold(aws: Aws, config: LockConfig, request: HoldRequest, key: String, taken: 
             }
         })
     };
-    ClusterHold { lapsed: rx, renewal, stop, request, _held: Counted::new(&HELD), etag, aws, store, key }
+    let _stop_on_drop = StopOnDrop(stop.clone());
+    ClusterHold {
+        lapsed: rx,
+        renewal,
+        stop,
+        request,
+        _held: Counted::new(&HELD),
+        _stop_on_drop,
+        written,
+        aws,
+        store,
+        key,
+    }
 }
 
 /// How far a lease's writer's clock may run from the reader's, for `live_holder`'s one look.

@@ -262,22 +262,60 @@ impl Hold for Admission {
     }
 }
 
-/// Both holds of a workflow, taken in order (the admission first: it makes nothing) and given up
-/// together; lapsed when either lapses.
-pub fn both(first: Option<TakeHold>, second: Option<TakeHold>) -> Option<TakeHold> {
-    match (first, second) {
+/// A workflow's two holds: its admission to the account's quotas and its cluster's lease. The
+/// admission is taken first (it makes nothing, so a provision waiting for quota holds no lease);
+/// given back as soon as the lease must be waited for, and taken again once the lease is held —
+/// a provision waiting an hour for another journal's holder keeps no claim against every other
+/// provision meanwhile (SAFETY-A7937A6 G6). Given up together; lapsed when either lapses.
+pub fn admission_and_lease(pool: &AwsPool, request: HoldRequest, workflow: &str, input: &Value) -> Option<TakeHold> {
+    let admission = {
+        let (pool, workflow, input) = (pool.clone(), workflow.to_string(), input.clone());
+        move |r: &HoldRequest| for_input(&pool, r, &workflow, &input)
+    };
+    let lease_waits = Arc::new(tokio::sync::Notify::new());
+    let lease_request = {
+        let (told, say) = (lease_waits.clone(), request.waiting.clone());
+        HoldRequest {
+            waiting: Arc::new(move |what: String| {
+                told.notify_one();
+                say(what)
+            }),
+            ..request.clone()
+        }
+    };
+    let lease = crate::cluster_hold::for_input(pool, lease_request, workflow, input);
+    match (admission(&request), lease) {
         (None, h) | (h, None) => h,
-        (Some(first), Some(second)) => Some(Box::pin(async move {
+        (Some(first), Some(lease)) => Some(Box::pin(async move {
             let a = first.await?;
-            match second.await {
-                Ok(b) => Ok(Box::new(Both(Arc::new(Mutex::new(Some((a, b)))))) as Box<dyn Hold>),
-                Err(e) => {
-                    a.release().await;
-                    Err(e)
-                }
+            let mut lease = lease;
+            tokio::select! {
+                b = &mut lease => return match b {
+                    Ok(b) => Ok(pair(a, b)),
+                    Err(e) => {
+                        a.release().await;
+                        Err(e)
+                    }
+                },
+                _ = lease_waits.notified() => a.release().await,
+            }
+            let b = lease.await?;
+            match admission(&request) {
+                None => Ok(b),
+                Some(again) => match again.await {
+                    Ok(a) => Ok(pair(a, b)),
+                    Err(e) => {
+                        b.release().await;
+                        Err(e)
+                    }
+                },
             }
         })),
     }
+}
+
+fn pair(a: Box<dyn Hold>, b: Box<dyn Hold>) -> Box<dyn Hold> {
+    Box::new(Both(Arc::new(Mutex::new(Some((a, b))))))
 }
 
 type Pair = (Box<dyn Hold>, Box<dyn Hold>);

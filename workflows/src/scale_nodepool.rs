@@ -164,8 +164,7 @@ pub struct ScaleNodePool {
 
 impl WorkflowDef for ScaleNodePool {
     fn hold(&self, request: infraflow_engine::HoldRequest, input: &Value) -> Option<infraflow_engine::TakeHold> {
-        let admission = crate::quota_hold::for_input(&self.pool, &request, self.name(), input);
-        crate::quota_hold::both(admission, crate::cluster_hold::for_input(&self.pool, request, self.name(), input))
+        crate::quota_hold::admission_and_lease(&self.pool, request, self.name(), input)
     }
 
     fn name(&self) -> &'static str {

@@ -25,9 +25,28 @@ pub fn record_key(infra: &str) -> String {
     format!("{MARKS_PREFIX}{infra}")
 }
 
-/// The key naming the last workflow that adopted cluster `infra`'s marks.
+/// The key a former release named the last workflow that adopted cluster `infra`'s marks with:
+/// one slot, rewritten by each adopter (SAFETY-A7937A6 G1). Still read, never written.
 fn adopted_key(infra: &str) -> String {
     format!("infraflow.io/marks-adopted-by/{infra}")
+}
+
+/// The key of workflow `adopter`'s own adoption of cluster `infra`'s marks: one per adopter, so
+/// one's rollback never takes another's.
+fn adopter_key(infra: &str, adopter: &str) -> String {
+    let digest = crate::tags::adoption_key(adopter);
+    let digest = digest.rsplit('/').next().unwrap_or_default();
+    format!("{}/{digest}", adopted_key(infra))
+}
+
+/// Every adoption of cluster `infra`'s marks on a resource: (key, adopter), in either slot.
+fn adoptions(infra: &str, tags: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    let legacy = adopted_key(infra);
+    let own = format!("{legacy}/");
+    tags.iter()
+        .filter(|(k, v)| (**k == legacy || k.starts_with(&own)) && !v.is_empty())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// What a cluster wants on one of the customer's resources.
@@ -81,9 +100,9 @@ pub async fn mark(aws: &Aws, infra: &str, creator: &str, wants: &[Marked]) -> Aw
     for want in wants {
         let have = now.get(&want.resource).cloned().unwrap_or_default();
         if let Some((maker, _)) = marks_of(infra, &have) {
-            let adopted = adopted_key(infra);
-            if maker != creator && have.get(&adopted).is_none_or(|a| a != creator) {
-                let tag = Tag::builder().key(&adopted).value(creator).build();
+            let adopted = adoptions(infra, &have).iter().any(|(_, a)| a == creator);
+            if maker != creator && !adopted {
+                let tag = Tag::builder().key(adopter_key(infra, creator)).value(creator).build();
                 aws.ec2
                     .create_tags()
                     .resources(&want.resource)
@@ -138,8 +157,7 @@ pub fn removal(infra: &str, tags: &BTreeMap<String, String>) -> Vec<(String, Str
         .collect();
     let record = record_key(infra);
     out.push((record.clone(), tags[&record].clone()));
-    let adopted = adopted_key(infra);
-    out.extend(tags.get(&adopted).map(|v| (adopted, v.clone())));
+    out.extend(adoptions(infra, tags));
     out
 }
 
@@ -148,22 +166,25 @@ pub fn removal(infra: &str, tags: &BTreeMap<String, String>) -> Vec<(String, Str
 pub enum AtRollback {
     /// Its own marks, adopted by nobody since: they come off (`removal`).
     TakeOff,
-    /// Its own marks, adopted since by this workflow: the record becomes theirs.
-    HandOver { to: String },
-    /// Another's marks it adopted: only its adoption comes off.
-    DropAdoption,
+    /// Its own marks, adopted since by another workflow: the record becomes that adopter's (its
+    /// adoption, `key`, comes off; every other adopter's stays).
+    HandOver { to: String, key: String },
+    /// Another's marks it adopted: only its own adoptions (`keys`) come off.
+    DropAdoption { keys: Vec<(String, String)> },
     /// Not its marks.
     Leave,
 }
 
 pub fn at_rollback(infra: &str, creator: &str, tags: &BTreeMap<String, String>) -> AtRollback {
     let Some((maker, _)) = marks_of(infra, tags) else { return AtRollback::Leave };
-    let adopter = tags.get(&adopted_key(infra)).filter(|a| !a.is_empty());
-    match adopter {
-        Some(a) if a == creator && maker != creator => AtRollback::DropAdoption,
-        Some(a) if maker == creator && a != creator => AtRollback::HandOver { to: a.clone() },
-        _ if maker == creator => AtRollback::TakeOff,
-        _ => AtRollback::Leave,
+    let (own, others): (Vec<(String, String)>, Vec<(String, String)>) =
+        adoptions(infra, tags).into_iter().partition(|(_, a)| a == creator);
+    if maker != creator {
+        return if own.is_empty() { AtRollback::Leave } else { AtRollback::DropAdoption { keys: own } };
+    }
+    match others.into_iter().next() {
+        Some((key, to)) => AtRollback::HandOver { to, key },
+        None => AtRollback::TakeOff,
     }
 }
 
@@ -224,18 +245,12 @@ pub async fn unmark(aws: &Aws, infra: &str, creator: Option<&str>) -> AwsResult<
         let (remove, rewrite): (Vec<(String, String)>, Option<Tag>) = match step {
             AtRollback::Leave => continue,
             AtRollback::TakeOff => (removal(infra, &tags), None),
-            AtRollback::DropAdoption | AtRollback::HandOver { .. } => {
-                let adopted = adopted_key(infra);
-                let value = tags[&adopted].clone();
-                let rewrite = match step {
-                    AtRollback::HandOver { to } => {
-                        let keys = marks_of(infra, &tags).map(|(_, keys)| keys).unwrap_or_default();
-                        let record = format!("{to} {}", keys.join(" "));
-                        Some(Tag::builder().key(record_key(infra)).value(record.trim_end()).build())
-                    }
-                    _ => None,
-                };
-                (vec![(adopted, value)], rewrite)
+            AtRollback::DropAdoption { keys } => (keys, None),
+            AtRollback::HandOver { to, key } => {
+                let keys = marks_of(infra, &tags).map(|(_, keys)| keys).unwrap_or_default();
+                let record = format!("{to} {}", keys.join(" "));
+                let rewrite = Some(Tag::builder().key(record_key(infra)).value(record.trim_end()).build());
+                (vec![(key, to)], rewrite)
             }
         };
         if let Some(record) = rewrite {
@@ -285,8 +300,9 @@ mod tests {
         let record = ("infraflow.io/marks/c1", "a@1 kubernetes.io/cluster/c1");
         let adopted = ("infraflow.io/marks-adopted-by/c1", "b@2");
         let t = tags(&[("kubernetes.io/cluster/c1", "shared"), record, adopted]);
-        assert_eq!(at_rollback("c1", "a@1", &t), AtRollback::HandOver { to: "b@2".into() });
-        assert_eq!(at_rollback("c1", "b@2", &t), AtRollback::DropAdoption);
+        let legacy = "infraflow.io/marks-adopted-by/c1".to_string();
+        assert_eq!(at_rollback("c1", "a@1", &t), AtRollback::HandOver { to: "b@2".into(), key: legacy.clone() });
+        assert_eq!(at_rollback("c1", "b@2", &t), AtRollback::DropAdoption { keys: vec![(legacy, "b@2".into())] });
         assert_eq!(at_rollback("c1", "c@3", &t), AtRollback::Leave);
         let own = tags(&[("kubernetes.io/cluster/c1", "shared"), record]);
         assert_eq!(at_rollback("c1", "a@1", &own), AtRollback::TakeOff);
@@ -297,6 +313,20 @@ mod tests {
             ["kubernetes.io/cluster/c1", "infraflow.io/marks/c1", "infraflow.io/marks-adopted-by/c1"],
             "a teardown takes all off"
         );
+    }
+
+    /// SAFETY-A7937A6 G1's mirror: the maker a@1, adopters b@2 then c@3 (c@3's cluster live). b@2's
+    /// rollback takes its own adoption only; a@1's then hands the record to c@3, not takes it off.
+    #[test]
+    fn each_adopter_of_a_customers_marks_drops_only_its_own_and_the_maker_hands_over_to_one_left() {
+        let record = ("infraflow.io/marks/c1", "a@1 kubernetes.io/cluster/c1");
+        let (b, c) = (adopter_key("c1", "b@2"), adopter_key("c1", "c@3"));
+        assert_ne!(b, c);
+        let t = tags(&[("kubernetes.io/cluster/c1", "shared"), record, (&b, "b@2"), (&c, "c@3")]);
+        assert_eq!(at_rollback("c1", "b@2", &t), AtRollback::DropAdoption { keys: vec![(b.clone(), "b@2".into())] });
+        let after_b = tags(&[("kubernetes.io/cluster/c1", "shared"), record, (&c, "c@3")]);
+        assert_eq!(at_rollback("c1", "a@1", &after_b), AtRollback::HandOver { to: "c@3".into(), key: c.clone() });
+        assert_eq!(removal("c1", &t).len(), 4, "a teardown takes every adoption off with the marks");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use aws_sdk_route53::types::{Change, ChangeAction, HostedZoneConfig, Tag, TagRes
 use crate::client::Aws;
 use crate::error::{AwsError, AwsResult, classify};
 use crate::network::missing;
-use crate::tags::{ADOPTED_BY_TAG, Identity, OWNED, ownership_key};
+use crate::tags::{Identity, OWNED, adopters, adoption_key, ownership_key};
 use crate::throttle::within_rate;
 use records::change_records;
 pub use records::{
@@ -125,11 +125,10 @@ pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &
                 refuse_zone_of_other_vpcs(aws, &z.id, name, vpc_id).await?;
             }
             let mut tags = if made_by_us { id.tags() } else { id.adoption_tags() };
-            // Another workflow made it: the mark keeps that workflow's undo off it (a zone's
-            // mark may be rewritten by a later adopter; any adopter's name keeps the creator's
-            // undo off it alike).
+            // Another workflow made it: this adopter's own mark keeps that workflow's undo off it
+            // (every adopter has its own: one's rollback never takes another's).
             if let Some(by) = creator.filter(|_| !made_by_us && !id.workflow.is_empty()) {
-                tags.push((ADOPTED_BY_TAG.to_string(), id.workflow.clone()));
+                tags.push((adoption_key(&id.workflow), id.workflow.clone()));
                 tracing::info!(zone = %z.id, identity = %key, creator = by, "adopted a zone another workflow made");
             }
             (z.id, tags)
@@ -364,7 +363,7 @@ pub async fn private_zone_has_identity(aws: &Aws, name: &str, key: &str) -> AwsR
 /// The private zones whose comment names identity `key`, each with its creator (from the
 /// comment) and its adoption mark (a tag): what a rollback reads to remove its own mark and to
 /// see that what it made is in someone else's use.
-pub async fn zone_marks(aws: &Aws, key: &str) -> AwsResult<Vec<(String, Option<String>, Option<String>)>> {
+pub async fn zone_marks(aws: &Aws, key: &str) -> AwsResult<Vec<(String, Option<String>, Vec<(String, String)>)>> {
     let mut out = Vec::new();
     for z in private_zones(aws).await? {
         let comment = z.config().and_then(|c| c.comment()).unwrap_or_default();
@@ -374,23 +373,21 @@ pub async fn zone_marks(aws: &Aws, key: &str) -> AwsResult<Vec<(String, Option<S
         }
         let zone = bare(z.id());
         let Some(tags) = zone_tags(aws, &zone).await? else { continue };
-        let mark =
-            tags.iter().find(|t| t.key() == Some(ADOPTED_BY_TAG)).and_then(|t| t.value()).filter(|v| !v.is_empty());
-        let mark = mark.map(str::to_string);
-        out.push((zone, by.map(str::to_string), mark));
+        let tags = tags.iter().filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string()))).collect();
+        out.push((zone, by.map(str::to_string), tags));
     }
     Ok(out)
 }
 
-/// Removes the adoption mark of zone `zone` (a zone's mark is rewritten by each adopter: the
-/// caller has read that it still names it).
-pub async fn remove_zone_mark(aws: &Aws, zone: &str) -> AwsResult<()> {
+/// Removes adoption marks `keys` of zone `zone` (an adopter's own: the caller has read that they
+/// name it).
+pub async fn remove_zone_marks(aws: &Aws, zone: &str, keys: &[String]) -> AwsResult<()> {
     within_rate(|| async {
         aws.r53
             .change_tags_for_resource()
             .resource_type(TagResourceType::Hostedzone)
             .resource_id(zone)
-            .remove_tag_keys(ADOPTED_BY_TAG)
+            .set_remove_tag_keys(Some(keys.to_vec()))
             .send()
             .await
             .map(|_| ())
@@ -415,8 +412,7 @@ pub async fn find_zones_by_identity(aws: &Aws, key: &str, created_by: Option<&st
     let mut mine = Vec::new();
     for zone in marked {
         let Some(tags) = zone_tags(aws, &zone).await? else { continue };
-        let adopted =
-            tags.iter().any(|t| t.key() == Some(ADOPTED_BY_TAG) && t.value() != Some(creator) && t.value() != Some(""));
+        let adopted = adopters(tags.iter().filter_map(|t| Some((t.key()?, t.value()?)))).iter().any(|a| a != creator);
         if adopted {
             tracing::info!(zone = %zone, creator, "left a zone another workflow adopted");
         } else {

@@ -27,6 +27,8 @@ struct State {
     counts: BTreeMap<String, u32>,
     /// S3's conditional headers dropped before moto sees them: a store that ignores them.
     ignore_conditions: bool,
+    /// S3's `If-Match` alone dropped.
+    ignore_if_match: bool,
     /// Actions whose requests are dropped unanswered (a network cut between a client and them).
     cut_off: std::collections::BTreeSet<String>,
     /// Share of requests that get a fault (0.0 to 1.0).
@@ -231,6 +233,12 @@ impl Proxy {
         self.state.lock().unwrap().ignore_conditions = on;
     }
 
+    /// Plays a store that honours `If-None-Match` but ignores `If-Match` (dropped before moto
+    /// sees it): what the store's proof must refuse as well.
+    pub fn ignore_if_match(&self, on: bool) {
+        self.state.lock().unwrap().ignore_if_match = on;
+    }
+
     /// What the strict layer did, by behaviour: proof that a strict test met the behaviour.
     pub fn strict_effects(&self) -> BTreeMap<&'static str, u32> {
         self.state.lock().unwrap().strict.effects.clone()
@@ -399,13 +407,17 @@ fn serve(
     generation: Option<u64>,
 ) -> std::io::Result<()> {
     let Some(mut req) = read_request(&mut conn)? else { return Ok(()) };
-    if st.lock().unwrap().ignore_conditions {
+    let (all, if_match) = {
+        let s = st.lock().unwrap();
+        (s.ignore_conditions, s.ignore_if_match)
+    };
+    if all || if_match {
         let kept: Vec<&str> = req
             .head
             .split("\r\n")
             .filter(|l| {
                 let name = l.split_once(':').map(|(k, _)| k.trim().to_ascii_lowercase()).unwrap_or_default();
-                name != "if-match" && name != "if-none-match"
+                name != "if-match" && (name != "if-none-match" || !all)
             })
             .collect();
         req.head = kept.join("\r\n");
