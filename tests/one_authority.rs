@@ -163,3 +163,92 @@ fn a_zone_serves_a_region_only_through_the_clusters_own_vpc_there() {
         assert!(!zone_exists(&e, z), "zone {z} left by its own region's teardown");
     }
 }
+
+/// IAM as HyperShift's CLI makes it (the cluster's ownership tag, no infraflow region tag) of a
+/// cluster whose VPC is in us-east-1: a teardown naming us-west-2 leaves both roles and the
+/// profile, and names them; the teardown in us-east-1 deletes them.
+#[test]
+fn iam_without_a_region_of_a_cluster_in_another_region_is_left_and_named() {
+    let e = Env::new();
+    let infra = "hs-abcde";
+    hypershift::make(&e.c, infra, &["us-east-1a"], Cut::AfterFirstZoneSubnets);
+    let owned = aws_sdk_iam::types::Tag::builder()
+        .key(format!("kubernetes.io/cluster/{infra}"))
+        .value("owned")
+        .build()
+        .unwrap();
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    for role in [format!("{infra}-worker-role"), format!("{infra}-ingress")] {
+        e.c.block_on(
+            e.c.iam.create_role().role_name(&role).assume_role_policy_document(trust).tags(owned.clone()).send(),
+        )
+        .unwrap();
+    }
+    let profile = format!("{infra}-worker");
+    e.c.block_on(e.c.iam.create_instance_profile().instance_profile_name(&profile).tags(owned.clone()).send()).unwrap();
+    let names = [format!("{infra}-worker-role"), format!("{infra}-ingress"), profile.clone()];
+
+    let west = e.input("west.json", json!({"infraID": infra, "region": "us-west-2"}));
+    let plan = ok(&e.cli(&["run", "teardown", "--input", &west, "--dry-run", "--json"]));
+    for n in &names {
+        assert!(!plan["delete"].to_string().contains(n.as_str()), "{n}: {plan:#}");
+        assert!(plan["leave"].to_string().contains(n.as_str()), "{n} named: {plan:#}");
+    }
+    let done = ok(&e.cli(&["run", "teardown", "--input", &west, "--id", "west"]));
+    let role_exists = |r: &str| e.c.block_on(e.c.iam.get_role().role_name(r).send()).is_ok();
+    let profile_exists = || e.c.block_on(e.c.iam.get_instance_profile().instance_profile_name(&profile).send()).is_ok();
+    assert!(role_exists(&names[0]) && role_exists(&names[1]) && profile_exists(), "deleted from us-west-2: {done:#}");
+    for n in &names {
+        assert!(done["left"].to_string().contains(n.as_str()), "{n} named: {done:#}");
+    }
+    let east = e.input("east.json", json!({"infraID": infra, "region": "us-east-1"}));
+    ok(&e.cli(&["run", "teardown", "--input", &east, "--id", "east"]));
+    assert!(
+        !role_exists(&names[0]) && !role_exists(&names[1]) && !profile_exists(),
+        "its own region's teardown removes them"
+    );
+}
+
+/// G9: a customer's value changed since the cluster marked it stays at teardown, and a record
+/// of the cluster's marks copied onto an instance makes none of its tags the cluster's.
+#[test]
+fn a_byo_teardown_takes_off_only_the_values_it_wrote_and_only_where_it_marked() {
+    let e = Env::new();
+    let cv = CustomerVpc::make(&e.c, "10.2", &["us-east-1a"], false);
+    let input = e.input("um.json", byo_input("um", "um-abcde", &cv.vpc, "10.2.0.0/16", cv.subnets()));
+    ok(&e.cli(&["run", "provision-infra", "--input", &input, "--id", "um"]));
+    let private = cv.zones[0].1.clone();
+    tag(&e, &private, "kubernetes.io/role/internal-elb", "true");
+    let spec = aws_sdk_ec2::types::TagSpecification::builder()
+        .resource_type(aws_sdk_ec2::types::ResourceType::Instance)
+        .tags(aws_sdk_ec2::types::Tag::builder().key("infraflow.io/marks/um-abcde").value("x@0 CostCenter").build())
+        .tags(aws_sdk_ec2::types::Tag::builder().key("CostCenter").value("4711").build())
+        .build();
+    let run =
+        e.c.ec2
+            .run_instances()
+            .image_id("ami-12c6146b")
+            .min_count(1)
+            .max_count(1)
+            .subnet_id(&private)
+            .tag_specifications(spec);
+    let instance = e.c.block_on(run.send()).unwrap().instances()[0].instance_id().unwrap().to_string();
+    let t = e.input("t.json", json!({"infraID": "um-abcde", "region": "us-east-1"}));
+    let done = ok(&e.cli(&["run", "teardown", "--input", &t, "--id", "td"]));
+    let s = snapshot(&e.c, &cv.vpc);
+    assert!(
+        s[&private].contains("\"kubernetes.io/role/internal-elb\": \"true\""),
+        "the customer's value stays: {}",
+        s[&private]
+    );
+    assert!(!s[&private].contains("kubernetes.io/cluster/um-abcde"), "the cluster's own mark is off: {}", s[&private]);
+    let tags = e.c.block_on(
+        e.c.ec2
+            .describe_tags()
+            .filters(aws_sdk_ec2::types::Filter::builder().name("resource-id").values(&instance).build())
+            .send(),
+    );
+    let keys: Vec<String> = tags.unwrap().tags().iter().filter_map(|t| t.key().map(str::to_string)).collect();
+    assert!(keys.contains(&"CostCenter".to_string()), "{keys:?}: {done:#}");
+    assert!(!done["unmarked"].to_string().contains(&instance), "{done:#}");
+}

@@ -44,7 +44,10 @@ pub fn provisioned(journal: &Journal) -> Result<Vec<Provisioned>, Failure> {
         let Some((_, Some(output), _)) = journal.outcome(&row.id)? else { continue };
         match Provisioned::from_run(&row.workflow, &row.id, &view.input, &output) {
             Ok(p) => {
-                newest.insert(key, Some(p));
+                // The account it was made in, as its environment check journaled it.
+                let env = view.step(infraflow_engine::ENVIRONMENT_STEP).and_then(|s| s.output.clone());
+                let account = env.as_ref().and_then(|e| e.get("account")).and_then(|a| a.as_str());
+                newest.insert(key, Some(p.made_in(account)));
             }
             Err(e) => tracing::warn!(workflow = %row.id, error = %e, "a provision's journaled run cannot be checked"),
         }

@@ -109,7 +109,13 @@ fn infraflow_command() -> ExitCode {
             command => runtime()?.block_on(async {
                 // `run` and `submit` prove the store beside their reads, through the workflow's
                 // role (`execute::check_aws_before_journal`).
-                if locking && command.runs_workflows() && !matches!(command, Command::Run(_) | Command::Submit(_)) {
+                // A dry-run sweep only reads: the proof's conditional write is not one (G13).
+                let reads_only = matches!(command, Command::Sweep { dry_run: true, .. });
+                if locking
+                    && command.runs_workflows()
+                    && !reads_only
+                    && !matches!(command, Command::Run(_) | Command::Submit(_))
+                {
                     lock::self_test().await?;
                 }
                 match command {

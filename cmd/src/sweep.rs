@@ -46,10 +46,20 @@ pub async fn classify(pool: &AwsPool, journal: Option<&Journal>, regions: &[Stri
         // A cluster whose lease another journal (or this one) holds is as busy as one with an
         // unfinished workflow here.
         for s in swept.iter_mut().filter(|s| matches!(s.class, Class::Expired | Class::Unexpired)) {
-            if let Some(holder) = cluster_hold::live_holder(pool, region, &s.infra_id).await.map_err(cannot)? {
-                s.class = Class::Active;
-                s.reason = format!("its cluster lease is held by {holder}");
-                s.evidence = None;
+            // A lease that cannot be read may be held: the cluster is left this round, the
+            // sweep goes on with the others (G13).
+            match cluster_hold::live_holder(pool, region, &s.infra_id).await {
+                Ok(Some(holder)) => {
+                    s.class = Class::Active;
+                    s.reason = format!("its cluster lease is held by {holder}");
+                    s.evidence = None;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    s.class = Class::Active;
+                    s.reason = format!("its cluster lease could not be read ({e}): left until a sweep can read it");
+                    s.evidence = None;
+                }
             }
         }
         if swept.iter().any(|s| s.evidence.is_some()) {

@@ -111,13 +111,19 @@ pub fn for_input(pool: &AwsPool, request: &HoldRequest, workflow_name: &str, inp
     let role = crate::aws_steps::role_of(input);
     let pool = pool.assuming(role.as_ref());
     let (workflow, waiting) = (request.workflow.clone(), request.waiting.clone());
-    // Claims are kept by the account they draw on: a role's, or "" for the process's own
-    // credentials (one account for every workflow of the process that names no role). Known
-    // without a call, so admission runs beside a first execution's environment check.
-    let account = role.map(|r| r.account().to_string()).unwrap_or_default();
+    // Claims are kept by the account they draw on: a role's (from its ARN), or the process's
+    // own — as the environment check journaled it, else asked (one call beside that check).
+    // Never "" for the own account: a role into that same account would be admitted apart
+    // (SAFETY-A7937A6 G13).
+    let journaled = request.environment.as_ref().and_then(|e| e.get("account")).and_then(Value::as_str);
+    let known = role.map(|r| r.account().to_string()).or_else(|| journaled.map(str::to_string));
     Some(Box::pin(async move {
-        let key = (account, region.clone());
         let aws = pool.region(&region).await;
+        let account = match known {
+            Some(a) => a,
+            None => aws.environment().await.map(|e| e.account).unwrap_or_default(),
+        };
+        let key = (account, region.clone());
         // A provision that names no zone claims the NAT gateway of the zone it will get (unread,
         // that one quota goes unchecked rather than hold the workflow up).
         let network = match network {

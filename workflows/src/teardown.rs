@@ -375,6 +375,20 @@ async fn teardown(
                 if let Some((kind, id)) = census::first_protected(&aws, &found).await.map_err(from_aws)? {
                     return Err(protected_error(infra_id, kind, &id));
                 }
+                // Region-less IAM (HyperShift's) of a cluster whose VPC stands in another region
+                // is that region's: left here, and named by the last check.
+                let mut found = found;
+                if !found.contains_key(&Kind::Vpc) && IAM_KINDS.iter().any(|k| found.contains_key(k)) {
+                    let elsewhere = infraflow_activities::iam::home::anchored_elsewhere(pool, &aws, infra_id)
+                        .await
+                        .map_err(from_aws)?;
+                    for (kind, id, _) in elsewhere {
+                        if let Some(ids) = found.get_mut(&kind) {
+                            ids.retain(|i| *i != id);
+                        }
+                    }
+                    found.retain(|_, ids| !ids.is_empty());
+                }
                 // Another cluster provisioned into the cluster's VPC runs there: its network is
                 // never taken from under it. Stopped on before anything of this round is deleted.
                 if let Some(vpcs) = found.get(&Kind::Vpc) {
@@ -463,6 +477,9 @@ async fn unmark_customer_network(
     .await
 }
 
+/// The global kinds a regional teardown judges by region.
+const IAM_KINDS: [Kind; 3] = [Kind::InstanceProfile, Kind::IamRole, Kind::OidcProvider];
+
 /// Reads the cluster's anchors now and says why the sweep's evidence `seen` no longer holds, if
 /// it does not (also when this process acts in another account than the census read).
 async fn sweep_evidence_broken(
@@ -529,6 +546,7 @@ async fn last_check(
         }
         let mut left = crate::teardown_left::unowned_registry_buckets(&aws, infra_id).await.map_err(from_aws)?;
         left.extend(crate::teardown_left::look_alikes(&aws, infra_id).await.map_err(from_aws)?);
+        left.extend(crate::teardown_left::iam_of_another_region(pool, &aws, infra_id).await.map_err(from_aws)?);
         Ok(Some(left))
     })
     .await

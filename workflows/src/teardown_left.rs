@@ -3,7 +3,7 @@
 //! Named under `left` in a teardown's output and `leave` in `--dry-run`; never deleted.
 
 use infraflow_activities::tags::owned;
-use infraflow_activities::{Aws, AwsError, Kind, s3};
+use infraflow_activities::{Aws, AwsError, AwsPool, Kind, s3};
 
 use crate::teardown_plan::Planned;
 
@@ -30,6 +30,25 @@ pub(crate) async fn unowned_registry_buckets(aws: &Aws, infra_id: &str) -> Resul
             reason: Some(format!(
                 "named like the cluster's image registry ({}) but not tagged kubernetes.io/cluster/{infra_id}=owned: not the cluster's",
                 s3::registry_prefix(infra_id)
+            )),
+        })
+        .collect())
+}
+
+/// The cluster's IAM that records no region while its VPC stands in another region
+/// (`iam::home`): that region's cluster's, left by a teardown here.
+pub(crate) async fn iam_of_another_region(pool: &AwsPool, aws: &Aws, infra_id: &str) -> Result<Vec<Planned>, AwsError> {
+    Ok(infraflow_activities::iam::home::anchored_elsewhere(pool, aws, infra_id)
+        .await?
+        .into_iter()
+        .map(|(kind, id, regions)| Planned {
+            kind: kind.as_str().into(),
+            id,
+            reason: Some(format!(
+                "IAM (global) without {}, of a cluster whose VPC is in {}, not {}: a teardown there removes it",
+                infraflow_activities::tags::REGION_TAG,
+                regions.join(", "),
+                aws.region
             )),
         })
         .collect())

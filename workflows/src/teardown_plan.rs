@@ -107,6 +107,14 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
             ),
         });
     }
+    let elsewhere = crate::teardown_left::iam_of_another_region(pool, &aws, &t.infra_id).await.map_err(from_aws)?;
+    let mut found = found;
+    for p in &elsewhere {
+        for ids in found.values_mut() {
+            ids.retain(|i| *i != p.id);
+        }
+    }
+    plan.leave.extend(elsewhere);
     plan.leave.extend(crate::teardown_left::unowned_registry_buckets(&aws, &t.infra_id).await.map_err(from_aws)?);
     plan.leave.extend(crate::teardown_left::look_alikes(&aws, &t.infra_id).await.map_err(from_aws)?);
     if let (Some(base), Some(name)) = (&t.base_domain, &t.name) {

@@ -115,7 +115,8 @@ pub async fn mark(aws: &Aws, infra: &str, creator: &str, wants: &[Marked]) -> Aw
             continue;
         }
         let added: Vec<&(String, String)> = want.tags.iter().filter(|(k, _)| !have.contains_key(k)).collect();
-        let listed: Vec<&str> = added.iter().map(|(k, _)| k.as_str()).collect();
+        // Each key with the value written: taken off only while it still holds it (G9).
+        let listed: Vec<String> = added.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let mut tags: Vec<Tag> = added.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
         tags.push(Tag::builder().key(&record).value(format!("{creator} {}", listed.join(" ")).trim_end()).build());
         aws.ec2
@@ -130,7 +131,8 @@ pub async fn mark(aws: &Aws, infra: &str, creator: &str, wants: &[Marked]) -> Aw
     Ok(marked)
 }
 
-/// A resource's record of cluster `infra`'s marks: who added them, and which keys.
+/// A resource's record of cluster `infra`'s marks: who added them, and each key with the value
+/// written (`key=value`; a former release's record names keys alone).
 pub fn marks_of(infra: &str, tags: &BTreeMap<String, String>) -> Option<(String, Vec<String>)> {
     let value = tags.get(&record_key(infra))?;
     let mut words = value.split(' ').filter(|w| !w.is_empty());
@@ -138,16 +140,33 @@ pub fn marks_of(infra: &str, tags: &BTreeMap<String, String>) -> Option<(String,
     Some((creator, words.map(str::to_string).collect()))
 }
 
+/// One word of a record: the key, and the value it was written with — for a former release's
+/// record (keys alone), the value infraflow writes for that key, when it writes a fixed one.
+fn written(infra: &str, word: &str) -> (String, Option<String>) {
+    if let Some((k, v)) = word.split_once('=') {
+        return (k.to_string(), Some(v.to_string()));
+    }
+    let value = match word {
+        k if k == ownership_key(infra) => Some("shared".to_string()),
+        k if k.starts_with("kubernetes.io/role/") => Some("1".to_string()),
+        crate::tags::KARPENTER_DISCOVERY_TAG => Some(infra.to_string()),
+        _ => None,
+    };
+    (word.to_string(), value)
+}
+
 /// What taking cluster `infra`'s marks off `tags` removes: each key it added that still holds
 /// what it wrote, and the record. A role tag (`kubernetes.io/role/…`) stays while another
 /// cluster's ownership tag is on the resource: that cluster's load balancers need it too.
 pub fn removal(infra: &str, tags: &BTreeMap<String, String>) -> Vec<(String, String)> {
-    let Some((_, keys)) = marks_of(infra, tags) else { return Vec::new() };
+    let Some((_, words)) = marks_of(infra, tags) else { return Vec::new() };
     let own = ownership_key(infra);
     let shared_with_another = tags.keys().any(|k| k.starts_with(OWNERSHIP_PREFIX) && *k != own);
-    let mut out: Vec<(String, String)> = keys
+    let mut out: Vec<(String, String)> = words
         .iter()
-        .filter_map(|k| tags.get(k).map(|v| (k.clone(), v.clone())))
+        .map(|w| written(infra, w))
+        // A value someone changed since is theirs now, and stays.
+        .filter_map(|(k, was)| tags.get(&k).filter(|v| was.as_ref().is_none_or(|w| w == *v)).map(|v| (k, v.clone())))
         .filter(|(k, v)| match k.as_str() {
             k if k == own => true,
             k if k.starts_with("kubernetes.io/role/") => !shared_with_another,
@@ -213,6 +232,9 @@ async fn carrying_record(aws: &Aws, infra: &str) -> AwsResult<BTreeMap<String, B
             break;
         }
     }
+    // Only the kinds `mark` writes on: a record copied or forged onto anything else (an
+    // instance, a volume) makes none of its tags the cluster's to take off (G9).
+    ids.retain(|id| ["subnet-", "vpc-", "rtb-"].iter().any(|p| id.starts_with(p)));
     ids.sort();
     ids.dedup();
     if ids.is_empty() {
@@ -327,6 +349,31 @@ mod tests {
         let after_b = tags(&[("kubernetes.io/cluster/c1", "shared"), record, (&c, "c@3")]);
         assert_eq!(at_rollback("c1", "a@1", &after_b), AtRollback::HandOver { to: "c@3".into(), key: c.clone() });
         assert_eq!(removal("c1", &t).len(), 4, "a teardown takes every adoption off with the marks");
+    }
+
+    /// SAFETY-A7937A6 G9: a value the customer changed since the mark is theirs, and stays; a
+    /// former release's record (keys alone) takes a key off only while it holds what infraflow
+    /// writes for it.
+    #[test]
+    fn a_mark_comes_off_only_while_it_holds_the_value_written() {
+        let t = tags(&[
+            ("kubernetes.io/cluster/c1", "shared"),
+            ("kubernetes.io/role/internal-elb", "true"),
+            ("karpenter.sh/discovery", "c1"),
+            (
+                "infraflow.io/marks/c1",
+                "w@1 kubernetes.io/cluster/c1=shared kubernetes.io/role/internal-elb=1 karpenter.sh/discovery=c1",
+            ),
+        ]);
+        let keys: Vec<String> = removal("c1", &t).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["kubernetes.io/cluster/c1", "karpenter.sh/discovery", "infraflow.io/marks/c1"]);
+        let old = tags(&[
+            ("kubernetes.io/cluster/c1", "shared"),
+            ("kubernetes.io/role/elb", "yes"),
+            ("infraflow.io/marks/c1", "w@1 kubernetes.io/cluster/c1 kubernetes.io/role/elb"),
+        ]);
+        let keys: Vec<String> = removal("c1", &old).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["kubernetes.io/cluster/c1", "infraflow.io/marks/c1"], "the changed role tag stays");
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::network::missing;
 use crate::tags::{CREATED_BY_TAG, IDENTITY_TAG, Identity, REGION_TAG};
 
 mod cleanup;
+pub mod home;
 mod room;
 pub(crate) use cleanup::tags_now;
 pub use cleanup::{
@@ -35,6 +36,9 @@ pub const IAM_READ: &[&str] = &[
     // The account's roles and instance profiles and their quotas (`room`), for create-iam's
     // quota check before it is journaled.
     "iam:GetAccountSummary",
+    // Where region-less IAM belongs (`home`): the account's regions and the cluster's VPCs there.
+    "ec2:DescribeRegions",
+    "ec2:DescribeVpcs",
 ];
 /// The IAM actions of its creates and configuration (tag-on-create needs the Tag* actions).
 pub const IAM_WRITE: &[&str] = &[

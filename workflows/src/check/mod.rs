@@ -31,6 +31,8 @@ pub struct Provisioned {
     pub output: ProvisionOutput,
     /// The input the role (if any) is read from.
     role_input: Value,
+    /// The account the provision acted in, as journaled (None for a journal without it).
+    account: Option<String>,
 }
 
 impl Provisioned {
@@ -49,7 +51,13 @@ impl Provisioned {
             input: serde_json::from_value(i).map_err(|e| unreadable("input", e))?,
             output: serde_json::from_value(o).map_err(|e| unreadable("output", e))?,
             role_input: input.clone(),
+            account: None,
         })
+    }
+
+    /// The provision as made in `account` (its journaled environment's).
+    pub fn made_in(self, account: Option<&str>) -> Provisioned {
+        Provisioned { account: account.map(str::to_string), ..self }
     }
 
     pub fn infra_id(&self) -> &str {
@@ -123,6 +131,17 @@ async fn read_report(pool: &AwsPool, made: &Provisioned) -> Result<CheckReport, 
             )
         },
     )?;
+    // Under other credentials every resource reads as gone: said so, never reported as drift
+    // (SAFETY-A7937A6 G13).
+    if let Some(account) = made.account.as_deref().filter(|a| *a != env.account) {
+        return Err(AwsError::operator(
+            "GetCallerIdentity",
+            format!(
+                "{infra} was provisioned in account {account}, and these credentials act in {}: check with the provision's credentials (or its role)",
+                env.account
+            ),
+        ));
+    }
     let mut report = CheckReport::new(infra, env.account, &o.region, &made.workflow);
     let m = drift::Made { p, o };
     if made_network {
