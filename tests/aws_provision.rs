@@ -499,6 +499,7 @@ fn the_daemon_counts_aws_calls_and_errors_by_operation_in_its_metrics() {
     let mut d = e.daemon_with(&proxy.endpoint(), &["--listen", &format!("127.0.0.1:{port}")]);
     e.s.wait_for_state("met", &["completed"], Duration::from_secs(120));
     let body = http_get(port, "/metrics").1;
+    let made: u32 = proxy.counts().values().sum();
     assert_eq!(terminate(&mut d, Duration::from_secs(30)).code(), Some(0));
     assert_eq!(
         sample(&body, r#"infraflow_aws_calls_total{service="ec2",operation="CreateVpc",status="200"}"#),
@@ -516,6 +517,14 @@ fn the_daemon_counts_aws_calls_and_errors_by_operation_in_its_metrics() {
         "{body}"
     );
     assert!(sample(&body, r#"infraflow_step_retries_total{activity="ec2.ensure-subnet"}"#) >= 1.0, "{body}");
+    // Every call the daemon made is counted, its startup's own-account read among them
+    // (SAFETY-A7937A6: one GetCallerIdentity went uncounted).
+    let counted: f64 = body
+        .lines()
+        .filter(|l| l.starts_with("infraflow_aws_calls_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(counted as u32, made, "{:?}\n{body}", proxy.counts());
 }
 
 /// Calls that change nothing: EC2/ELB Describe*, STS GetCallerIdentity, Route53 GETs.

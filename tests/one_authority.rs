@@ -252,3 +252,80 @@ fn a_byo_teardown_takes_off_only_the_values_it_wrote_and_only_where_it_marked() 
     assert!(keys.contains(&"CostCenter".to_string()), "{keys:?}: {done:#}");
     assert!(!done["unmarked"].to_string().contains(&instance), "{done:#}");
 }
+
+/// Ingress rules of group `group` as (protocol, from port, source, description).
+fn ingress(e: &Env, group: &str) -> Vec<(String, i32, String, String)> {
+    let out = e.c.block_on(e.c.ec2.describe_security_groups().group_ids(group).send()).unwrap();
+    let mut rules = Vec::new();
+    for p in out.security_groups()[0].ip_permissions() {
+        let (proto, from) = (p.ip_protocol().unwrap_or_default().to_string(), p.from_port().unwrap_or(-1));
+        for r in p.ip_ranges() {
+            let d = r.description().unwrap_or_default().to_string();
+            rules.push((proto.clone(), from, r.cidr_ip().unwrap_or_default().to_string(), d));
+        }
+        for r in p.ipv6_ranges() {
+            let d = r.description().unwrap_or_default().to_string();
+            rules.push((proto.clone(), from, r.cidr_ipv6().unwrap_or_default().to_string(), d));
+        }
+    }
+    rules
+}
+
+/// G7: a provision run again revokes the worker group's rules nobody owns as journaled steps —
+/// each rule named in its history — and its rollback gives them back as they were: killed after
+/// AWS revoked the first, then cancelled, both rules stand again with their descriptions.
+#[test]
+fn a_provisions_revoke_of_a_persons_rules_is_journaled_and_undone_at_rollback() {
+    use aws_sdk_ec2::types::{IpPermission, IpRange, Ipv6Range};
+    use support::proxy::KillAt;
+    let e = Env::new();
+    let out = provision(&e, "rv-abcde");
+    let group = out["securityGroupID"].as_str().unwrap().to_string();
+    let person = IpPermission::builder()
+        .ip_protocol("udp")
+        .from_port(6081)
+        .to_port(6081)
+        .ip_ranges(IpRange::builder().cidr_ip("100.64.0.0/16").description("nodes on the secondary block").build())
+        .build();
+    let v6 = IpPermission::builder()
+        .ip_protocol("tcp")
+        .from_port(22)
+        .to_port(22)
+        .ipv6_ranges(Ipv6Range::builder().cidr_ipv6("2001:db8::/32").build())
+        .build();
+    for p in [person, v6] {
+        e.c.block_on(e.c.ec2.authorize_security_group_ingress().group_id(&group).ip_permissions(p).send()).unwrap();
+    }
+    let theirs = |rules: &[(String, i32, String, String)]| {
+        rules.iter().filter(|r| r.2 == "100.64.0.0/16" || r.2 == "2001:db8::/32").cloned().collect::<Vec<_>>()
+    };
+    let before = theirs(&ingress(&e, &group));
+    assert_eq!(before.len(), 2, "{before:?}");
+
+    let input = e.input(
+        "again.json",
+        json!({"name": "rv", "infraID": "rv-abcde", "region": "us-east-1",
+                                             "zones": ["us-east-1a"], "baseDomain": "example.com"}),
+    );
+    let args = ["run", "provision-infra", "--input", input.as_str(), "--id", "again"];
+    let mut child = e.spawn_cli_at(&e.proxy.endpoint(), &args);
+    e.proxy.kill_at_action("RevokeSecurityGroupIngress", KillAt { call: 0, after_aws_acts: true, pid: child.id() });
+    let status = child.wait().unwrap();
+    assert!(e.proxy.action_kill_fired() && !status.success(), "{status:?}");
+    assert_eq!(theirs(&ingress(&e, &group)).len(), 1, "AWS revoked the first before the kill");
+    let cancelled = e.cli(&["cancel", "again"]);
+    assert_eq!(e.s.status("again")["state"], "compensated", "{}", stderr(&cancelled));
+    let mut back = theirs(&ingress(&e, &group));
+    back.sort();
+    let mut want = before.clone();
+    want.sort();
+    assert_eq!(back, want, "the rollback gave both rules back, descriptions and all");
+    let history = serde_json::to_string(&e.s.history("again")).unwrap();
+    assert!(history.contains("100.64.0.0/16") && history.contains("2001:db8::/32"), "named in its history");
+
+    // A run that completes revokes them, and says which.
+    ok(&e.cli(&["run", "provision-infra", "--input", &input, "--id", "third"]));
+    assert!(theirs(&ingress(&e, &group)).is_empty(), "{:?}", ingress(&e, &group));
+    let history = serde_json::to_string(&e.s.history("third")).unwrap();
+    assert!(history.contains("nodes on the secondary block"), "named with its description");
+}

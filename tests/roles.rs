@@ -236,9 +236,13 @@ fn a_daemon_refuses_a_role_it_was_not_allowed_and_makes_nothing_in_that_account(
     let input = e.input("a.json", provision_input("deputy", "deputy-abcde", ROLE_A));
     let out = e.cli(&["submit", "provision-infra", "--input", &input, "--id", "deputy"]);
     assert!(out.status.success(), "{}", stderr(&out));
+    e.proxy.reset_counts();
     let st = e.s.wait_for_state("deputy", &["completed", "paused", "failed", "compensated"], Duration::from_secs(120));
     assert_eq!(st["state"], "paused", "{st}");
     assert!(st.to_string().contains("not one this daemon may act through"), "{st}");
+    // No client of the refused role has credentials (SAFETY-A7937A6 G11): the hold and the
+    // admission that run beside the environment check never reach STS either.
+    assert_eq!(e.proxy.counts().get("AssumeRole"), None, "{:?}", e.proxy.counts());
     assert!(e.s.daemon_log().contains("roles of this daemon's own account 123456789012 only"), "said at startup");
     assert!(Inventory::read(&a, "deputy-abcde").ids().is_empty(), "nothing made in the role's account");
     terminate(&mut daemon, Duration::from_secs(30));

@@ -45,12 +45,17 @@ impl Aws {
     /// Clients for `region`; an empty region means the SDK's default chain (AWS_REGION, profile).
     /// Every request waits for its turn in the region's buckets (`pacing`).
     pub async fn connect(region: &str, pacing: &PacingConfig) -> Aws {
-        Aws::connect_sharing(region, Pacer::new(pacing, &crate::pacing::global_buckets(pacing)), None).await
+        Aws::connect_sharing(region, Pacer::new(pacing, &crate::pacing::global_buckets(pacing)), None, None).await
     }
 
     /// `connect` through `role` (None: the process's own credentials), every request paced by
     /// `pacer`: its account's buckets in the region.
-    async fn connect_sharing(region: &str, pacer: Arc<Pacer>, role: Option<&AssumedRole>) -> Aws {
+    async fn connect_sharing(
+        region: &str,
+        pacer: Arc<Pacer>,
+        role: Option<&AssumedRole>,
+        refused: Option<&str>,
+    ) -> Aws {
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
         if !region.is_empty() {
             loader = loader.region(aws_config::Region::new(region.to_string()));
@@ -79,6 +84,12 @@ impl Aws {
         // endpoint and pacing); the SDK's identity cache renews it before it expires, so a run
         // longer than a session goes on.
         let assumed = match role {
+            // A role the process may not act through gets no session at all: every client of
+            // it fails before anything is sent, not only the environment check (SAFETY-A7937A6
+            // G11: the hold and the admission run beside that check).
+            Some(_) if refused.is_some() => Some(aws_credential_types::provider::SharedCredentialsProvider::new(
+                RefusedRole(refused.unwrap_or_default().to_string()),
+            )),
             Some(role) => {
                 let mut provider = AssumeRoleProvider::builder(&role.arn).session_name(role.session_name());
                 if let Some(id) = &role.external_id {
@@ -253,6 +264,21 @@ impl Default for AwsPool {
     }
 }
 
+/// The credentials of a role this process may not act through: none, ever, and why.
+#[derive(Debug)]
+struct RefusedRole(String);
+
+impl aws_credential_types::provider::ProvideCredentials for RefusedRole {
+    fn provide_credentials<'a>(&'a self) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        aws_credential_types::provider::future::ProvideCredentials::ready(Err(
+            aws_credential_types::provider::error::CredentialsError::provider_error(self.0.clone()),
+        ))
+    }
+}
+
 impl AwsPool {
     /// Clients paced at AWS's documented default rates.
     pub fn new() -> AwsPool {
@@ -288,11 +314,12 @@ impl AwsPool {
         }
         let account = self.role.as_ref().map(|r| r.account().to_string()).unwrap_or_default();
         let pacer = self.pacer(&account, region).await;
-        let mut aws = Aws::connect_sharing(region, pacer, self.role.as_ref()).await;
-        aws.refused = match (&self.role, &self.allowed) {
+        let refused = match (&self.role, &self.allowed) {
             (Some(r), Some(list)) if !list.allows(&r.arn) => Some(list.refusal(&r.arn)),
             _ => None,
         };
+        let mut aws = Aws::connect_sharing(region, pacer, self.role.as_ref(), refused.as_deref()).await;
+        aws.refused = refused;
         map.insert(key, aws.clone());
         aws
     }

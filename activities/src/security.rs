@@ -67,7 +67,8 @@ impl Rule {
 pub const CONTROLLER_RULE_PREFIXES: &[&str] = &["kubernetes.io/rule/nlb/", "elbv2.k8s.aws/"];
 
 /// One ingress rule of a group as AWS holds it, flattened to one source.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct IngressRule {
     pub protocol: String,
     pub from: Option<i32>,
@@ -114,12 +115,16 @@ impl IngressRule {
 
     fn permission(&self) -> IpPermission {
         let mut p = IpPermission::builder().ip_protocol(&self.protocol).set_from_port(self.from).set_to_port(self.to);
+        // With its description: what a restore writes back is the rule as it was.
+        let said = Some(self.description.clone()).filter(|d| !d.is_empty());
         p = if self.source.contains(':') {
-            p.ipv6_ranges(aws_sdk_ec2::types::Ipv6Range::builder().cidr_ipv6(&self.source).build())
+            let range = aws_sdk_ec2::types::Ipv6Range::builder().cidr_ipv6(&self.source).set_description(said);
+            p.ipv6_ranges(range.build())
         } else if self.source.starts_with("pl-") {
-            p.prefix_list_ids(aws_sdk_ec2::types::PrefixListId::builder().prefix_list_id(&self.source).build())
+            let list = aws_sdk_ec2::types::PrefixListId::builder().prefix_list_id(&self.source).set_description(said);
+            p.prefix_list_ids(list.build())
         } else {
-            p.ip_ranges(IpRange::builder().cidr_ip(&self.source).build())
+            p.ip_ranges(IpRange::builder().cidr_ip(&self.source).set_description(said).build())
         };
         p.build()
     }
@@ -336,6 +341,57 @@ async fn authorize(aws: &Aws, group: &str, rules: &[Rule], created: bool, extra:
         Err(e) if e.code_is("InvalidPermission.Duplicate") => Err(AwsError { retryable: true, ..e }),
         r => r.map(|_| ()),
     }
+}
+
+/// The ingress rules of group `group` a provision would revoke (`unwanted`), when infraflow made
+/// the group (its creator tag): read, so that the revoke is journaled before it acts, and undone
+/// by putting them back (SAFETY-A7937A6 G7: a person's rules went, named nowhere).
+pub async fn unwanted_ingress(aws: &Aws, group: &str, wanted: &[Rule]) -> AwsResult<Vec<IngressRule>> {
+    let out = aws.ec2.describe_security_groups().group_ids(group).send().await;
+    let out = match out.map_err(|e| classify("DescribeSecurityGroups", e)) {
+        Ok(o) => o,
+        Err(e) if e.is_not_found() => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut found = Vec::new();
+    for g in out.security_groups().iter().filter(|g| g.group_id() == Some(group)) {
+        let made_here = g.tags().iter().any(|t| t.key() == Some(crate::tags::CREATED_BY_TAG));
+        let ingress = IngressRule::of(g.ip_permissions());
+        if made_here {
+            found.extend(unwanted(&ingress, wanted).into_iter().cloned());
+        }
+    }
+    Ok(found)
+}
+
+/// Revokes `rules` (as `unwanted_ingress` read them) from group `group`; each one at a time, so
+/// that one gone already (a lost reply's call) leaves the others to go.
+pub async fn revoke_ingress(aws: &Aws, group: &str, rules: &[IngressRule]) -> AwsResult<()> {
+    for r in rules {
+        let call = aws.ec2.revoke_security_group_ingress().group_id(group).ip_permissions(r.permission());
+        match call.send().await.map_err(|e| classify("RevokeSecurityGroupIngress", e)) {
+            Err(e) if e.code_is("InvalidPermission.NotFound") => {}
+            r => {
+                gone_ok(r.map(|_| ()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Authorizes `rules` on group `group` again, as they were (the undo of `revoke_ingress`); one
+/// there already, or a group gone, is no error.
+pub async fn restore_ingress(aws: &Aws, group: &str, rules: &[IngressRule]) -> AwsResult<()> {
+    for r in rules {
+        let call = aws.ec2.authorize_security_group_ingress().group_id(group).ip_permissions(r.permission());
+        match call.send().await.map_err(|e| classify("AuthorizeSecurityGroupIngress", e)) {
+            Err(e) if e.code_is("InvalidPermission.Duplicate") => {}
+            r => {
+                gone_ok(r.map(|_| ()))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Revokes the group's own rules, then deletes it: rules naming other groups (a `k8s-elb-*`

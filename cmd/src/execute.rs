@@ -354,10 +354,17 @@ pub async fn daemon(
     allow_remote_actions: bool,
     page_hosts: &[String],
     schedules: Schedules,
+    allowed_roles: Vec<String>,
 ) -> CmdResult {
     let shutdown = Arc::new(Signals::default());
     forward_interrupts(shutdown.clone(), "the daemon");
     let metrics = crate::metrics::Metrics::new();
+    if listen.is_some() {
+        metrics.count_calls();
+    }
+    crate::lock::self_test().await?;
+    // Before the registry's pool is made: its clients refuse what the list does not allow.
+    allow_roles(allowed_roles).await;
     let last_sweep = crate::sweep::SharedSweep::default();
     let last_checks = crate::check::SharedChecks::default();
     let engine = Arc::new(open_engine(db, full_registry(), metrics.observer(tracing_observer()))?);

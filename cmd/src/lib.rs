@@ -108,13 +108,14 @@ fn infraflow_command() -> ExitCode {
             Command::Graph { target, format } => graph::graph(&db, &target, format),
             command => runtime()?.block_on(async {
                 // `run` and `submit` prove the store beside their reads, through the workflow's
-                // role (`execute::check_aws_before_journal`).
+                // role (`execute::check_aws_before_journal`); the daemon once its metrics count
+                // calls.
                 // A dry-run sweep only reads: the proof's conditional write is not one (G13).
                 let reads_only = matches!(command, Command::Sweep { dry_run: true, .. });
                 if locking
                     && command.runs_workflows()
                     && !reads_only
-                    && !matches!(command, Command::Run(_) | Command::Submit(_))
+                    && !matches!(command, Command::Run(_) | Command::Submit(_) | Command::Daemon { .. })
                 {
                     lock::self_test().await?;
                 }
@@ -131,8 +132,8 @@ fn infraflow_command() -> ExitCode {
                     } => {
                         let sweep = execute::SweepSchedule::new(sweep_every, sweep_regions)?;
                         let schedules = execute::Schedules::new(sweep, check_every)?;
-                        execute::allow_roles(allow_roles).await;
-                        execute::daemon(&db, workers, listen, allow_remote_actions, &page_hosts, schedules).await
+                        execute::daemon(&db, workers, listen, allow_remote_actions, &page_hosts, schedules, allow_roles)
+                            .await
                     }
                     Command::Check { infra_id, region, json } => check::check(&db, &infra_id, &region, json).await,
                     Command::Submit(args) => execute::submit(&db, &args).await,

@@ -236,13 +236,18 @@ impl Metrics {
         }
     }
 
-    /// Counts every journal commit and every AWS call of this process.
+    /// Counts every journal commit of this process.
     pub fn watch(self: &Arc<Self>, journal: &Journal) {
         let m = self.clone();
         journal.observe_commits(Box::new(move |took, size| {
             m.commit_seconds.observe(took.as_secs_f64());
             m.commit_batch.observe(size as f64);
         }));
+    }
+
+    /// Counts every AWS call of this process from now on: installed before the daemon's first
+    /// call (its own account, read at startup), so `/metrics` counts every call it makes.
+    pub fn count_calls(self: &Arc<Self>) {
         let m = self.clone();
         infraflow_activities::observe::observe_calls(Arc::new(move |account, service, operation, status| {
             let status = status.map_or_else(|| "none".to_string(), |s| s.to_string());

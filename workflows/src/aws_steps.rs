@@ -224,6 +224,7 @@ fn decode<T: serde::de::DeserializeOwned>(input: Value) -> Result<T, ActivityErr
 
 pub fn register(r: &mut Registry, pool: AwsPool) {
     crate::provision::customer::register_undo(r, pool.clone());
+    crate::provision::revoke::register_undo(r, pool.clone());
     let p = pool.clone();
     r.add_undo(RESTORE_RECORDS, move |input: Value| {
         let pool = p.clone();

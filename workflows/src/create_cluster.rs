@@ -174,8 +174,10 @@ impl WorkflowDef for CreateCluster {
 
     /// 2: provision-infra's steps start as soon as their inputs exist, which moved their positions.
     /// 3: the IAM part's operator policies grant what HyperShift grants today.
+    /// 4: the worker group's rules nobody owns are revoked in steps of their own (as
+    /// provision-infra's 4).
     fn version(&self) -> u32 {
-        3
+        4
     }
 
     /// Runs of 2 replay with seed 002's grants.

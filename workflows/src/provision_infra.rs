@@ -284,8 +284,10 @@ impl WorkflowDef for ProvisionInfra {
     /// 2: steps start as soon as their inputs exist (the zones beside the gateway, the DNS zones
     /// beside everything after the VPC), which moved their positions. 3: a customer's VPC
     /// (`vpcID`), checked and marked instead of a network made; a run of 2 has the same steps.
+    /// 4: the worker group's rules nobody owns are read and revoked in steps of their own, after
+    /// the group's, and given back at rollback (`provision::revoke`).
     fn version(&self) -> u32 {
-        3
+        4
     }
 
     fn oldest_version(&self) -> u32 {

@@ -18,6 +18,7 @@ mod network;
 mod owned;
 mod preflight;
 pub mod quota;
+pub(crate) mod revoke;
 
 pub use customer_rules::check_before_submit;
 

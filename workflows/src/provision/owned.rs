@@ -32,6 +32,10 @@ pub(super) async fn ensure_owned(plan: &Plan<'_>, vpc: &str, made_network: bool)
     let sg_look = plan.first(&sg_ident);
     let sg_name = format!("{infra}-worker-sg");
     let rules = worker_rules(&p.vpc_cidr);
+    // From version 4 the rules nobody owns are revoked as steps of their own, after the group's
+    // (journaled and undone: `revoke`); runs of earlier versions revoke inside the group's step.
+    let journaled_revoke = plan.ctx.code_version() >= 4;
+    let extra = if journaled_revoke { security::Extra::Keep } else { security::Extra::RevokeInOwnGroup };
     let sg = plan.ctx.step_with(
         "security-group",
         "ec2.ensure-security-group",
@@ -48,7 +52,7 @@ pub(super) async fn ensure_owned(plan: &Plan<'_>, vpc: &str, made_network: bool)
                 &rules,
                 // What anyone but its controllers added to the worker group the cluster made is
                 // drift (`infraflow check`): a provision takes it out again.
-                security::Extra::RevokeInOwnGroup,
+                extra,
                 sg_look.lookup(),
             )
             .await
@@ -59,6 +63,9 @@ pub(super) async fn ensure_owned(plan: &Plan<'_>, vpc: &str, made_network: bool)
     let local = ensure_private_zone(plan, "local-zone", format!("{}.hypershift.local", p.name), vpc);
     let (_, (security_group_id, (private_zone_id, local_zone_id))) =
         join_pair(dhcp, join_pair(sg, join_pair(private, local))).await?;
+    if journaled_revoke {
+        super::revoke::revoke_unwanted(plan, &security_group_id, &rules).await?;
+    }
     Ok(Owned { security_group_id, private_zone_id, local_zone_id })
 }
 
