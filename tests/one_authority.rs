@@ -329,3 +329,41 @@ fn a_provisions_revoke_of_a_persons_rules_is_journaled_and_undone_at_rollback() 
     let history = serde_json::to_string(&e.s.history("third")).unwrap();
     assert!(history.contains("nodes on the secondary block"), "named with its description");
 }
+
+/// G4's S3 variant: a second bring-your-own cluster in the same customer's VPC rides on the
+/// first's S3 endpoint. It records itself on it, so the first's teardown pauses before its first
+/// delete naming it; once the second is torn down, the first's retry removes the endpoint.
+#[test]
+fn a_second_byo_cluster_on_the_firsts_s3_endpoint_holds_the_firsts_teardown_until_it_is_gone() {
+    let e = Env::new();
+    let cv = CustomerVpc::make(&e.c, "10.3", &["us-east-1a"], false);
+    for (name, infra) in [("x", "x-abcde"), ("z", "z-abcde")] {
+        let input = e.input(&format!("{name}.json"), byo_input(name, infra, &cv.vpc, "10.3.0.0/16", cv.subnets()));
+        ok(&e.cli(&["run", "provision-infra", "--input", &input, "--id", name]));
+    }
+    let endpoints = |e: &Env| {
+        let f = aws_sdk_ec2::types::Filter::builder().name("vpc-id").values(&cv.vpc).build();
+        let out = e.c.block_on(e.c.ec2.describe_vpc_endpoints().filters(f).send()).unwrap();
+        out.vpc_endpoints()
+            .iter()
+            .filter(|v| {
+                !matches!(v.state().map(|s| s.as_str().to_ascii_lowercase()).as_deref(), Some("deleted" | "deleting"))
+            })
+            .filter_map(|v| v.vpc_endpoint_id().map(str::to_string))
+            .collect::<Vec<_>>()
+    };
+    let only = endpoints(&e);
+    assert_eq!(only.len(), 1, "z made none: it uses x's");
+    let tx = e.input("tx.json", json!({"infraID": "x-abcde", "region": "us-east-1"}));
+    let plan = ok(&e.cli(&["run", "teardown", "--input", &tx, "--dry-run", "--json"]));
+    assert!(plan["blocked"].to_string().contains("z-abcde"), "{plan:#}");
+    let paused = e.cli(&["run", "teardown", "--input", &tx, "--id", "tx"]);
+    assert!(!paused.status.success() && stderr(&paused).contains("z-abcde"), "{}", stderr(&paused));
+    assert_eq!(endpoints(&e), only, "x's endpoint stays while z uses it");
+    let tz = e.input("tz.json", json!({"infraID": "z-abcde", "region": "us-east-1"}));
+    ok(&e.cli(&["run", "teardown", "--input", &tz, "--id", "tz"]));
+    assert_eq!(endpoints(&e), only, "z's teardown leaves x's endpoint");
+    ok(&e.cli(&["retry", "tx"]));
+    assert_eq!(e.s.status("tx")["state"], "completed");
+    assert!(endpoints(&e).is_empty(), "x's teardown removed its endpoint once z was gone");
+}

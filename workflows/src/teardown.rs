@@ -229,11 +229,11 @@ fn protected_error(infra: &str, kind: Kind, id: &str) -> ActivityError {
 /// Why a teardown stops before deleting: interfaces that are not the cluster's hold its subnets.
 fn riders_error(riding: &[(String, Vec<String>)]) -> ActivityError {
     let named: Vec<String> =
-        riding.iter().map(|(vpc, others)| format!("VPC {vpc} holds cluster {}", others.join(", cluster "))).collect();
+        riding.iter().map(|(id, others)| format!("{id} is used by cluster {}", others.join(", cluster "))).collect();
     ActivityError {
         operator: true,
         ..ActivityError::terminal(format!(
-            "another cluster was provisioned into this cluster's network: {}; tear {} down first (its marks name it), then `infraflow retry`",
+            "another cluster runs on this cluster's network: {}; tear {} down first (its marks name it), then `infraflow retry`",
             named.join("; "),
             if riding.iter().map(|(_, o)| o.len()).sum::<usize>() == 1 { "that cluster" } else { "those clusters" }
         ))
@@ -391,11 +391,17 @@ async fn teardown(
                 }
                 // Another cluster provisioned into the cluster's VPC runs there: its network is
                 // never taken from under it. Stopped on before anything of this round is deleted.
-                if let Some(vpcs) = found.get(&Kind::Vpc) {
-                    let riding = riders::riders(&aws, infra_id, vpcs).await.map_err(from_aws)?;
-                    if !riding.is_empty() {
-                        return Err(riders_error(&riding));
-                    }
+                let none = Vec::new();
+                let (vpcs, endpoints) =
+                    (found.get(&Kind::Vpc).unwrap_or(&none), found.get(&Kind::VpcEndpoint).unwrap_or(&none));
+                let (mut riding, on_endpoints) = futures::try_join!(
+                    riders::riders(&aws, infra_id, vpcs),
+                    riders::riders_on_endpoints(&aws, infra_id, endpoints),
+                )
+                .map_err(from_aws)?;
+                riding.extend(on_endpoints);
+                if !riding.is_empty() {
+                    return Err(riders_error(&riding));
                 }
                 // Someone's interface in the cluster's subnet: never deleted, and it keeps the
                 // subnet. Stopped on before anything of this round is deleted.

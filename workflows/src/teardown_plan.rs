@@ -80,6 +80,7 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
         let kind = match id.split('-').next() {
             Some("vpc") => "vpc",
             Some("rtb") => "route-table",
+            Some("vpce") => "vpc-endpoint",
             _ => "subnet",
         };
         let reason = format!("the customer's, never deleted; takes off {}", keys.join(", "));
@@ -139,14 +140,20 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
         }
     }
     let vpcs = found.get(&Kind::Vpc).cloned().unwrap_or_default();
-    for (vpc, others) in
-        infraflow_activities::customer_network::riders::riders(&aws, &t.infra_id, &vpcs).await.map_err(from_aws)?
-    {
+    let endpoints = found.get(&Kind::VpcEndpoint).cloned().unwrap_or_default();
+    use infraflow_activities::customer_network::riders;
+    let (on_vpcs, on_endpoints) = futures::try_join!(
+        riders::riders(&aws, &t.infra_id, &vpcs),
+        riders::riders_on_endpoints(&aws, &t.infra_id, &endpoints),
+    )
+    .map_err(from_aws)?;
+    let riding = on_vpcs.into_iter().map(|r| ("vpc", r)).chain(on_endpoints.into_iter().map(|r| ("vpc-endpoint", r)));
+    for (kind, (id, others)) in riding {
         let reason = format!(
-            "cluster {} was provisioned into it (its marks): the teardown pauses before its first delete",
+            "cluster {} uses it (its marks): the teardown pauses before its first delete",
             others.join(", cluster ")
         );
-        plan.blocked.push(Planned { kind: "vpc".into(), id: vpc, reason: Some(reason) });
+        plan.blocked.push(Planned { kind: kind.into(), id, reason: Some(reason) });
     }
     for kind in Kind::TEARDOWN_ORDER {
         for id in found.get(&kind).into_iter().flatten() {

@@ -234,7 +234,7 @@ async fn carrying_record(aws: &Aws, infra: &str) -> AwsResult<BTreeMap<String, B
     }
     // Only the kinds `mark` writes on: a record copied or forged onto anything else (an
     // instance, a volume) makes none of its tags the cluster's to take off (G9).
-    ids.retain(|id| ["subnet-", "vpc-", "rtb-"].iter().any(|p| id.starts_with(p)));
+    ids.retain(|id| ["subnet-", "vpc-", "rtb-", "vpce-"].iter().any(|p| id.starts_with(p)));
     ids.sort();
     ids.dedup();
     if ids.is_empty() {

@@ -50,6 +50,38 @@ pub async fn riders(aws: &Aws, infra: &str, vpcs: &[String]) -> AwsResult<Vec<(S
         .collect())
 }
 
+/// For each of `endpoints` (cluster `infra`'s own) that another cluster records itself on (a
+/// second bring-your-own cluster in the same customer's VPC rides on the first's S3 endpoint):
+/// (endpoint, those clusters).
+pub async fn riders_on_endpoints(
+    aws: &Aws,
+    infra: &str,
+    endpoints: &[String],
+) -> AwsResult<Vec<(String, Vec<String>)>> {
+    if endpoints.is_empty() {
+        return Ok(Vec::new());
+    }
+    // One read each, by id (moto serves no `vpc-endpoint-id` filter; a cluster has one or two).
+    let mut found = Vec::new();
+    for id in endpoints {
+        let out = match aws.ec2.describe_vpc_endpoints().vpc_endpoint_ids(id).send().await {
+            Ok(out) => out,
+            Err(e) => match classify("DescribeVpcEndpoints", e) {
+                e if e.is_not_found() => continue,
+                e => return Err(e),
+            },
+        };
+        for e in out.vpc_endpoints().iter().filter(|e| e.vpc_endpoint_id() == Some(id.as_str())) {
+            let tags = e.tags().iter().map(|t| (t.key().unwrap_or_default(), t.value().unwrap_or_default()));
+            let others = riders_in_tags(infra, tags);
+            if !others.is_empty() {
+                found.push((id.clone(), others));
+            }
+        }
+    }
+    Ok(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -83,7 +83,15 @@ pub(super) async fn mark(plan: &Plan<'_>, customer: &CustomerNetwork) -> Result<
         }
     }
     let endpoint_made = super::endpoints::customers_s3_endpoint(plan.infra, customer).is_none();
-    let wants = wants(plan, vpc, if endpoint_made { &route_tables } else { &[] });
+    let mut wants = wants(plan, vpc, if endpoint_made { &route_tables } else { &[] });
+    // Another bring-your-own cluster's S3 endpoint serves this one too: the dependency is recorded
+    // on it (this cluster's shared mark and record), so that cluster's teardown stops before it
+    // deletes the endpoint from under this one (flow version 4; SAFETY-A7937A6 G4).
+    if plan.ctx.code_version() >= 4
+        && let Some(theirs) = super::endpoints::another_clusters_s3_endpoint(plan.infra, customer)
+    {
+        wants.push(Marked { resource: theirs, tags: vec![(ownership_key(plan.infra), "shared".to_string())] });
+    }
     let undo = RemoveMarks {
         region: plan.region.to_string(),
         infra_id: plan.infra.to_string(),

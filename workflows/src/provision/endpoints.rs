@@ -17,6 +17,18 @@ pub(crate) fn customers_s3_endpoint(infra: &str, customer: &CustomerNetwork) -> 
     customer.s3_gateway_endpoints.iter().find(|e| e.identity.as_deref() != Some(own.as_str())).map(|e| e.id.clone())
 }
 
+/// The S3 gateway endpoint in the customer's VPC that another cluster made (an infraflow identity
+/// not this cluster's), if the cluster uses one: that cluster's teardown would delete it.
+pub(crate) fn another_clusters_s3_endpoint(infra: &str, customer: &CustomerNetwork) -> Option<String> {
+    let own = Identity::new(infra, "s3-endpoint", None, String::new()).key();
+    let theirs = customers_s3_endpoint(infra, customer)?;
+    customer
+        .s3_gateway_endpoints
+        .iter()
+        .find(|e| e.id == theirs && e.identity.as_deref().is_some_and(|i| i != own))
+        .map(|e| e.id.clone())
+}
+
 pub(super) async fn ensure_s3_endpoint(
     plan: &Plan<'_>,
     vpc: &str,
