@@ -48,9 +48,11 @@ pub(super) async fn revoke_unwanted(
     group: &str,
     wanted: &[Rule],
 ) -> Result<Vec<IngressRule>, StepError> {
-    let found: Vec<IngressRule> = plan
-        .ctx
-        .step_with("worker-sg-unwanted", "ec2.read-unwanted-ingress", &(group, wanted), read_opts(), || async {
+    // A scope of their own: they start when the group's branch has joined, at a moment the
+    // network's steps do not wait for, so they must not take positions among the network's.
+    let ctx = plan.ctx.scoped("worker-sg");
+    let found: Vec<IngressRule> = ctx
+        .step_with("unwanted", "ec2.read-unwanted-ingress", &(group, wanted), read_opts(), || async {
             let aws = plan.pool.region(plan.region).await;
             security::unwanted_ingress(&aws, group, wanted).await.map_err(from_aws)
         })
@@ -71,9 +73,8 @@ pub(super) async fn revoke_unwanted(
         }),
         settle: None,
     };
-    let _: Vec<String> = plan
-        .ctx
-        .step_with("worker-sg-revoke", "ec2.revoke-unwanted-ingress", &(group, &found), options, || async {
+    let _: Vec<String> = ctx
+        .step_with("revoke", "ec2.revoke-unwanted-ingress", &(group, &found), options, || async {
             let aws = plan.pool.region(plan.region).await;
             security::revoke_ingress(&aws, group, &found).await.map_err(from_aws)?;
             Ok(found.iter().map(IngressRule::describe).collect())
