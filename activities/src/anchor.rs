@@ -50,9 +50,11 @@ pub fn anchor_of(infra: &str, region: &str, r: &Tagged) -> Option<Maker> {
 ///   VPC anchors it (SAFETY-A7937A6 G3: anyone's `<infraID>-vpc` expired a live one);
 /// - a VPC by HyperShift's rule anchors only while it holds subnets owned by the cluster, as
 ///   HyperShift's own lookup finds them (a lone VPC named so is anyone's);
-/// - an OIDC provider anchors an IAM-only cluster, and beside a VPC only when it carries a date
-///   of its own (create-cluster's parts carry none), so a VPC never supersedes a dated provider:
-///   the janitor takes the latest date over them all.
+/// - an OIDC provider anchors an IAM-only cluster, and beside HyperShift's VPC always (an
+///   undated provider then keeps the cluster unexpired: that VPC may be anyone's); beside
+///   infraflow's VPC only with a date of its own (create-cluster's IAM part carries none: its
+///   VPC's date is the cluster's). A VPC never supersedes a provider's word: the janitor takes
+///   the latest date over them all.
 pub fn anchors<'a>(infra: &str, region: &str, census: &[&'a Tagged]) -> Vec<&'a Tagged> {
     let customers = census.iter().any(|r| r.kind == "vpc" && r.marked_for().any(|m| m == infra));
     let holds_subnets = |vpc: &Tagged| {
@@ -68,7 +70,8 @@ pub fn anchors<'a>(infra: &str, region: &str, census: &[&'a Tagged]) -> Vec<&'a 
             None => false,
         })
         .collect();
-    if all.iter().any(|r| r.kind == "vpc") {
+    let infraflows_vpc = all.iter().any(|r| anchor_of(infra, region, r) == Some(Maker::InfraflowVpc));
+    if infraflows_vpc {
         all.into_iter().filter(|r| r.kind == "vpc" || r.tag(crate::tags::EXPIRATION_TAG).is_some()).collect()
     } else {
         all

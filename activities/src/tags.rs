@@ -23,6 +23,13 @@ pub const ADOPTED_BY_TAG: &str = "infraflow.io/adopted-by";
 /// workflow's cluster may be running on it.
 pub const ADOPTER_PREFIX: &str = "infraflow.io/adopted-by/";
 
+/// How many adopters' marks a resource carries at most: every run of a cluster's provision adopts
+/// what the first made (a repair run, a CI "ensure"), and a completed run never takes its mark off,
+/// so marks would pile up to AWS's tag limit (50; Route53's 10) and every later run would fail.
+/// Past this, an adopter writes none: the marks there already keep the creator's undo off, and
+/// all of them would have to be taken off by rollbacks for that to change.
+pub const MAX_ADOPTER_MARKS: usize = 8;
+
 /// The key of workflow `workflow`'s own adoption mark (a digest: a workflow's creator runs long,
 /// and a tag key must stay within 128 characters).
 pub fn adoption_key(workflow: &str) -> String {
@@ -244,8 +251,9 @@ impl Identity {
     pub fn adoption_mark(&self, tags: &[(String, String)]) -> Option<(String, String)> {
         let creator = tags.iter().find(|(k, _)| k == CREATED_BY_TAG).map(|(_, v)| v.as_str())?;
         let pairs = tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-        let marked = adopters(pairs).iter().any(|a| *a == self.workflow);
-        (!self.workflow.is_empty() && creator != self.workflow && !marked)
+        let all = adopters(pairs);
+        let marked = all.iter().any(|a| *a == self.workflow);
+        (!self.workflow.is_empty() && creator != self.workflow && !marked && all.len() < MAX_ADOPTER_MARKS)
             .then(|| (adoption_key(&self.workflow), self.workflow.clone()))
     }
 
@@ -435,6 +443,10 @@ mod tests {
         let mine = vec![p(CREATED_BY_TAG, "wf-1"), p(&adoption_key("wf-2"), "wf-2")];
         assert_eq!(me.adoption_mark(&mine), None, "once");
         assert_ne!(adoption_key("wf-2"), adoption_key("wf-3"));
+        let many: Vec<(String, String)> = std::iter::once(p(CREATED_BY_TAG, "wf-1"))
+            .chain((0..MAX_ADOPTER_MARKS).map(|i| (adoption_key(&format!("r{i}")), format!("r{i}"))))
+            .collect();
+        assert_eq!(me.adoption_mark(&many), None, "never past the cap: the tag limit would stop every run");
     }
 }
 

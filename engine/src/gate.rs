@@ -127,6 +127,7 @@ impl Engine {
             _ = failed => None,
         };
         signals.set_waiting(false);
+        signals.occupy_again().await;
         // Every wait said is on record before what follows it (a pause, the hold, a step).
         let _ = said.send(None);
         let _ = recorder.await;

@@ -223,9 +223,12 @@ impl Engine {
         // A workflow waiting for its hold (another journal's lease, the account's quota) leaves
         // its slot: were every slot held by waiters, the teardown or rollback that ends their wait
         // would never be claimed (SAFETY-A7937A6 G6). Waiters are bounded all the same.
-        let busy = |running: &HashMap<String, Arc<Signals>>| running.values().filter(|s| !s.is_waiting()).count();
-        let room =
-            |running: &HashMap<String, Arc<Signals>>| busy(running) < workers && running.len() < workers + MAX_WAITERS;
+        // One slot a worker, held while a workflow acts, given back while it waits for its hold
+        // and taken again before it acts on (`Signals::occupy_again`).
+        let slots = Arc::new(tokio::sync::Semaphore::new(workers));
+        let room = |running: &HashMap<String, Arc<Signals>>| {
+            slots.available_permits() > 0 && running.len() < workers + MAX_WAITERS
+        };
         while !shutdown.stop_requested() {
             if room(&running) {
                 let now = self.clock.now_ms();
@@ -243,6 +246,7 @@ impl Engine {
                     if running.contains_key(&id) {
                         continue;
                     }
+                    let Ok(permit) = slots.clone().try_acquire_owned() else { break };
                     let ttl = self.config.lease_ttl.as_millis() as i64;
                     // The time of this acquisition, not of the listing: on a slow disk a lease
                     // written late must not be born nearly expired.
@@ -254,6 +258,7 @@ impl Engine {
                             (self.observer)(&Progress::LeaseTaken { workflow: id.clone(), previous: previous.clone() });
                             let lease = Arc::new(LeaseCell::new(fence, now + ttl, ttl, sent));
                             let signals = Arc::new(Signals::default());
+                            signals.occupy(slots.clone(), permit);
                             held.insert(&id, lease.clone(), signals.clone());
                             running.insert(id.clone(), signals.clone());
                             let engine = self.clone();
@@ -263,6 +268,7 @@ impl Engine {
                                     r = engine.execute_guarded(&id, lease, signals.clone()) => r,
                                     _ = signals.lost() => Ok(WorkflowState::Running),
                                 };
+                                signals.vacate();
                                 (id, r)
                             });
                             task_of.insert(task.id(), workflow);

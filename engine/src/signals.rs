@@ -1,9 +1,18 @@
 //! Signals: the requests that reach a running workflow from outside (cancel, stop, lease lost),
 //! and the waits on them that never miss one.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+/// A daemon's worker slot, held by a running workflow: given back while it waits for its hold,
+/// taken again before it acts.
+#[derive(Debug, Default)]
+struct Slot {
+    workers: Option<Arc<Semaphore>>,
+    permit: Option<OwnedSemaphorePermit>,
+}
 
 /// Requests that reach a running workflow from outside: cancel, stop (shutdown), lease lost.
 #[derive(Debug, Default)]
@@ -17,6 +26,7 @@ pub struct Signals {
     /// It waits for its hold (another's lease, the account's quota): a daemon does not count it
     /// against its workers meanwhile, so what would end the wait can still be claimed.
     waiting: AtomicBool,
+    slot: std::sync::Mutex<Slot>,
     notify: Notify,
     lost_notify: Notify,
 }
@@ -45,6 +55,41 @@ impl Signals {
 
     pub(crate) fn set_waiting(&self, waiting: bool) {
         self.waiting.store(waiting, Ordering::SeqCst);
+        if waiting {
+            // A waiter leaves its worker slot: what would end its wait can be claimed.
+            self.slot.lock().unwrap().permit = None;
+        }
+    }
+
+    /// Runs under one of `workers`' slots (a daemon's), held by `permit`.
+    pub(crate) fn occupy(&self, workers: Arc<Semaphore>, permit: OwnedSemaphorePermit) {
+        *self.slot.lock().unwrap() = Slot { workers: Some(workers), permit: Some(permit) };
+    }
+
+    /// Takes a worker slot again after a wait gave it back (none outside a daemon), so that no
+    /// more workflows act at once than the daemon has workers; a stop ends the wait for it.
+    pub(crate) async fn occupy_again(&self) {
+        let workers = {
+            let slot = self.slot.lock().unwrap();
+            if slot.permit.is_some() {
+                return;
+            }
+            slot.workers.clone()
+        };
+        let Some(workers) = workers else { return };
+        tokio::select! {
+            permit = workers.acquire_owned() => {
+                if let Ok(permit) = permit {
+                    self.slot.lock().unwrap().permit = Some(permit);
+                }
+            }
+            _ = self.interrupted(true) => {}
+        }
+    }
+
+    /// Gives the worker slot back: the workflow's execution ended.
+    pub(crate) fn vacate(&self) {
+        *self.slot.lock().unwrap() = Slot::default();
     }
 
     pub fn is_waiting(&self) -> bool {

@@ -326,6 +326,22 @@ mod tests {
         let y = swept.iter().find(|s| s.infra_id == "y").unwrap();
         assert_eq!(y.class, Class::Unexpired, "{}", y.reason);
         assert_eq!(y.expiration_date.as_deref(), Some("2027-01-01T00:00:00Z"));
+        // An IAM-only cluster made without a date never expires, whatever VPC appears for it.
+        let undated: Vec<Tagged> = with_subnets
+            .iter()
+            .map(|r| Tagged {
+                tags: r
+                    .tags
+                    .iter()
+                    .filter(|(k, v)| !(r.kind == "oidc-provider" && k == "expirationDate" && !v.is_empty()))
+                    .cloned()
+                    .collect(),
+                ..r.clone()
+            })
+            .collect();
+        let swept = classify("us-east-1", &undated, &BTreeSet::new(), NOW);
+        let y = swept.iter().find(|s| s.infra_id == "y").unwrap();
+        assert_eq!(y.class, Class::Unexpired, "{}", y.reason);
     }
 
     const NOW: i64 = 1_795_633_200; // 2026-11-25T19:00:00Z

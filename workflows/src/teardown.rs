@@ -375,10 +375,10 @@ async fn teardown(
                 if let Some((kind, id)) = census::first_protected(&aws, &found).await.map_err(from_aws)? {
                     return Err(protected_error(infra_id, kind, &id));
                 }
-                // Region-less IAM (HyperShift's) of a cluster whose VPC stands in another region
-                // is that region's: left here, and named by the last check.
+                // Region-less IAM (HyperShift's) of a cluster with VPCs in another region may be
+                // that region's: left here, and named by the last check.
                 let mut found = found;
-                if !found.contains_key(&Kind::Vpc) && IAM_KINDS.iter().any(|k| found.contains_key(k)) {
+                if IAM_KINDS.iter().any(|k| found.contains_key(k)) {
                     let elsewhere = infraflow_activities::iam::home::anchored_elsewhere(pool, &aws, infra_id)
                         .await
                         .map_err(from_aws)?;

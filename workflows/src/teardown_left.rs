@@ -45,7 +45,7 @@ pub(crate) async fn iam_of_another_region(pool: &AwsPool, aws: &Aws, infra_id: &
             kind: kind.as_str().into(),
             id,
             reason: Some(format!(
-                "IAM (global) without {}, of a cluster whose VPC is in {}, not {}: a teardown there removes it",
+                "IAM (global) without {}, of a cluster with VPCs in {} (this teardown acts in {}): it may serve either, so it is left; delete it by hand once its cluster is gone",
                 infraflow_activities::tags::REGION_TAG,
                 regions.join(", "),
                 aws.region

@@ -25,6 +25,9 @@ pub fn record_key(infra: &str) -> String {
     format!("{MARKS_PREFIX}{infra}")
 }
 
+/// How many adopters' marks of one cluster a customer's resource carries at most.
+const CUSTOMER_ADOPTER_MARKS: usize = 3;
+
 /// The key a former release named the last workflow that adopted cluster `infra`'s marks with:
 /// one slot, rewritten by each adopter (SAFETY-A7937A6 G1). Still read, never written.
 fn adopted_key(infra: &str) -> String {
@@ -100,8 +103,11 @@ pub async fn mark(aws: &Aws, infra: &str, creator: &str, wants: &[Marked]) -> Aw
     for want in wants {
         let have = now.get(&want.resource).cloned().unwrap_or_default();
         if let Some((maker, _)) = marks_of(infra, &have) {
-            let adopted = adoptions(infra, &have).iter().any(|(_, a)| a == creator);
-            if maker != creator && !adopted {
+            let all = adoptions(infra, &have);
+            let adopted = all.iter().any(|(_, a)| a == creator);
+            // The customer's tag budget is theirs: a few adopters' marks keep the maker's undo
+            // off as well as many (`tags::MAX_ADOPTER_MARKS`, smaller here).
+            if maker != creator && !adopted && all.len() < CUSTOMER_ADOPTER_MARKS {
                 let tag = Tag::builder().key(adopter_key(infra, creator)).value(creator).build();
                 aws.ec2
                     .create_tags()
@@ -241,7 +247,17 @@ async fn carrying_record(aws: &Aws, infra: &str) -> AwsResult<BTreeMap<String, B
         return Ok(BTreeMap::new());
     }
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-    Ok(tags_of(aws, &refs).await?.into_iter().filter(|(_, tags)| tags.contains_key(&record)).collect())
+    // An endpoint is marked only as another cluster's S3 endpoint this one rides on (its
+    // infraflow identity): a record on any other endpoint (a customer's own) is no one's word.
+    let anothers = |tags: &BTreeMap<String, String>| {
+        tags.get(crate::tags::IDENTITY_TAG)
+            .is_some_and(|i| i.ends_with("/s3-endpoint") && !i.starts_with(&format!("{infra}/")))
+    };
+    Ok(tags_of(aws, &refs)
+        .await?
+        .into_iter()
+        .filter(|(id, tags)| tags.contains_key(&record) && (!id.starts_with("vpce-") || anothers(tags)))
+        .collect())
 }
 
 /// What `unmark(aws, infra, None)` would take off, read only: each resource with the keys.

@@ -128,7 +128,23 @@ pub async fn ensure_private_zone(aws: &Aws, id: &Identity, name: &str, vpc_id: &
             // Another workflow made it: this adopter's own mark keeps that workflow's undo off it
             // (every adopter has its own: one's rollback never takes another's).
             if let Some(by) = creator.filter(|_| !made_by_us && !id.workflow.is_empty()) {
-                tags.push((adoption_key(&id.workflow), id.workflow.clone()));
+                // Route53 holds ten tags a zone: a mark only while it fits beside those there and
+                // few others' marks (those keep the creator's undo off already).
+                let there: Vec<(String, String)> = zone_tags(aws, &z.id)
+                    .await?
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string())))
+                    .collect();
+                let others = adopters(there.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+                let mark = (adoption_key(&id.workflow), id.workflow.clone());
+                let mut keys: Vec<&str> = there.iter().chain(&tags).chain([&mark]).map(|(k, _)| k.as_str()).collect();
+                keys.sort();
+                keys.dedup();
+                if others.contains(&id.workflow) || (others.len() < ZONE_ADOPTER_MARKS && keys.len() <= ZONE_TAG_LIMIT)
+                {
+                    tags.push(mark);
+                }
                 tracing::info!(zone = %z.id, identity = %key, creator = by, "adopted a zone another workflow made");
             }
             (z.id, tags)
@@ -197,6 +213,10 @@ pub async fn zone_vpcs(aws: &Aws, zone: &str) -> AwsResult<Option<Vec<(String, S
             .collect(),
     ))
 }
+
+/// How many tags Route53 holds on one zone, and how many adopters' marks a zone carries at most.
+const ZONE_TAG_LIMIT: usize = 10;
+const ZONE_ADOPTER_MARKS: usize = 2;
 
 /// The private zones infraflow marked for `infra_id`, with where each serves: here (`here` lists
 /// the zones associated with the cluster's own VPCs of `aws`'s region; or no VPC at all: a zone

@@ -8,11 +8,14 @@
 use crate::client::{Aws, AwsPool};
 use crate::error::{AwsResult, classify};
 use crate::resources::{self, Kind, Scope};
-use crate::tags::{REGION_TAG, owned};
+use crate::tags::REGION_TAG;
 
 /// Region-less IAM of cluster `infra` that a teardown in `aws`'s region leaves, each with the
-/// regions where the cluster's VPC stands: none while the cluster has a VPC here, or none
-/// anywhere. Reads the other regions only when there is region-less IAM and no VPC here.
+/// regions where the cluster has VPCs (`network::cluster_vpcs`: its own, or a customer's carrying
+/// its record). Deleted here only when the cluster's VPCs are here alone, or nowhere at all: a
+/// cluster with VPCs in another region — beside this one or instead of it — keeps its IAM, named
+/// (the IAM cannot say which region's cluster it serves). Reads every region only when there is
+/// region-less IAM.
 pub async fn anchored_elsewhere(pool: &AwsPool, aws: &Aws, infra: &str) -> AwsResult<Vec<(Kind, String, Vec<String>)>> {
     let scope = Scope::Owned(infra.to_string());
     let mut regionless = Vec::new();
@@ -24,24 +27,19 @@ pub async fn anchored_elsewhere(pool: &AwsPool, aws: &Aws, infra: &str) -> AwsRe
             }
         }
     }
-    if regionless.is_empty() || !crate::network::find_vpcs(aws, &owned(infra)).await?.is_empty() {
+    if regionless.is_empty() {
         return Ok(Vec::new());
     }
     let regions = aws.ec2.describe_regions().send().await.map_err(|e| classify("DescribeRegions", e))?;
-    let others: Vec<String> = regions
-        .regions()
-        .iter()
-        .filter_map(|r| r.region_name().map(str::to_string))
-        .filter(|r| *r != aws.region)
-        .collect();
     let mut homes = Vec::new();
-    for region in others {
-        let there = pool.region(&region).await;
-        if !crate::network::find_vpcs(&there, &owned(infra)).await?.is_empty() {
-            homes.push(region);
+    for region in regions.regions().iter().filter_map(|r| r.region_name()) {
+        let there = if region == aws.region { aws.clone() } else { pool.region(region).await };
+        if !crate::network::cluster_vpcs(&there, infra).await?.is_empty() {
+            homes.push(region.to_string());
         }
     }
-    if homes.is_empty() {
+    let here_alone = homes.is_empty() || homes == [aws.region.clone()];
+    if here_alone {
         return Ok(Vec::new());
     }
     Ok(regionless.into_iter().map(|(kind, id)| (kind, id, homes.clone())).collect())
