@@ -61,8 +61,14 @@ fn a_vpc_named_for_a_byo_or_iam_only_cluster_with_a_past_date_expires_neither() 
         json!({"infraID": "iam-abcde", "region": "us-east-1", "issuerURL": "https://oidc.example.com/iam-abcde", "expiresIn": "30d"}),
     );
     ok(&e.cli(&["run", "create-iam", "--input", &iam, "--id", "iam"]));
+    // An IAM-only cluster made without a date: it never expires.
+    let undated = e.input(
+        "iu.json",
+        json!({"infraID": "iu-abcde", "region": "us-east-1", "issuerURL": "https://oidc.example.com/iu-abcde"}),
+    );
+    ok(&e.cli(&["run", "create-iam", "--input", &undated, "--id", "iu"]));
     let mut forged = Vec::new();
-    for infra in ["byo-abcde", "iam-abcde"] {
+    for infra in ["byo-abcde", "iam-abcde", "iu-abcde"] {
         let made = hypershift::make(&e.c, infra, &["us-east-1a"], Cut::AfterFirstZoneSubnets);
         tag(&e, &made["vpc"], "expirationDate", PAST);
         forged.push(made["vpc"].clone());
@@ -70,6 +76,7 @@ fn a_vpc_named_for_a_byo_or_iam_only_cluster_with_a_past_date_expires_neither() 
     let (dry, classes) = sweep_classes(&e);
     assert_eq!(classes.get("byo-abcde").map(String::as_str), Some("unexpired"), "{dry:#}");
     assert_eq!(classes.get("iam-abcde").map(String::as_str), Some("unexpired"), "{dry:#}");
+    assert_eq!(classes.get("iu-abcde").map(String::as_str), Some("unexpired"), "{dry:#}");
     let byo = dry.as_array().unwrap().iter().find(|s| s["infraID"] == "byo-abcde").unwrap();
     assert!(byo["ignored"].to_string().contains(&forged[0]), "the forged VPC named as no anchor: {byo:#}");
     let iam = dry.as_array().unwrap().iter().find(|s| s["infraID"] == "iam-abcde").unwrap();
@@ -78,7 +85,10 @@ fn a_vpc_named_for_a_byo_or_iam_only_cluster_with_a_past_date_expires_neither() 
     ok(&e.cli(&["sweep", "--region", "us-east-1", "--json"]));
     let list = e.s.cli(&["status", "--json"]);
     let list = String::from_utf8_lossy(&list.stdout);
-    assert!(!list.contains("sweep-byo-abcde") && !list.contains("sweep-iam-abcde"), "{list}");
+    assert!(
+        !list.contains("sweep-byo-abcde") && !list.contains("sweep-iam-abcde") && !list.contains("sweep-iu-abcde"),
+        "{list}"
+    );
 }
 
 /// G4: a provision into another cluster's network (infraflow made it for cluster Y) is refused
@@ -201,6 +211,24 @@ fn iam_without_a_region_of_a_cluster_in_another_region_is_left_and_named() {
     for n in &names {
         assert!(done["left"].to_string().contains(n.as_str()), "{n} named: {done:#}");
     }
+    // A cluster in a customer's VPC (its record there, no VPC of its own): the same.
+    let cv = CustomerVpc::make(&e.c, "10.4", &["us-east-1a"], false);
+    let byo = e.input("hb.json", byo_input("hb", "hb-abcde", &cv.vpc, "10.4.0.0/16", cv.subnets()));
+    ok(&e.cli(&["run", "provision-infra", "--input", &byo, "--id", "hb"]));
+    let hb_owned =
+        aws_sdk_iam::types::Tag::builder().key("kubernetes.io/cluster/hb-abcde").value("owned").build().unwrap();
+    e.c.block_on(
+        e.c.iam
+            .create_role()
+            .role_name("hb-abcde-worker-role")
+            .assume_role_policy_document(trust)
+            .tags(hb_owned)
+            .send(),
+    )
+    .unwrap();
+    let hb_west = e.input("hbw.json", json!({"infraID": "hb-abcde", "region": "us-west-2"}));
+    let done = ok(&e.cli(&["run", "teardown", "--input", &hb_west, "--id", "hb-west"]));
+    assert!(role_exists("hb-abcde-worker-role"), "a BYO cluster's IAM deleted from us-west-2: {done:#}");
     let east = e.input("east.json", json!({"infraID": infra, "region": "us-east-1"}));
     ok(&e.cli(&["run", "teardown", "--input", &east, "--id", "east"]));
     assert!(

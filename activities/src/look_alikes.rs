@@ -141,7 +141,7 @@ pub async fn left(aws: &Aws, infra: &str) -> AwsResult<Vec<Left>> {
             kind: Kind::HostedZone,
             id: zone,
             reason: format!(
-                "marked for the cluster, but serves none of its VPCs in {} (it serves VPCs in {}): a teardown where its cluster's VPC is removes it",
+                "marked for the cluster, but serves none of its VPCs in {} (it serves others' VPCs, in {}): left; a teardown where the cluster's VPC is removes it, and with no VPC of the cluster left anywhere, delete it by hand once its VPCs are someone else's to keep",
                 aws.region,
                 regions.join(", ")
             ),
