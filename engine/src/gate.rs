@@ -106,7 +106,7 @@ impl Engine {
             environment: run.environment.lock().unwrap().clone(),
             undoing: matches!(view.summary.state, WorkflowState::Compensating | WorkflowState::Cancelling),
             waiting: Arc::new(move |reason: String| {
-                waiter.set_waiting(true);
+                waiter.leave_slot_while_waiting();
                 let _ = say.send(Some(reason.clone()));
                 observer(&Progress::Waiting { workflow: workflow.clone(), reason })
             }),
@@ -126,7 +126,6 @@ impl Engine {
             _ = signals.stopped() => None,
             _ = failed => None,
         };
-        signals.set_waiting(false);
         signals.occupy_again().await;
         // Every wait said is on record before what follows it (a pause, the hold, a step).
         let _ = said.send(None);

@@ -23,9 +23,8 @@ pub struct Signals {
     /// The workflow reached a finished state and only gives up what it holds beyond the journal
     /// now: its journal lease went with its last record, which is no loss.
     finishing: AtomicBool,
-    /// It waits for its hold (another's lease, the account's quota): a daemon does not count it
-    /// against its workers meanwhile, so what would end the wait can still be claimed.
-    waiting: AtomicBool,
+    /// The daemon's worker slot it runs under: given back while it waits for its hold (another's
+    /// lease, the account's quota), so that what would end the wait can still be claimed.
     slot: std::sync::Mutex<Slot>,
     notify: Notify,
     lost_notify: Notify,
@@ -53,12 +52,9 @@ impl Signals {
         self.finishing.store(true, Ordering::SeqCst);
     }
 
-    pub(crate) fn set_waiting(&self, waiting: bool) {
-        self.waiting.store(waiting, Ordering::SeqCst);
-        if waiting {
-            // A waiter leaves its worker slot: what would end its wait can be claimed.
-            self.slot.lock().unwrap().permit = None;
-        }
+    /// It waits for its hold: it leaves its worker slot (`occupy_again` takes one back).
+    pub(crate) fn leave_slot_while_waiting(&self) {
+        self.slot.lock().unwrap().permit = None;
     }
 
     /// Runs under one of `workers`' slots (a daemon's), held by `permit`.
@@ -90,10 +86,6 @@ impl Signals {
     /// Gives the worker slot back: the workflow's execution ended.
     pub(crate) fn vacate(&self) {
         *self.slot.lock().unwrap() = Slot::default();
-    }
-
-    pub fn is_waiting(&self) -> bool {
-        self.waiting.load(Ordering::SeqCst)
     }
 
     pub fn is_finishing(&self) -> bool {
