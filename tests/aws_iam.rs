@@ -386,6 +386,52 @@ fn a_worker_profile_holding_another_role_pauses_and_retry_finishes_once_it_is_ou
     assert_eq!(s.profiles["wp-abcde-worker"].1, ["wp-abcde-worker-role"]);
 }
 
+/// SAFETY-A7937A6 G12: the same resumed teardown, but the role is made again *with the
+/// cluster's tags* (a cluster of that infraID made anew meanwhile): tags cannot tell it from the
+/// one discovery found, IAM's RoleId can. The resumed round leaves it and pauses naming it,
+/// never deleting silently; `retry` (the operator's word that it goes too) deletes it.
+#[test]
+fn a_resumed_teardown_pauses_on_a_role_made_again_with_the_clusters_tags_since_it_was_found() {
+    use aws_sdk_iam::types::Tag;
+    let e = Env::new();
+    let input = e.input("ra.json", iam_input("ra-abcde"));
+    ok(&e.cli(&["run", "create-iam", "--input", &input, "--id", "ra"]));
+    let before = IamState::read(&e.c, "ra-abcde");
+    let in_profiles: Vec<&String> = before.profiles.values().flat_map(|(_, roles)| roles).collect();
+    let reused = before.roles.keys().find(|r| !in_profiles.contains(r)).expect("a role outside the profile").clone();
+    let td = e.input("ra-down.json", json!({"infraID": "ra-abcde", "region": "us-east-1"}));
+    let args = ["run", "teardown", "--input", td.as_str(), "--id", "ra-down"];
+    let mut child = e.spawn_cli_at(&e.proxy.endpoint(), &args);
+    e.proxy.kill_at_action(
+        "RemoveRoleFromInstanceProfile",
+        support::proxy::KillAt { call: 0, after_aws_acts: false, pid: child.id() },
+    );
+    let status = child.wait().unwrap();
+    assert!(e.proxy.action_kill_fired() && !status.success(), "{status:?}");
+    let iam = &e.c.iam;
+    let policies = e.c.block_on(iam.list_role_policies().role_name(&reused).send()).unwrap();
+    for p in policies.policy_names() {
+        e.c.block_on(iam.delete_role_policy().role_name(&reused).policy_name(p).send()).unwrap();
+    }
+    e.c.block_on(iam.delete_role().role_name(&reused).send()).unwrap();
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    let tags: Vec<Tag> =
+        before.roles[&reused].tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build().unwrap()).collect();
+    let remade = iam.create_role().role_name(&reused).assume_role_policy_document(trust).set_tags(Some(tags));
+    let remade = e.c.block_on(remade.send()).unwrap().role.unwrap().role_id;
+    let resumed = e.cli(&args);
+    assert_eq!(resumed.status.code(), Some(1), "{}", stderr(&resumed));
+    let st = e.s.status("ra-down");
+    assert_eq!(st["state"], "paused", "{st}");
+    assert!(st.to_string().contains(&format!("{reused} was deleted and made again")), "{st}");
+    let left = IamState::read(&e.c, "ra-abcde");
+    assert!(left.roles.contains_key(&reused), "the re-made {reused} was deleted: {}", left.summary());
+    let now = e.c.block_on(iam.get_role().role_name(&reused).send()).unwrap().role.unwrap().role_id;
+    assert_eq!(now, remade, "the role there is the one made anew");
+    ok(&e.cli(&["retry", "ra-down"]));
+    assert_eq!(IamState::read(&e.c, "ra-abcde").total(), 0, "retried: the cluster's IAM is gone");
+}
+
 /// `infraflow policy --infra-id mine-abcde create-cluster teardown` against calls sent through
 /// the proxy, as IAM would evaluate them: on the cluster's own resources, allowed; on another
 /// cluster's (a delete, a subnet in its VPC, a create carrying its tag, its role), refused.

@@ -170,6 +170,10 @@ pub struct DeleteOne {
     pub region: String,
     pub kind: Kind,
     pub id: String,
+    /// Which incarnation of a reusable name discovery found (`Discovered::incarnation`); absent
+    /// for ids never reused and in deletes journaled before it existed, whose hash it keeps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<String>,
 }
 
 /// The undo of a step that creates `kind` with identity `id`: known before the step runs, so it

@@ -23,6 +23,7 @@ pub mod quota_hold;
 mod read_again;
 pub mod scale_nodepool;
 pub mod teardown;
+mod teardown_discovered;
 mod teardown_graph;
 mod teardown_left;
 pub mod teardown_plan;

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::aws_steps::{from_aws, probe_environment, read_opts};
 use crate::janitor::Evidence;
+use crate::teardown_discovered::Discovered;
 use crate::teardown_graph::{delete_as_graph, delete_kind};
 use crate::teardown_plan::Planned;
 use crate::validate;
@@ -359,7 +360,7 @@ async fn teardown(
                 return Ok(out);
             }
         }
-        let inventory: BTreeMap<Kind, Vec<String>> = rctx
+        let discovered: Discovered = rctx
             .step_with("discover", "aws.discover-owned", &(infra_id, region), read_opts(), || async {
                 let aws = pool.region(region).await;
                 let scope = Scope::Owned(infra_id.to_string());
@@ -411,9 +412,10 @@ async fn teardown(
                         return Err(held_subnets_error(&held));
                     }
                 }
-                Ok(found)
+                Discovered::read(&aws, found).await.map_err(from_aws)
             })
             .await?;
+        let inventory = discovered.found();
         out.rounds = round;
         if inventory.is_empty() {
             if version >= 4 {
@@ -436,7 +438,7 @@ async fn teardown(
             });
         }
         let deleted = if version >= 3 {
-            delete_as_graph(&rctx, pool, (infra_id, region), &inventory, max_delete_attempts).await?
+            delete_as_graph(&rctx, pool, (infra_id, region), &discovered, max_delete_attempts).await?
         } else {
             // Runs of versions 1 and 2 keep their steps' order: one kind after another.
             let mut deleted = Vec::new();
@@ -445,7 +447,7 @@ async fn teardown(
                 let keys = ids.iter().map(|id| format!("delete/{}/{id}", kind.as_str()));
                 deleted.push((
                     kind,
-                    delete_kind(&rctx, pool, (infra_id, region), kind, ids, keys, max_delete_attempts).await?,
+                    delete_kind(&rctx, pool, (infra_id, region), (kind, &discovered), ids, keys, max_delete_attempts).await?,
                 ));
             }
             deleted

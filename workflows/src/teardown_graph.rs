@@ -1,13 +1,12 @@
 //! A teardown round's deletes: each resource a journaled, retried step, and the kinds as a
 //! dependency graph — a kind starts once every kind it waits for is gone.
 
-use std::collections::BTreeMap;
-
 use infraflow_activities::{AwsPool, Kind, resources};
 use infraflow_engine::{StepError, StepOptions, WfCtx, join_branches};
 
 use crate::aws_steps::{DELETE, DeleteOne, from_aws};
 use crate::teardown::delete_retry;
+use crate::teardown_discovered::Discovered;
 
 /// Deletes `ids` of `kind` side by side, each a journaled step under its key in `ctx`: which of
 /// them were still there.
@@ -15,19 +14,21 @@ pub(crate) async fn delete_kind(
     ctx: &WfCtx,
     pool: &AwsPool,
     (infra_id, region): (&str, &str),
-    kind: Kind,
+    (kind, discovered): (Kind, &Discovered),
     ids: &[String],
     keys: impl Iterator<Item = String>,
     max_delete_attempts: u32,
 ) -> Result<Vec<(String, bool)>, StepError> {
     let deletes = ids.iter().zip(keys).map(|(id, key)| {
-        let input = DeleteOne { region: region.to_string(), kind, id: id.clone() };
+        let input =
+            DeleteOne { region: region.to_string(), kind, id: id.clone(), incarnation: discovered.incarnation(kind, id) };
         async move {
             let options = StepOptions { retry: Some(delete_retry(max_delete_attempts)), undo: None, settle: None };
             let gone: bool = ctx
                 .step_with(&key, DELETE, &input, options, || async {
                     let aws = pool.region(&input.region).await;
-                    resources::delete_if_still_the_clusters(&aws, input.kind, &input.id, infra_id)
+                    let incarnation = input.incarnation.as_deref();
+                    resources::delete_if_still_the_clusters(&aws, input.kind, &input.id, infra_id, incarnation)
                         .await
                         .map_err(from_aws)
                 })
@@ -51,10 +52,11 @@ pub(crate) async fn delete_as_graph(
     rctx: &WfCtx,
     pool: &AwsPool,
     cluster: (&str, &str),
-    inventory: &BTreeMap<Kind, Vec<String>>,
+    discovered: &Discovered,
     max_delete_attempts: u32,
 ) -> Result<Vec<(Kind, Vec<(String, bool)>)>, StepError> {
     use futures::StreamExt;
+    let inventory = discovered.found();
     let present: Vec<Kind> = inventory.keys().copied().collect();
     let waits_for = |kind: Kind| -> Vec<Kind> {
         let mut seen: Vec<Kind> = Vec::new();
@@ -82,7 +84,7 @@ pub(crate) async fn delete_as_graph(
                     let ids = &inventory[&kind];
                     running.push(Box::pin(async move {
                         let keys = ids.iter().cloned();
-                        (kind, delete_kind(&ctx, pool, cluster, kind, ids, keys, max_delete_attempts).await)
+                        (kind, delete_kind(&ctx, pool, cluster, (kind, discovered), ids, keys, max_delete_attempts).await)
                     }));
                 }
             }

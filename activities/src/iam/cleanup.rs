@@ -2,7 +2,7 @@
 //! (a role's place in profiles, its policies): what compensation and teardown use. Names are
 //! listed, then each read for its tags; one listed but not readable yet is asked again.
 
-use super::{get_instance_profile, get_role, list_oidc_providers, oidc_provider_tags, pairs};
+use super::{get_instance_profile, get_role, list_oidc_providers, oidc_provider, oidc_provider_tags, pairs};
 use crate::client::Aws;
 use crate::error::{AwsError, AwsResult, classify};
 use crate::network::gone_ok;
@@ -83,16 +83,33 @@ pub async fn find_instance_profiles(aws: &Aws, prefix: &str, q: &TagQuery) -> Aw
     Ok(found)
 }
 
-/// The tags IAM holds now on role, instance profile or OIDC provider `name` (an ARN for a
+/// What IAM holds now under a role's, instance profile's or OIDC provider's name.
+pub(crate) struct Now {
+    pub(crate) tags: Vec<(String, String)>,
+    /// Which one it is: the role's or profile's unique id, the provider's creation date. A
+    /// same-name re-creation has another.
+    pub(crate) incarnation: Option<String>,
+}
+
+/// What IAM holds now on role, instance profile or OIDC provider `name` (an ARN for a
 /// provider); None if it is gone.
-pub(crate) async fn tags_now(aws: &Aws, kind: crate::Kind, name: &str) -> AwsResult<Option<Vec<(String, String)>>> {
+pub(crate) async fn now(aws: &Aws, kind: crate::Kind, name: &str) -> AwsResult<Option<Now>> {
     use crate::Kind;
     Ok(match kind {
-        Kind::IamRole => get_role(aws, name).await?.map(|r| pairs(&r.tags)),
-        Kind::InstanceProfile => get_instance_profile(aws, name).await?.map(|p| pairs(&p.tags)),
-        Kind::OidcProvider => oidc_provider_tags(aws, name).await?.map(|t| pairs(&t)),
+        Kind::IamRole => get_role(aws, name).await?.map(|r| Now { tags: pairs(&r.tags), incarnation: Some(r.id) }),
+        Kind::InstanceProfile => {
+            get_instance_profile(aws, name).await?.map(|p| Now { tags: pairs(&p.tags), incarnation: Some(p.id) })
+        }
+        Kind::OidcProvider => oidc_provider(aws, name).await?.map(|(t, made)| Now { tags: pairs(&t), incarnation: made }),
         _ => None,
     })
+}
+
+/// Which role, instance profile or OIDC provider of that name is there now (`Now::incarnation`),
+/// for a teardown to journal at discovery and compare at its delete; None if it is gone, or
+/// for other kinds.
+pub async fn incarnation(aws: &Aws, kind: crate::Kind, name: &str) -> AwsResult<Option<String>> {
+    Ok(now(aws, kind, name).await?.and_then(|n| n.incarnation))
 }
 
 /// Deletes the OIDC provider `arn`; false if it was gone.

@@ -17,7 +17,8 @@ use crate::tags::{CREATED_BY_TAG, IDENTITY_TAG, Identity, REGION_TAG};
 mod cleanup;
 pub mod home;
 mod room;
-pub(crate) use cleanup::tags_now;
+pub(crate) use cleanup::now;
+pub use cleanup::incarnation;
 pub use cleanup::{
     delete_instance_profile, delete_oidc_provider, delete_role, find_instance_profiles, find_oidc_providers, find_roles,
 };
@@ -189,6 +190,9 @@ pub async fn ensure_role(
 
 pub(crate) struct Role {
     arn: String,
+    /// IAM's unique id of this role: a role deleted and made again under the same name has
+    /// another one.
+    pub(crate) id: String,
     pub(crate) tags: Vec<Tag>,
     /// The trust policy as IAM returns it (URL-encoded JSON).
     trust: String,
@@ -200,6 +204,7 @@ pub(crate) async fn get_role(aws: &Aws, name: &str) -> AwsResult<Option<Role>> {
             let role = out.role().ok_or_else(|| missing("GetRole", "role"))?;
             Ok(Some(Role {
                 arn: role.arn().to_string(),
+                id: role.role_id().to_string(),
                 tags: role.tags().to_vec(),
                 trust: role.assume_role_policy_document().unwrap_or_default().to_string(),
             }))
@@ -306,6 +311,8 @@ pub async fn ensure_instance_profile(aws: &Aws, id: &Identity, name: &str, role:
 
 pub(crate) struct Profile {
     arn: String,
+    /// IAM's unique id of this profile (another for a same-name re-creation).
+    pub(crate) id: String,
     roles: Vec<String>,
     pub(crate) tags: Vec<Tag>,
 }
@@ -323,6 +330,7 @@ pub(crate) async fn get_instance_profile(aws: &Aws, name: &str) -> AwsResult<Opt
             let p = out.instance_profile().ok_or_else(|| missing("GetInstanceProfile", "instance profile"))?;
             Ok(Some(Profile {
                 arn: p.arn().to_string(),
+                id: p.instance_profile_id().to_string(),
                 roles: p.roles().iter().map(|r| r.role_name().to_string()).collect(),
                 tags: p.tags().to_vec(),
             }))
@@ -452,6 +460,12 @@ pub(crate) async fn list_oidc_providers(aws: &Aws) -> AwsResult<Vec<String>> {
 }
 
 pub(crate) async fn oidc_provider_tags(aws: &Aws, arn: &str) -> AwsResult<Option<Vec<Tag>>> {
+    Ok(oidc_provider(aws, arn).await?.map(|(tags, _)| tags))
+}
+
+/// The OIDC provider `arn`'s tags and when it was made (a provider has no unique id, and its
+/// ARN is its issuer's URL: a re-creation differs only by its date); None if it is gone.
+pub(crate) async fn oidc_provider(aws: &Aws, arn: &str) -> AwsResult<Option<(Vec<Tag>, Option<String>)>> {
     let r = aws
         .iam
         .get_open_id_connect_provider()
@@ -460,7 +474,10 @@ pub(crate) async fn oidc_provider_tags(aws: &Aws, arn: &str) -> AwsResult<Option
         .await
         .map_err(|e| classify("GetOpenIDConnectProvider", e));
     match r {
-        Ok(out) => Ok(Some(out.tags().to_vec())),
+        Ok(out) => {
+            let made = out.create_date().map(|d| format!("{}.{:09}", d.secs(), d.subsec_nanos()));
+            Ok(Some((out.tags().to_vec(), made)))
+        }
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
     }

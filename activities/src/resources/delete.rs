@@ -4,7 +4,7 @@
 
 use super::{Kind, Scope, find, tags_by_id};
 use crate::client::Aws;
-use crate::error::AwsResult;
+use crate::error::{AwsError, AwsResult};
 use crate::tags::{IDENTITY_TAG, TagQuery, owned};
 use crate::{
     classic_elb, compute, dns, ebs, elb, endpoints, iam, interfaces, nat, network, privatelink, routing, s3, security,
@@ -31,23 +31,48 @@ pub async fn delete(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> {
 /// round, perhaps days ago (a takeover after downtime replays the journaled inventory). EC2 ids
 /// are never reused, but names are: an IAM role, instance profile, OIDC provider (by its
 /// issuer's URL) or classic load balancer of that name may since have been deleted and made
-/// again, by anyone. Those are read again now and deleted only while they still match what
-/// discovery matched (the cluster's ownership tag, for IAM this region's); otherwise they count
-/// as gone (SAFETY-F393541 F13). The registry bucket checks itself (`s3`).
-pub async fn delete_if_still_the_clusters(aws: &Aws, kind: Kind, id: &str, infra: &str) -> AwsResult<bool> {
-    let tags = match kind {
-        Kind::IamRole | Kind::InstanceProfile | Kind::OidcProvider => iam::tags_now(aws, kind, id).await?,
-        Kind::ClassicLoadBalancer => classic_elb::tags_now(aws, id).await?,
+/// again, by anyone. Those are read again now:
+/// - no longer carrying the cluster's ownership tag (for IAM this region's): someone else's now,
+///   left, and counted as gone (SAFETY-F393541 F13);
+/// - carrying it, but IAM's `incarnation` of the name is not the one discovery journaled (the
+///   role's or profile's unique id, the provider's date): made again with the cluster's tags
+///   since, by whoever re-made a cluster of this infraID. Not the resource this teardown found,
+///   yet claiming to be the cluster's: the delete pauses naming it (SAFETY-A7937A6 G12), and
+///   the operator says whether it goes (`retry`: a new pass finds it anew) or not (`cancel`).
+///
+/// The registry bucket checks itself (`s3`).
+pub async fn delete_if_still_the_clusters(
+    aws: &Aws,
+    kind: Kind,
+    id: &str,
+    infra: &str,
+    incarnation: Option<&str>,
+) -> AwsResult<bool> {
+    let (tags, now) = match kind {
+        Kind::IamRole | Kind::InstanceProfile | Kind::OidcProvider => match iam::now(aws, kind, id).await? {
+            Some(now) => (Some(now.tags), now.incarnation),
+            None => (None, None),
+        },
+        Kind::ClassicLoadBalancer => (classic_elb::tags_now(aws, id).await?, None),
         _ => return delete(aws, kind, id).await,
     };
     let mut q = owned(infra);
     q.region = Some(aws.region.clone());
     match tags {
-        Some(tags) if q.matches_pairs(&tags) => delete(aws, kind, id).await,
-        Some(_) => {
+        Some(tags) if !q.matches_pairs(&tags) => {
             tracing::warn!(kind = kind.as_str(), id, "no longer tagged as the cluster's since it was found: left");
             Ok(false)
         }
+        Some(_) if incarnation.is_some_and(|found| now.as_deref() != Some(found)) => Err(AwsError::operator(
+                "GetRole",
+                format!(
+                    "{} {id} was deleted and made again with cluster {infra}'s tags since this teardown found it \
+                     (not the one it found): left; `retry` if it is the cluster's and goes too, `cancel` if it \
+                     belongs to a cluster made anew",
+                kind.as_str()
+            ),
+        )),
+        Some(_) => delete(aws, kind, id).await,
         None => Ok(false),
     }
 }
