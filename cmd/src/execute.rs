@@ -81,12 +81,23 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
     let engine = open_engine(db, registry, stderr_printer())?;
     let submitted = engine.submit(submission).await?;
     eprintln!(
-        "infraflow: {} workflow {} ({}); Ctrl-C stops it safely, the same command resumes it",
+        "infraflow: {} workflow {} ({}); {}; Ctrl-C stops it safely, the same command resumes it",
         args.workflow,
         submitted.id,
-        if submitted.created { "new" } else { "resuming" }
+        if submitted.created { "new" } else { "resuming" },
+        lease_said(),
     );
     see_through(&engine, &submitted.id, WorkflowState::Completed, args.output_file.as_deref()).await
+}
+
+/// Where the cluster's lease is kept, said on every run: two journals that name different
+/// buckets or prefixes (or one none) do not keep each other out, and nothing else can tell
+/// them (SAFETY-A7937A6 G10).
+fn lease_said() -> String {
+    match infraflow_workflows::cluster_hold::lock_config() {
+        Some(c) => format!("cluster lease under s3://{}/{}", c.store.bucket, c.store.prefix),
+        None => "no cluster lease (no --lock-bucket): other journals are not kept off this cluster".to_string(),
+    }
 }
 
 /// What is read from AWS before a workflow is journaled, so that an input AWS refuses is bad

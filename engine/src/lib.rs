@@ -26,6 +26,7 @@ pub use clock::{Clock, Sleep, SystemClock, TestClock};
 pub use compensate::UNDO_PREFIX;
 pub use context::{Signals, StepOptions, WfCtx, input_hash};
 pub use current_step::{StepId, current_step};
+pub use lease::BootInstant;
 pub use engine::{Engine, EngineConfig, Submission, Submitted};
 pub use error::{ActivityError, EngineError, InputError, StepError};
 pub use gate::ENVIRONMENT_STEP;

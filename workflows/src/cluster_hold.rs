@@ -15,6 +15,7 @@ use infraflow_engine::{BoxFuture, Hold, HoldError, HoldRequest, TakeHold};
 use crate::cluster::ClusterRef;
 use serde_json::Value;
 use tokio::sync::watch;
+use infraflow_engine::BootInstant;
 use tokio::time::Instant;
 
 /// Where and how this process holds cluster leases (`--lock-bucket` and its companions).
@@ -309,6 +310,11 @@ fn hold(aws: Aws, config: LockConfig, request: HoldRequest, key: String, taken: 
         tokio::spawn(async move {
             let mut serial = serial + 1;
             let mut deadline = sent + ttl - ttl / 6;
+            // The same deadline on the boot clock, which counts a suspend that tokio's
+            // monotonic timers skip (as the journal lease's fence does: `BootInstant`): a
+            // machine resumed past it lapses the hold at its next tick, not a suspend later.
+            let on_boot_clock = |at: Instant| BootInstant::now() + at.saturating_duration_since(Instant::now());
+            let mut boot_deadline = on_boot_clock(deadline);
             let mut next = sent + ttl / 3;
             let lapse = |tx: &watch::Sender<Option<String>>| {
                 let _ = tx.send(Some(format!(
@@ -317,10 +323,17 @@ fn hold(aws: Aws, config: LockConfig, request: HoldRequest, key: String, taken: 
                 )));
             };
             loop {
+                let tick = next.min(Instant::now() + poll(ttl));
                 tokio::select! {
                     _ = tokio::time::sleep_until(deadline) => return lapse(&tx),
-                    _ = tokio::time::sleep_until(next) => {}
+                    _ = tokio::time::sleep_until(tick) => {}
                     _ = stop.notified() => return,
+                }
+                if BootInstant::now() >= boot_deadline {
+                    return lapse(&tx);
+                }
+                if Instant::now() < next {
+                    continue;
                 }
                 let sent = Instant::now();
                 let current = written.lock().unwrap().0.clone();
@@ -334,6 +347,7 @@ fn hold(aws: Aws, config: LockConfig, request: HoldRequest, key: String, taken: 
                         *written.lock().unwrap() = (new, serial);
                         serial += 1;
                         deadline = sent + ttl - ttl / 6;
+                        boot_deadline = on_boot_clock(deadline);
                         next = sent + ttl / 3;
                     }
                     Ok(Written::Lost) => {
