@@ -123,5 +123,5 @@ pub async fn delete_classic_load_balancer(aws: &Aws, name: &str) -> AwsResult<bo
         Ok(_) => {}
     }
     let r = aws.classic_elb.delete_load_balancer().load_balancer_name(name).send().await;
-    crate::network::gone_ok(r.map(|_| ()).map_err(|e| classify("DeleteLoadBalancer", e)))
+    crate::error::gone_ok(r.map(|_| ()).map_err(|e| classify("DeleteLoadBalancer", e)))
 }

@@ -7,7 +7,7 @@ use crate::client::Aws;
 use crate::consistency::once_consistent;
 use crate::error::{AwsResult, classify};
 use crate::inventory::Lookup;
-use crate::network::missing;
+use crate::error::missing;
 use crate::tags::{Identity, TagQuery, filter};
 use crate::wait::{WAIT_BUDGET, poll_until};
 

@@ -203,3 +203,17 @@ where
 }
 
 pub type AwsResult<T> = Result<T, AwsError>;
+
+/// Ignores "not found": for deletes, a resource already gone is the goal reached.
+pub(crate) fn gone_ok(r: Result<(), AwsError>) -> AwsResult<bool> {
+    match r {
+        Ok(()) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e.retry_dependency()),
+    }
+}
+
+/// A response that lacks what AWS always sends: asked again (the SDK's model makes it optional).
+pub(crate) fn missing(operation: &'static str, what: &str) -> AwsError {
+    AwsError::not_yet(operation, format!("the response has no {what}"))
+}

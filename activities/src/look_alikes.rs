@@ -8,7 +8,8 @@
 use crate::client::Aws;
 use crate::error::AwsResult;
 use crate::provenance::{self, Verdict};
-use crate::resources::{Kind, Scope};
+use crate::resources::kind::Kind;
+use crate::resources::scope::Scope;
 use crate::tags::{TagQuery, owned};
 use crate::{classic_elb, compute, dns, ebs, elb, interfaces, network, security};
 

@@ -7,7 +7,7 @@ use crate::client::Aws;
 use crate::consistency::once_consistent;
 use crate::error::{AwsError, AwsResult, classify};
 use crate::inventory::Lookup;
-use crate::network::{gone_ok, missing};
+use crate::error::{gone_ok, missing};
 use crate::tags::{Identity, TagQuery, filter};
 use crate::wait::{WAIT_BUDGET, poll_until};
 

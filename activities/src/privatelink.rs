@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
 use crate::error::{AwsError, AwsResult, classify};
-use crate::network::missing;
+use crate::error::missing;
 use crate::tags::{Identity, TagQuery, filter};
 use crate::wait::{WAIT_BUDGET, poll_until};
 

@@ -4,24 +4,13 @@
 //! provision of each, unless a teardown of it completed since.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use infraflow_journal::{Journal, Location, WorkflowState};
-use infraflow_workflows::check::{self, CHECKED_WORKFLOWS, CheckReport, Provisioned};
+use infraflow_workflows::check::{self, CHECKED_WORKFLOWS, Provisioned};
 
+use crate::checked::{Checked, SharedChecks};
 use crate::failure::{CHECK_FAILED, CmdResult, DRIFTED, Failure, OK};
-
-/// One cluster's last check on the daemon's schedule.
-#[derive(Clone, Debug)]
-pub struct Checked {
-    pub infra_id: String,
-    pub region: String,
-    pub at_ms: i64,
-    pub result: Result<CheckReport, String>,
-}
-
-/// The daemon's last check of every cluster, for the page and the metrics.
-pub type SharedChecks = Arc<Mutex<BTreeMap<(String, String), Checked>>>;
 
 /// The clusters of the journal as their newest completed provision made them, by (infraID,
 /// region); a cluster whose teardown completed after it is left out.

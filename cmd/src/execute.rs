@@ -3,33 +3,15 @@
 use std::sync::Arc;
 
 use infraflow_activities::RoleAllowList;
-use infraflow_engine::{Engine, EngineConfig, Observer, Registry, Signals, Submission, SystemClock};
+use infraflow_engine::{Engine, Registry, Signals, Submission, SystemClock};
 use infraflow_journal::{Journal, Location, RequestOutcome, WorkflowState};
 
 use crate::cli::SubmitArgs;
 use crate::failure::{CmdResult, Failure, INTERRUPTED, OK, WORKFLOW_FAILED};
 use crate::input::read_input;
-use crate::paths::prepare_dir;
 use crate::progress::{stderr_printer, tracing_observer};
-use crate::registry::full_registry;
+use crate::registry::{full_registry, open_engine};
 use crate::signals::forward_interrupts;
-
-fn open_engine(db: &Location, registry: Registry, observer: Observer) -> Result<Engine, Failure> {
-    prepare_dir(db)?;
-    let journal = Journal::open_at(db)?;
-    Ok(Engine::new(journal, registry, Arc::new(SystemClock), engine_config()).with_observer(observer))
-}
-
-/// The engine's defaults, with an undo settling as long as an interrupted create
-/// (`--consistency-settle`): both wait for AWS to show what it made.
-fn engine_config() -> EngineConfig {
-    EngineConfig { undo_settle: infraflow_workflows::consistency_settle(), ..EngineConfig::default() }
-}
-
-/// The engine of a command that reports nothing as it goes (`sweep`).
-pub(crate) fn open_engine_quiet(db: &Location) -> Result<Engine, Failure> {
-    open_engine(db, full_registry(), tracing_observer())
-}
 
 /// Validates everything before the journal is even opened: bad input changes nothing.
 fn validated_submission(args: &SubmitArgs, registry: &Registry) -> Result<Submission, Failure> {
@@ -377,7 +359,7 @@ pub async fn daemon(
     // Before the registry's pool is made: its clients refuse what the list does not allow.
     allow_roles(allowed_roles).await;
     let last_sweep = crate::sweep::SharedSweep::default();
-    let last_checks = crate::check::SharedChecks::default();
+    let last_checks = crate::checked::SharedChecks::default();
     let engine = Arc::new(open_engine(db, full_registry(), metrics.observer(tracing_observer()))?);
     engine.journal().verify()?;
     tracing::info!(journal = %db, "journal opened and verified");

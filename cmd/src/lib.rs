@@ -3,6 +3,7 @@
 
 mod bench;
 mod check;
+mod checked;
 pub mod cli;
 mod execute;
 mod failure;

@@ -172,7 +172,7 @@ impl Metrics {
 
     /// What a round of drift checks found: findings by kind (kinds seen before and not now at 0),
     /// and clusters by result.
-    pub fn record_checks<'a>(&self, checked: impl Iterator<Item = &'a crate::check::Checked>) {
+    pub fn record_checks<'a>(&self, checked: impl Iterator<Item = &'a crate::checked::Checked>) {
         let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
         let (mut in_sync, mut drifted, mut failed) = (0, 0, 0);
         for c in checked {

@@ -126,7 +126,7 @@ pub async fn sweep(db: &Location, regions: &[String], dry_run: bool, json: bool)
         };
         (classify(&pool, journal.as_ref(), &regions).await?, Vec::new())
     } else {
-        let engine = crate::execute::open_engine_quiet(db)?;
+        let engine = crate::registry::open_engine_quiet(db)?;
         let mut swept = classify(&pool, Some(engine.journal()), &regions).await?;
         let submitted = submit_teardowns(&engine, &mut swept).await?;
         (swept, submitted)

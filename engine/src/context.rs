@@ -20,6 +20,9 @@ use crate::progress::{Observer, Progress};
 use crate::retry::RetryPolicy;
 pub use crate::signals::Signals;
 
+/// The step that journals where a workflow acts (the gate's probe; a step every run replays).
+pub const ENVIRONMENT_STEP: &str = "environment";
+
 /// How long a step without an undo runs before its start is journaled.
 const START_RECORD_DELAY: std::time::Duration = std::time::Duration::from_millis(2);
 
@@ -263,7 +266,7 @@ impl WfCtx {
     /// the call (program order, deterministic even when steps then run concurrently). Undo steps
     /// and the environment probe are not part of the body and take none.
     fn next_position(&self, key: &str) -> Option<String> {
-        if self.run.compensating.load(Ordering::SeqCst) || key == crate::gate::ENVIRONMENT_STEP {
+        if self.run.compensating.load(Ordering::SeqCst) || key == ENVIRONMENT_STEP {
             return None;
         }
         let mut positions = self.run.positions.lock().unwrap();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use infraflow_journal::{Durability, Event, StepState, WorkflowState, WorkflowView};
 use serde_json::Value;
 
-use crate::context::{Run, Signals, StepOptions, WfCtx};
+use crate::context::{ENVIRONMENT_STEP, Run, Signals, StepOptions, WfCtx};
 use crate::engine::Engine;
 use crate::error::{EngineError, StepError};
 use crate::progress::Progress;
@@ -233,9 +233,6 @@ impl Engine {
         }
     }
 }
-
-/// The step that journals where a workflow acts.
-pub const ENVIRONMENT_STEP: &str = "environment";
 
 /// `{"account":"1","region":"r"}` as `account 1, region r`.
 fn describe(env: &Value) -> String {

@@ -29,7 +29,7 @@ pub use current_step::{StepId, current_step};
 pub use lease::BootInstant;
 pub use engine::{Engine, EngineConfig, Submission, Submitted};
 pub use error::{ActivityError, EngineError, InputError, StepError};
-pub use gate::ENVIRONMENT_STEP;
+pub use context::ENVIRONMENT_STEP;
 pub use hold::{Hold, HoldError, HoldRequest, TakeHold};
 pub use ids::{check_id, new_id};
 pub use progress::{Observer, Progress, silent};

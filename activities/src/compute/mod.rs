@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
 use crate::error::{AwsError, AwsResult, classify};
-use crate::network::missing;
+use crate::error::missing;
 use crate::tags::{Identity, TagQuery, filter};
 use crate::wait::{WAIT_BUDGET, poll_until};
 
@@ -210,7 +210,7 @@ pub async fn terminate_instance(aws: &Aws, instance_id: &str) -> AwsResult<bool>
         Some(InstanceStateName::ShuttingDown) => true,
         Some(_) => {
             let r = aws.ec2.terminate_instances().instance_ids(instance_id).send().await;
-            crate::network::gone_ok(r.map(|_| ()).map_err(|e| classify("TerminateInstances", e)))?
+            crate::error::gone_ok(r.map(|_| ()).map_err(|e| classify("TerminateInstances", e)))?
         }
     };
     poll_until("DescribeInstances", &format!("instance {instance_id} not terminated"), WAIT_BUDGET, || async {

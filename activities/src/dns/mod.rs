@@ -1,18 +1,22 @@
 //! Route53: the public zone of the base domain (looked up, never created), and private zones
 //! attached to the cluster's VPC, marked at creation so a re-run or teardown finds them.
 
+mod names;
 mod records;
 mod room;
 mod soa;
+mod vpc_zones;
 
 use aws_sdk_route53::types::{Change, ChangeAction, HostedZoneConfig, Tag, TagResourceType, Vpc, VpcRegion};
 
 use crate::client::Aws;
 use crate::error::{AwsError, AwsResult, classify};
-use crate::network::missing;
+use crate::error::missing;
 use crate::tags::{Identity, OWNED, adopters, adoption_key, ownership_key};
 use crate::throttle::within_rate;
+use names::{bare, fqdn};
 use records::change_records;
+pub use vpc_zones::zones_of_vpc;
 pub use records::{
     WrittenCname, cname_values, delete_records_named, delete_records_named_pointing_to, delete_records_pointing_to,
     records_named_pointing_to, records_of, restore_cnames, upsert_cnames,
@@ -65,14 +69,6 @@ fn parse_marker(comment: &str) -> Option<(&str, Option<&str>)> {
 
 /// ChangeTagsForResource's limit per call.
 const ROUTE53_TAGS_PER_CALL: usize = 10;
-
-fn bare(zone_id: &str) -> String {
-    zone_id.trim_start_matches("/hostedzone/").to_string()
-}
-
-fn fqdn(name: &str) -> String {
-    if name.ends_with('.') { name.to_string() } else { format!("{name}.") }
-}
 
 /// A hosted zone as listed: id, name, whether private, and its comment.
 #[derive(Clone, Debug)]
@@ -507,36 +503,6 @@ pub(crate) async fn tags_of_zones(aws: &Aws, ids: &[String]) -> AwsResult<Vec<(S
     Ok(out)
 }
 
-/// The private zones associated with a VPC (ListHostedZonesByVPC, every page).
-pub async fn zones_of_vpc(aws: &Aws, vpc_id: &str) -> AwsResult<Vec<String>> {
-    let mut zones = Vec::new();
-    let mut next: Option<String> = None;
-    loop {
-        let out = within_rate(|| async {
-            aws.r53
-                .list_hosted_zones_by_vpc()
-                .vpc_id(vpc_id)
-                .vpc_region(VpcRegion::from(aws.region.as_str()))
-                .set_next_token(next.clone())
-                .send()
-                .await
-                .map_err(|e| classify("ListHostedZonesByVPC", e))
-        })
-        .await;
-        let out = match out {
-            Ok(o) => o,
-            // A VPC already gone has no zones left to find through it.
-            Err(e) if e.is_not_found() || e.code_is("InvalidVPCId") => return Ok(zones),
-            Err(e) => return Err(e),
-        };
-        zones.extend(out.hosted_zone_summaries().iter().map(|z| bare(z.hosted_zone_id())));
-        match out.next_token() {
-            Some(t) if !t.is_empty() => next = Some(t.to_string()),
-            _ => return Ok(zones),
-        }
-    }
-}
-
 /// Deletes a hosted zone after emptying it of records.
 pub async fn delete_zone(aws: &Aws, zone_id: &str) -> AwsResult<bool> {
     let records = match records_of(aws, zone_id).await {
@@ -557,7 +523,7 @@ pub async fn delete_zone(aws: &Aws, zone_id: &str) -> AwsResult<bool> {
     }
     // A throttle is waited out in place: a teardown deletes the cluster's zones beside everything
     // else, and Route53 allows the account 5 requests a second.
-    crate::network::gone_ok(
+    crate::error::gone_ok(
         within_rate(|| async {
             aws.r53
                 .delete_hosted_zone()

@@ -3,7 +3,8 @@
 
 use aws_sdk_route53::types::{Change, ChangeAction, ChangeBatch, ResourceRecordSet};
 
-use super::*;
+use super::names::fqdn;
+use super::vpc_zones::zones_of_vpc;
 use crate::client::Aws;
 use crate::error::{AwsResult, classify};
 use crate::throttle::within_rate;

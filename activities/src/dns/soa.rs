@@ -4,7 +4,8 @@
 
 use aws_sdk_route53::types::{Change, ChangeAction, ResourceRecord, ResourceRecordSet, RrType};
 
-use super::{change_records, fqdn};
+use super::names::fqdn;
+use super::records::change_records;
 use crate::client::Aws;
 use crate::error::{AwsError, AwsResult, classify};
 use crate::throttle::within_rate;

@@ -9,7 +9,7 @@ use aws_sdk_elasticloadbalancingv2::types::{
 
 use crate::client::Aws;
 use crate::error::{AwsError, AwsResult, classify};
-use crate::network::missing;
+use crate::error::missing;
 use crate::tags::{Identity, TagQuery};
 use crate::wait::{WAIT_BUDGET, poll_until};
 
@@ -338,7 +338,7 @@ pub async fn delete_load_balancer(aws: &Aws, arn: &str) -> AwsResult<bool> {
     let r = aws.elb.delete_load_balancer().load_balancer_arn(arn).send().await;
     match r.map(|_| ()).map_err(|e| classify("DeleteLoadBalancer", e)) {
         Err(e) if e.code_is("LoadBalancerNotFound") => Ok(false),
-        r => crate::network::gone_ok(r),
+        r => crate::error::gone_ok(r),
     }
 }
 
@@ -346,7 +346,7 @@ pub async fn delete_target_group(aws: &Aws, arn: &str) -> AwsResult<bool> {
     let r = aws.elb.delete_target_group().target_group_arn(arn).send().await;
     match r.map(|_| ()).map_err(|e| classify("DeleteTargetGroup", e)) {
         Err(e) if e.code_is("TargetGroupNotFound") => Ok(false),
-        r => crate::network::gone_ok(r),
+        r => crate::error::gone_ok(r),
     }
 }
 

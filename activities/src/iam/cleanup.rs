@@ -5,7 +5,7 @@
 use super::{get_instance_profile, get_role, list_oidc_providers, oidc_provider, oidc_provider_tags, pairs};
 use crate::client::Aws;
 use crate::error::{AwsError, AwsResult, classify};
-use crate::network::gone_ok;
+use crate::error::gone_ok;
 use crate::tags::{OWNERSHIP_PREFIX, TagQuery};
 
 /// The ARNs of the OIDC providers whose tags match `q`.

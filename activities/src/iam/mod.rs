@@ -11,7 +11,7 @@ use aws_sdk_iam::types::Tag;
 
 use crate::client::Aws;
 use crate::error::{AwsError, AwsResult, classify};
-use crate::network::missing;
+use crate::error::missing;
 use crate::tags::{CREATED_BY_TAG, IDENTITY_TAG, Identity, REGION_TAG};
 
 mod cleanup;

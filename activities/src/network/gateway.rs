@@ -3,7 +3,7 @@
 
 use aws_sdk_ec2::types::ResourceType;
 
-use super::{gone_ok, missing};
+use crate::error::{gone_ok, missing};
 use crate::adopt::adopt_hypershift;
 use crate::client::Aws;
 use crate::consistency::once_consistent;

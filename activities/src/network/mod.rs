@@ -14,7 +14,7 @@ pub use subnets::{SubnetInfo, delete_subnet, describe_subnets, ensure_subnet, fi
 use crate::adopt::{adopt_hypershift, itself};
 use crate::client::Aws;
 use crate::consistency::once_consistent;
-use crate::error::{AwsError, AwsResult, classify};
+use crate::error::{AwsError, AwsResult, classify, gone_ok, missing};
 use crate::inventory::Lookup;
 use crate::tags::{Identity, TagQuery, filter};
 
@@ -49,19 +49,6 @@ pub const IAM_DELETE: &[&str] = &[
     // The cluster's own VPC goes back to the default options before its set is deleted.
     "ec2:AssociateDhcpOptions",
 ];
-
-/// Ignores "not found": for deletes, a resource already gone is the goal reached.
-pub(crate) fn gone_ok(r: Result<(), AwsError>) -> AwsResult<bool> {
-    match r {
-        Ok(()) => Ok(true),
-        Err(e) if e.is_not_found() => Ok(false),
-        Err(e) => Err(e.retry_dependency()),
-    }
-}
-
-pub(crate) fn missing(operation: &'static str, what: &str) -> AwsError {
-    AwsError::not_yet(operation, format!("the response has no {what}"))
-}
 
 /// A zone as EC2 names it in this account, and its account-independent id.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,7 +88,7 @@ pub async fn availability_zones(aws: &Aws) -> AwsResult<Vec<ZoneInfo>> {
 /// region's VPCs (a handful), judged here: AWS filters cannot ask for one tag *or* another.
 pub async fn cluster_vpcs(aws: &Aws, infra: &str) -> AwsResult<Vec<String>> {
     let owned = crate::tags::owned(infra);
-    let record = crate::customer_network::record_key(infra);
+    let record = crate::customer_network::marks::record_key(infra);
     let out = aws.ec2.describe_vpcs().send().await.map_err(|e| classify("DescribeVpcs", e))?;
     Ok(out
         .vpcs()

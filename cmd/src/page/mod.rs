@@ -39,7 +39,7 @@ pub struct Page {
     /// The daemon's last sweep (`--sweep-every`), shown under the list.
     sweep: crate::sweep::SharedSweep,
     /// The daemon's last drift check of each cluster (`--check-every`), shown under the list.
-    checks: crate::check::SharedChecks,
+    checks: crate::checked::SharedChecks,
 }
 
 /// The `Host` header values a page listening on `addr` answers for: the address itself, the
@@ -118,7 +118,7 @@ impl Page {
     }
 
     /// The page with the daemon's last drift checks under the list.
-    pub fn with_checks(mut self, checks: crate::check::SharedChecks) -> Page {
+    pub fn with_checks(mut self, checks: crate::checked::SharedChecks) -> Page {
         self.checks = checks;
         self
     }

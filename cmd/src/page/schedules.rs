@@ -25,7 +25,7 @@ pub(super) fn last_sweep(sweep: &crate::sweep::SharedSweep) -> Value {
 }
 
 /// The last check of each cluster, a row each (null before the first).
-pub(super) fn last_checks(checks: &crate::check::SharedChecks) -> Value {
+pub(super) fn last_checks(checks: &crate::checked::SharedChecks) -> Value {
     let checks = checks.lock().unwrap();
     if checks.is_empty() {
         return Value::Null;

@@ -340,7 +340,7 @@ pub(crate) async fn append_one_hinted(
         tx.execute(&s.insert, &plan.event_params()).await?;
         tx.execute(&s.update, &plan.summary_params()).await?;
         if plan.wake {
-            tx.execute(&s.notify, &[&super::tx::WORK_CHANNEL]).await?;
+            tx.execute(&s.notify, &[&super::listen::WORK_CHANNEL]).await?;
         }
     }
     let state = plan.results.pop().unwrap_or_else(|| Err(JournalError::UnknownWorkflow(reqs[0].id.clone())))?;
@@ -403,7 +403,7 @@ async fn write_and_commit(
         async { if begin { c.batch_execute("BEGIN").await } else { Ok(()) } },
         c.query(&update, update_params),
         c.execute(&insert, &event_params),
-        async { if plan.wake { c.execute(&notify, &[&super::tx::WORK_CHANNEL]).await.map(|_| 0) } else { Ok(0) } },
+        async { if plan.wake { c.execute(&notify, &[&super::listen::WORK_CHANNEL]).await.map(|_| 0) } else { Ok(0) } },
         c.batch_execute("COMMIT"),
     );
     settle(commit)?;

@@ -9,7 +9,9 @@ use tokio::sync::Notify;
 use tokio_postgres::AsyncMessage;
 
 use super::pool::SharedPool;
-use super::tx::WORK_CHANNEL;
+
+/// Told to every daemon listening when work may have become claimable.
+pub(crate) const WORK_CHANNEL: &str = "infraflow_work";
 
 /// Listens until the journal is dropped, reconnecting after any failure. Each notification (and
 /// each reconnection, which may have missed some) wakes one waiting daemon loop, or the next.

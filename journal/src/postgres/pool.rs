@@ -99,14 +99,6 @@ fn is_transient(e: &tokio_postgres::Error) -> bool {
     }
 }
 
-/// The error of a failed connection, with its cause (refused, timed out, authentication).
-pub(crate) fn unreachable(target: &PgTarget, e: &tokio_postgres::Error) -> JournalError {
-    let detail = match std::error::Error::source(e) {
-        Some(cause) => format!("{e}: {cause}"),
-        None => e.to_string(),
-    };
-    JournalError::Unreachable { location: target.to_string(), detail }
-}
 
 /// Commits; a failure without a server answer leaves the outcome unknown, which is never
 /// retried (nor reported as committed).

@@ -94,7 +94,7 @@ impl PgTarget {
         config.connect(self.tls.clone()).await.map_err(|e| {
             match super::tls::explain(self.ssl_mode, self.root_cert.as_ref(), &e) {
                 Some(detail) => JournalError::Tls { location: self.shown.clone(), detail },
-                None => super::pool::unreachable(self, &e),
+                None => unreachable(self, &e),
             }
         })
     }
@@ -281,4 +281,13 @@ mod tests {
             assert!(err.contains("postgres://USER@HOST:PORT/DATABASE"), "{url}: {err}");
         }
     }
+}
+
+/// The error of a failed connection, with its cause (refused, timed out, authentication).
+pub(crate) fn unreachable(target: &PgTarget, e: &tokio_postgres::Error) -> JournalError {
+    let detail = match std::error::Error::source(e) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    };
+    JournalError::Unreachable { location: target.to_string(), detail }
 }

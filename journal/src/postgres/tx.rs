@@ -18,8 +18,6 @@ use crate::rules::{
     CLUSTER_BLOCKER_SQL, CancelPlan, LATER_STARTED_SQL, ResumePlan, lease_is_free, plan_cancel, plan_resume,
 };
 
-/// Told to every daemon listening when work may have become claimable.
-pub(crate) const WORK_CHANNEL: &str = "infraflow_work";
 
 const SUBMIT_SQL: &str =
     "INSERT INTO workflows (id, workflow, input, cluster, no_rollback, created_at, updated_at, seq,
@@ -168,7 +166,7 @@ pub(crate) async fn release(c: &mut Conn, owner: &str, ids: &[String]) -> Result
     let tx = c.transaction().await?;
     let n = tx.execute(&release, &[&ids, &owner]).await?;
     if n > 0 {
-        tx.execute(&notify, &[&WORK_CHANNEL]).await?;
+        tx.execute(&notify, &[&super::listen::WORK_CHANNEL]).await?;
     }
     commit(tx).await
 }
