@@ -8,8 +8,8 @@ use aws_sdk_ec2::types::{VolumeAttachmentState, VolumeState};
 
 use crate::adopt::pairs;
 use crate::client::Aws;
-use crate::error::{AwsError, AwsResult, classify};
 use crate::error::gone_ok;
+use crate::error::{AwsError, AwsResult, classify};
 use crate::tags::{TagQuery, ownership_pairs};
 
 /// The IAM actions this file's lookups call.

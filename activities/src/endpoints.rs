@@ -5,9 +5,9 @@ use aws_sdk_ec2::types::{ResourceType, VpcEndpointType};
 use crate::adopt::{adopt_hypershift, itself};
 use crate::client::Aws;
 use crate::consistency::once_consistent;
+use crate::error::missing;
 use crate::error::{AwsResult, classify};
 use crate::inventory::Lookup;
-use crate::error::missing;
 use crate::tags::{Identity, TagQuery, filter};
 use crate::wait::{WAIT_BUDGET, poll_until};
 

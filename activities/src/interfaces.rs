@@ -7,8 +7,8 @@ use aws_sdk_ec2::types::NetworkInterfaceStatus;
 
 use crate::adopt::pairs;
 use crate::client::Aws;
-use crate::error::{AwsError, AwsResult, classify};
 use crate::error::gone_ok;
+use crate::error::{AwsError, AwsResult, classify};
 use crate::network::find_subnets;
 use crate::tags::{TagQuery, filter, ownership_pairs};
 

@@ -6,8 +6,8 @@ use crate::adopt::{adopt_hypershift, itself, mark_if_adopted};
 use crate::client::Aws;
 use crate::consistency::once_consistent;
 use crate::error::{AwsError, AwsResult, classify};
-use crate::inventory::Lookup;
 use crate::error::{gone_ok, missing};
+use crate::inventory::Lookup;
 use crate::tags::{Identity, TagQuery, filter};
 use crate::wait::{WAIT_BUDGET, poll_until};
 

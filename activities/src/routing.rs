@@ -7,8 +7,8 @@ use crate::adopt::adopt_hypershift;
 use crate::client::Aws;
 use crate::consistency::once_consistent;
 use crate::error::{AwsError, AwsResult, classify};
-use crate::inventory::Lookup;
 use crate::error::{gone_ok, missing};
+use crate::inventory::Lookup;
 use crate::tags::{IDENTITY_TAG, Identity, TagQuery, filter};
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by

@@ -76,7 +76,7 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
 /// buckets or prefixes (or one none) do not keep each other out, and nothing else can tell
 /// them (SAFETY-A7937A6 G10).
 fn lease_said() -> String {
-    match infraflow_workflows::cluster_hold::lock_config() {
+    match infraflow_workflows::hold::lease::lock_config() {
         Some(c) => format!("cluster lease under s3://{}/{}", c.store.bucket, c.store.prefix),
         None => "no cluster lease (no --lock-bucket): other journals are not kept off this cluster".to_string(),
     }
@@ -93,7 +93,7 @@ async fn check_aws_before_journal(db: &Location, submission: &Submission) -> Res
     if !already_journaled(db, submission.id.as_deref()) {
         refuse_protected_teardown(submission).await?;
         refuse_unfit_customer_network(submission).await?;
-        if infraflow_workflows::quota_hold::on() {
+        if infraflow_workflows::quota::on() {
             refuse_over_quota(submission).await?;
         }
     }
@@ -108,7 +108,7 @@ async fn check_aws_before_journal(db: &Location, submission: &Submission) -> Res
 async fn refuse_over_quota(submission: &Submission) -> Result<(), Failure> {
     let role = infraflow_workflows::role_of(&submission.input);
     let pool = crate::registry::pool().assuming(role.as_ref());
-    let admission = infraflow_workflows::provision::quota::admit_before_submit(&pool, &submission.workflow, &submission.input)
+    let admission = infraflow_workflows::quota::provision::admit_before_submit(&pool, &submission.workflow, &submission.input)
         .await
         .map_err(|e| {
             Failure::other(format!(
@@ -236,8 +236,8 @@ async fn dry_run(args: &SubmitArgs) -> CmdResult {
     }
     let input = read_input(&args.input)?;
     let plan =
-        infraflow_workflows::teardown_plan::plan(&crate::registry::pool(), &input).await.map_err(|e| match e {
-            infraflow_workflows::teardown_plan::PlanError::Input(e) => Failure::usage(e.to_string()),
+        infraflow_workflows::teardown::plan::plan(&crate::registry::pool(), &input).await.map_err(|e| match e {
+            infraflow_workflows::teardown::plan::PlanError::Input(e) => Failure::usage(e.to_string()),
             e => Failure::other(e.to_string()),
         })?;
     if args.json {

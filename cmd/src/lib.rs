@@ -89,8 +89,8 @@ fn infraflow_command() -> ExitCode {
         if let Some(pacing) = cli.aws_rate {
             registry::set_pacing(pacing);
         }
-        infraflow_workflows::quota_hold::configure(!cli.skip_quota_check, cli.quota_recheck);
-        infraflow_workflows::wait_limit::configure(cli.wait_limit);
+        infraflow_workflows::quota::configure(!cli.skip_quota_check, cli.quota_recheck);
+        infraflow_workflows::hold::wait_limit::configure(cli.wait_limit);
         if let Some(settle) = cli.consistency_settle {
             infraflow_workflows::set_consistency_settle(settle);
         }

@@ -3,7 +3,7 @@
 
 use infraflow_activities::cluster_lease::LeaseStore;
 use infraflow_journal::Location;
-use infraflow_workflows::cluster_hold::{self, LockConfig};
+use infraflow_workflows::hold::lease::{self, LockConfig};
 
 use crate::cli::LockArgs;
 use crate::failure::Failure;
@@ -23,7 +23,7 @@ pub fn configure(args: &LockArgs, db: &Location) -> Result<bool, Failure> {
         .or_else(|| std::env::var("AWS_REGION").ok())
         .filter(|r| !r.is_empty())
         .unwrap_or_else(|| "us-east-1".to_string());
-    cluster_hold::configure_lock(LockConfig {
+    lease::configure_lock(LockConfig {
         store: LeaseStore { bucket, prefix: args.lock_prefix.clone() },
         region,
         ttl: args.lock_ttl,
@@ -35,7 +35,7 @@ pub fn configure(args: &LockArgs, db: &Location) -> Result<bool, Failure> {
 
 /// Refuses a store that ignores `If-None-Match` (or cannot be written) before anything runs.
 pub async fn self_test() -> Result<(), Failure> {
-    cluster_hold::self_test(&crate::registry::pool()).await.map_err(Failure::usage)
+    lease::self_test(&crate::registry::pool()).await.map_err(Failure::usage)
 }
 
 /// The proof `start_proof` started, until `proved` waits for it (one run or submit a process).
@@ -49,7 +49,7 @@ static PROOF: std::sync::Mutex<Option<tokio::task::JoinHandle<Result<(), String>
 /// `--lock-bucket` it proves nothing and calls nothing.
 pub fn start_proof(role: Option<&infraflow_activities::AssumedRole>) {
     let pool = crate::registry::pool().assuming(role);
-    let task = tokio::spawn(async move { cluster_hold::self_test(&pool).await });
+    let task = tokio::spawn(async move { lease::self_test(&pool).await });
     *PROOF.lock().unwrap() = Some(task);
 }
 

@@ -293,7 +293,7 @@ impl Metrics {
         for (class, n) in infraflow_activities::pacing::waiting_now() {
             self.rate_waiting.get_or_create(&labels(&[("class", class.as_str())])).set(n as i64);
         }
-        let (held, waiting) = infraflow_workflows::cluster_hold::leases_now();
+        let (held, waiting) = infraflow_workflows::hold::lease::leases_now();
         self.cluster_leases.get_or_create(&labels(&[("state", "held")])).set(held);
         self.cluster_leases.get_or_create(&labels(&[("state", "waiting")])).set(waiting);
         let mut out = String::new();

@@ -36,7 +36,7 @@ pub fn policy(workflows: &[String], infra_id: Option<&str>) -> CmdResult {
         }
     };
     let mut doc = doc;
-    if let Some(lock) = infraflow_workflows::cluster_hold::lock_config() {
+    if let Some(lock) = infraflow_workflows::hold::lease::lock_config() {
         // The cluster lease (`--lock-bucket`): its objects under the prefix, nothing else of the
         // bucket's (the self-test's probes live under the same prefix).
         let objects = format!("arn:aws:s3:::{}/{}/*", lock.store.bucket, lock.store.prefix.trim_end_matches('/'));

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use infraflow_activities::{AwsError, AwsPool, census};
 use infraflow_engine::{Engine, Submission};
 use infraflow_journal::{Journal, Location};
-use infraflow_workflows::cluster_hold;
+use infraflow_workflows::hold::lease;
 use infraflow_workflows::janitor::{self, Class, Swept};
 
 use crate::failure::{CmdResult, Failure, OK};
@@ -48,7 +48,7 @@ pub async fn classify(pool: &AwsPool, journal: Option<&Journal>, regions: &[Stri
         for s in swept.iter_mut().filter(|s| matches!(s.class, Class::Expired | Class::Unexpired)) {
             // A lease that cannot be read may be held: the cluster is left this round, the
             // sweep goes on with the others (G13).
-            match cluster_hold::live_holder(pool, region, &s.infra_id).await {
+            match lease::live_holder(pool, region, &s.infra_id).await {
                 Ok(Some(holder)) => {
                     s.class = Class::Active;
                     s.reason = format!("its cluster lease is held by {holder}");

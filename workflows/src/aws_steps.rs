@@ -226,9 +226,9 @@ fn decode<T: serde::de::DeserializeOwned>(input: Value) -> Result<T, ActivityErr
     serde_json::from_value(input).map_err(|e| ActivityError::terminal(format!("bad undo input: {e}")))
 }
 
+/// Registers the undos every AWS workflow's create steps journal (the phases' own undos are
+/// registered beside, by `full_registry`).
 pub fn register(r: &mut Registry, pool: AwsPool) {
-    crate::provision::customer::register_undo(r, pool.clone());
-    crate::provision::revoke::register_undo(r, pool.clone());
     let p = pool.clone();
     r.add_undo(RESTORE_RECORDS, move |input: Value| {
         let pool = p.clone();

@@ -84,7 +84,7 @@ mod tests {
     /// here, not as two writers on one cluster.
     #[test]
     fn every_aws_workflow_holds_its_clusters_lease_when_a_store_is_set() {
-        crate::cluster_hold::configure_lock(crate::cluster_hold::LockConfig {
+        crate::hold::lease::configure_lock(crate::hold::lease::LockConfig {
             store: infraflow_activities::cluster_lease::LeaseStore {
                 bucket: "leases".into(),
                 prefix: "infraflow/leases".into(),

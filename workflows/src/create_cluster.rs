@@ -161,7 +161,7 @@ pub struct CreateCluster {
 impl WorkflowDef for CreateCluster {
     /// Admitted to the account's quotas, then the cluster's lease.
     fn hold(&self, request: infraflow_engine::HoldRequest, input: &Value) -> Option<infraflow_engine::TakeHold> {
-        crate::quota_hold::admission_and_lease(&self.pool, request, self.name(), input)
+        crate::hold::admission::admission_and_lease(&self.pool, request, self.name(), input)
     }
 
     fn name(&self) -> &'static str {

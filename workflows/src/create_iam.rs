@@ -180,7 +180,7 @@ pub struct CreateIam {
 
 impl WorkflowDef for CreateIam {
     fn hold(&self, request: infraflow_engine::HoldRequest, input: &Value) -> Option<infraflow_engine::TakeHold> {
-        crate::cluster_hold::for_input(&self.pool, request, self.name(), input)
+        crate::hold::lease::for_input(&self.pool, request, self.name(), input)
     }
 
     fn name(&self) -> &'static str {

@@ -7,31 +7,23 @@ mod aws_steps;
 pub mod canary;
 pub mod check;
 pub mod cluster;
-pub mod cluster_hold;
 mod cluster_roles;
 pub mod create_cluster;
 pub mod create_iam;
 pub mod create_privatelink;
 pub mod expiry;
-pub mod iam_quota;
+pub mod hold;
 pub mod janitor;
-pub mod link_quota;
+pub mod nodepool;
 pub mod policy;
 pub mod provision;
 pub mod provision_infra;
-pub mod quota_hold;
+pub mod quota;
 mod read_again;
 pub mod scale_nodepool;
 pub mod teardown;
-mod teardown_discovered;
-mod teardown_graph;
-mod teardown_left;
-pub mod teardown_plan;
 mod user_data;
 mod validate;
-pub mod vcpu_quota;
-pub mod wait_limit;
-pub mod zone_quota;
 
 use infraflow_engine::Registry;
 
@@ -56,6 +48,8 @@ pub fn base_registry() -> Registry {
 pub fn full_registry(pool: infraflow_activities::AwsPool) -> Registry {
     let mut r = base_registry();
     aws_steps::register(&mut r, pool.clone());
+    provision::customer::register_undo(&mut r, pool.clone());
+    provision::revoke::register_undo(&mut r, pool.clone());
     r.add_workflow(provision_infra::ProvisionInfra { pool: pool.clone() });
     r.add_workflow(scale_nodepool::ScaleNodePool { pool: pool.clone() });
     r.add_workflow(create_privatelink::CreatePrivateLink { pool: pool.clone() });

@@ -8,8 +8,8 @@ use aws_sdk_ec2::types::{
 use serde::{Deserialize, Serialize};
 
 use crate::client::Aws;
-use crate::error::{AwsError, AwsResult, classify};
 use crate::error::missing;
+use crate::error::{AwsError, AwsResult, classify};
 use crate::tags::{Identity, TagQuery, filter};
 use crate::wait::{WAIT_BUDGET, poll_until};
 

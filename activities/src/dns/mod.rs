@@ -10,19 +10,19 @@ mod vpc_zones;
 use aws_sdk_route53::types::{Change, ChangeAction, HostedZoneConfig, Tag, TagResourceType, Vpc, VpcRegion};
 
 use crate::client::Aws;
-use crate::error::{AwsError, AwsResult, classify};
 use crate::error::missing;
+use crate::error::{AwsError, AwsResult, classify};
 use crate::tags::{Identity, OWNED, adopters, adoption_key, ownership_key};
 use crate::throttle::within_rate;
 use names::{bare, fqdn};
 use records::change_records;
-pub use vpc_zones::zones_of_vpc;
 pub use records::{
     WrittenCname, cname_values, delete_records_named, delete_records_named_pointing_to, delete_records_pointing_to,
     records_named_pointing_to, records_of, restore_cnames, upsert_cnames,
 };
 pub use room::{ZoneRoom, zone_room, zones_existing};
 pub use soa::{NEGATIVE_CACHE_TTL, ensure_negative_cache_ttl, negative_cache_ttl};
+pub use vpc_zones::zones_of_vpc;
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
 /// the AWS suites through the counting proxy).
@@ -541,4 +541,19 @@ pub async fn delete_zone(aws: &Aws, zone_id: &str) -> AwsResult<bool> {
 pub async fn find_private_zone(aws: &Aws, name: &str) -> AwsResult<Option<String>> {
     let zones: Vec<ZoneSummary> = zones_named(aws, name).await?.into_iter().filter(|z| z.private).collect();
     Ok(if zones.len() == 1 { zones.into_iter().next().map(|z| z.id) } else { None })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tags::Identity;
+
+    #[test]
+    fn zone_markers_record_identity_and_creator() {
+        let id = Identity::new("i", "local-zone", None, "n".into()).with_tags(&[], "wf-7");
+        assert_eq!(marker(&id), "infraflow:i/local-zone created-by:wf-7");
+        assert_eq!(parse_marker(&marker(&id)), Some(("i/local-zone", Some("wf-7"))));
+        assert_eq!(parse_marker("infraflow:i/local-zone"), Some(("i/local-zone", None)), "zones of older versions");
+        assert_eq!(parse_marker("made by hand"), None);
+    }
 }

@@ -234,17 +234,3 @@ pub async fn delete_records_pointing_to(aws: &Aws, targets: &[String], vpc_id: &
     }
     Ok(deleted)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn zone_markers_record_identity_and_creator() {
-        let id = Identity::new("i", "local-zone", None, "n".into()).with_tags(&[], "wf-7");
-        assert_eq!(marker(&id), "infraflow:i/local-zone created-by:wf-7");
-        assert_eq!(parse_marker(&marker(&id)), Some(("i/local-zone", Some("wf-7"))));
-        assert_eq!(parse_marker("infraflow:i/local-zone"), Some(("i/local-zone", None)), "zones of older versions");
-        assert_eq!(parse_marker("made by hand"), None);
-    }
-}

@@ -8,8 +8,8 @@ use aws_sdk_elasticloadbalancingv2::types::{
 };
 
 use crate::client::Aws;
-use crate::error::{AwsError, AwsResult, classify};
 use crate::error::missing;
+use crate::error::{AwsError, AwsResult, classify};
 use crate::tags::{Identity, TagQuery};
 use crate::wait::{WAIT_BUDGET, poll_until};
 

@@ -4,8 +4,8 @@
 
 use super::{get_instance_profile, get_role, list_oidc_providers, oidc_provider, oidc_provider_tags, pairs};
 use crate::client::Aws;
-use crate::error::{AwsError, AwsResult, classify};
 use crate::error::gone_ok;
+use crate::error::{AwsError, AwsResult, classify};
 use crate::tags::{OWNERSHIP_PREFIX, TagQuery};
 
 /// The ARNs of the OIDC providers whose tags match `q`.
@@ -100,7 +100,9 @@ pub(crate) async fn now(aws: &Aws, kind: crate::Kind, name: &str) -> AwsResult<O
         Kind::InstanceProfile => {
             get_instance_profile(aws, name).await?.map(|p| Now { tags: pairs(&p.tags), incarnation: Some(p.id) })
         }
-        Kind::OidcProvider => oidc_provider(aws, name).await?.map(|(t, made)| Now { tags: pairs(&t), incarnation: made }),
+        Kind::OidcProvider => {
+            oidc_provider(aws, name).await?.map(|(t, made)| Now { tags: pairs(&t), incarnation: made })
+        }
         _ => None,
     })
 }

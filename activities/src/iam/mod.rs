@@ -10,15 +10,15 @@
 use aws_sdk_iam::types::Tag;
 
 use crate::client::Aws;
-use crate::error::{AwsError, AwsResult, classify};
 use crate::error::missing;
+use crate::error::{AwsError, AwsResult, classify};
 use crate::tags::{CREATED_BY_TAG, IDENTITY_TAG, Identity, REGION_TAG};
 
 mod cleanup;
 pub mod home;
 mod room;
-pub(crate) use cleanup::now;
 pub use cleanup::incarnation;
+pub(crate) use cleanup::now;
 pub use cleanup::{
     delete_instance_profile, delete_oidc_provider, delete_role, find_instance_profiles, find_oidc_providers, find_roles,
 };

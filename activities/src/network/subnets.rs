@@ -4,11 +4,11 @@
 use aws_sdk_ec2::types::ResourceType;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{gone_ok, missing};
 use crate::adopt::adopt_hypershift;
 use crate::client::Aws;
 use crate::consistency::once_consistent;
 use crate::error::{AwsError, AwsResult, classify};
+use crate::error::{gone_ok, missing};
 use crate::inventory::Lookup;
 use crate::tags::{Identity, TagQuery, filter};
 

@@ -64,9 +64,9 @@ pub async fn delete_if_still_the_clusters(
             Ok(false)
         }
         Some(_) if incarnation.is_some_and(|found| now.as_deref() != Some(found)) => Err(AwsError::operator(
-                "GetRole",
-                format!(
-                    "{} {id} was deleted and made again with cluster {infra}'s tags since this teardown found it \
+            "GetRole",
+            format!(
+                "{} {id} was deleted and made again with cluster {infra}'s tags since this teardown found it \
                      (not the one it found): left; `retry` if it is the cluster's and goes too, `cancel` if it \
                      belongs to a cluster made anew",
                 kind.as_str()

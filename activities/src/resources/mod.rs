@@ -1,7 +1,6 @@
 //! Every kind of resource infraflow creates, with one way to find them (by identity or by cluster
 //! ownership) and one way to delete each: what compensation and teardown are built from.
 
-
 use crate::client::Aws;
 use crate::error::AwsResult;
 use crate::tags::{IDENTITY_TAG, TagQuery, owned};
@@ -10,9 +9,9 @@ use crate::{classic_elb, compute, dns, elb, endpoints, iam, nat, network, privat
 mod delete;
 pub(crate) mod kind;
 pub(crate) mod scope;
+pub use delete::{delete, delete_by_id_if_created_by, delete_if_still_the_clusters, delete_in_scope};
 pub use kind::Kind;
 pub use scope::Scope;
-pub use delete::{delete, delete_by_id_if_created_by, delete_if_still_the_clusters, delete_in_scope};
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
 /// the AWS suites through the counting proxy).

@@ -99,7 +99,6 @@ fn is_transient(e: &tokio_postgres::Error) -> bool {
     }
 }
 
-
 /// Commits; a failure without a server answer leaves the outcome unknown, which is never
 /// retried (nor reported as committed).
 pub(crate) async fn commit(tx: Transaction<'_>) -> Result<()> {

@@ -18,7 +18,6 @@ use crate::rules::{
     CLUSTER_BLOCKER_SQL, CancelPlan, LATER_STARTED_SQL, ResumePlan, lease_is_free, plan_cancel, plan_resume,
 };
 
-
 const SUBMIT_SQL: &str =
     "INSERT INTO workflows (id, workflow, input, cluster, no_rollback, created_at, updated_at, seq,
                                     state, attempts, cancel_requested, ticket)

@@ -6,8 +6,8 @@ use infraflow_activities::security::{self, Rule};
 use infraflow_activities::tags::{CREATED_BY_TAG, KARPENTER_DISCOVERY_TAG, ownership_key};
 use infraflow_activities::vpc_state::{TableFacts, Tags, VpcState};
 
-use super::Drift;
-use crate::provision_infra::{ProvisionInput, ProvisionOutput, worker_rules};
+use super::report::Drift;
+use crate::provision::input::{ProvisionInput, ProvisionOutput, worker_rules};
 
 /// What the check compares against: the provision's input and what it output.
 pub(super) struct Made<'a> {

@@ -7,7 +7,7 @@ use infraflow_activities::provenance::{self, Verdict};
 use infraflow_activities::tags::IDENTITY_TAG;
 use infraflow_activities::vpc_state::{Tags, VpcState};
 
-use crate::teardown_plan::Planned;
+use crate::teardown::planned::Planned;
 
 fn planned(kind: &str, id: &str, reason: String) -> Planned {
     Planned { kind: kind.into(), id: id.into(), reason: Some(reason) }

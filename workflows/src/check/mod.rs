@@ -16,7 +16,7 @@ use infraflow_engine::{ActivityError, InputError};
 use serde_json::Value;
 
 use crate::aws_steps::from_aws;
-use crate::provision_infra::{ProvisionInput, ProvisionOutput};
+use crate::provision::input::{ProvisionInput, ProvisionOutput};
 pub use report::{BY_PROVISION, CheckReport, Drift};
 
 /// The workflows whose journaled runs a check compares a cluster with.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::teardown_plan::Planned;
+use crate::teardown::planned::Planned;
 
 /// What `run provision-infra` with the cluster's input does about a drift.
 pub const BY_PROVISION: &str = "run provision-infra with the cluster's input";

@@ -11,7 +11,7 @@ use infraflow_journal::Undo;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Network, Plan, ZoneNet};
+use super::plan::{Network, Plan, ZoneNet};
 use crate::aws_steps::{aws_retry, from_aws};
 
 /// The compensation of the marks step: the marks this workflow added come off again.

@@ -10,7 +10,7 @@ use infraflow_activities::{AwsError, AwsPool};
 use infraflow_engine::InputError;
 use serde_json::Value;
 
-use crate::provision_infra::ProvisionInput;
+use crate::provision::input::ProvisionInput;
 
 fn is_id(prefix: &str, v: &str) -> bool {
     v.strip_prefix(prefix).is_some_and(|hex| {
@@ -279,7 +279,7 @@ async fn check_once(pool: &AwsPool, workflow: &str, input: &Value) -> Result<Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provision_infra::CustomerZone;
+    use crate::provision::input::CustomerZone;
     use infraflow_activities::customer_network::CustomerSubnet;
 
     fn input(subnets: Vec<CustomerZone>) -> ProvisionInput {

@@ -7,7 +7,7 @@ use infraflow_activities::customer_network::CustomerNetwork;
 use infraflow_activities::{Identity, Kind, endpoints};
 use infraflow_engine::StepError;
 
-use super::Plan;
+use super::plan::Plan;
 use crate::aws_steps::from_aws;
 
 /// The customer's S3 gateway endpoint that makes the cluster's unneeded, if any (the preflight's

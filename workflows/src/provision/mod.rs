@@ -5,69 +5,24 @@
 //! endpoint), not for the sum of its calls; a first provisioning skips the lookups an inventory
 //! answered. Step keys are the journal's contract: a phase moved keeps its keys.
 
-use infraflow_activities::{AwsPool, Identity, Inventory, Kind};
-use infraflow_engine::{StepError, StepOptions, WfCtx, join_pair};
+use infraflow_activities::AwsPool;
+use infraflow_engine::{StepError, WfCtx, join_pair};
 
-use crate::aws_steps::{FirstAttempt, create_opts};
-use crate::provision_infra::{OutputZone, ProvisionInput, ProvisionOutput};
+use input::{OutputZone, ProvisionInput, ProvisionOutput};
 
 pub(crate) mod customer;
 pub(crate) mod customer_rules;
 mod endpoints;
+pub mod input;
 mod network;
 mod owned;
+mod plan;
 mod preflight;
-pub mod quota;
 pub(crate) mod revoke;
 
+use plan::{Network, Plan};
+
 pub use customer_rules::check_before_submit;
-
-/// What every phase shares: the workflow, the input, and how an identity is made and adopted.
-pub(crate) struct Plan<'a> {
-    pub ctx: &'a WfCtx,
-    pub pool: &'a AwsPool,
-    pub p: &'a ProvisionInput,
-    pub infra: &'a str,
-    pub region: &'a str,
-    extra: Vec<(String, String)>,
-    expires: Option<String>,
-    /// Taken by this execution (None when the preflight was replayed from the journal: history).
-    inventory: Option<&'a Inventory>,
-}
-
-impl Plan<'_> {
-    /// The identity of the resource of `role` (in `zone`), with every tag the cluster's
-    /// resources carry.
-    pub fn ident(&self, role: &str, zone: Option<&str>, name: String) -> Identity {
-        Identity::new(self.infra, role, zone, name)
-            .with_tags(&self.extra, self.ctx.creator())
-            .with_hypershift_tags(Some(&self.p.name))
-            .with_expiration(self.expires.as_deref())
-    }
-
-    /// Whether the first attempt of `id`'s create may skip its lookup.
-    pub fn first(&self, id: &Identity) -> FirstAttempt {
-        FirstAttempt::new(self.inventory, id)
-    }
-
-    /// A create step's options: retries, its write-ahead undo, the consistency settle.
-    pub fn with_undo(&self, kind: Kind, id: &Identity) -> StepOptions {
-        create_opts(self.region, kind, id)
-    }
-}
-
-/// Each zone's subnets, made or the customer's.
-pub(crate) struct ZoneNet {
-    pub zone: String,
-    pub public: Option<String>,
-    pub private: Option<String>,
-}
-
-/// The network phase's result: the zones' subnets and the route tables an S3 endpoint serves.
-pub(crate) struct Network {
-    pub zones: Vec<ZoneNet>,
-    pub route_tables: Vec<String>,
-}
 
 /// The provision-infra body, callable as part of a larger workflow (create-cluster).
 pub async fn provision(ctx: &WfCtx, pool: &AwsPool, p: &ProvisionInput) -> Result<ProvisionOutput, StepError> {

@@ -8,9 +8,9 @@ use infraflow_activities::tags::KARPENTER_DISCOVERY_TAG;
 use infraflow_activities::{Kind, nat, network, routing};
 use infraflow_engine::{ActivityError, StepError, join_branches, join_pair};
 
-use super::{Network, Plan, ZoneNet};
+use super::plan::{Network, Plan, ZoneNet};
 use crate::aws_steps::{from_aws, read_opts};
-use crate::provision_infra::zone_cidrs;
+use crate::provision::input::zone_cidrs;
 use crate::validate;
 
 /// A zone's subnets and address, made side by side.

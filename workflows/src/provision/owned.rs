@@ -5,9 +5,9 @@
 use infraflow_activities::{Kind, dns, security};
 use infraflow_engine::{StepError, join_pair};
 
-use super::Plan;
+use super::plan::Plan;
 use crate::aws_steps::from_aws;
-use crate::provision_infra::worker_rules;
+use crate::provision::input::worker_rules;
 
 pub(super) struct Owned {
     pub security_group_id: String,

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::aws_steps::{from_aws, read_opts};
 use crate::provision::customer_rules;
-use crate::provision_infra::ProvisionInput;
+use crate::provision::input::ProvisionInput;
 
 /// The roles of what provision-infra creates, once per cluster and once per zone: the identity
 /// keys its inventory reads. A role missing here is only ever looked up step by step.

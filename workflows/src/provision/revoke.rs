@@ -11,7 +11,7 @@ use infraflow_journal::Undo;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::Plan;
+use super::plan::Plan;
 use crate::aws_steps::{aws_retry, from_aws, read_opts};
 
 /// The compensation of the revoke: the rules go back as they were.

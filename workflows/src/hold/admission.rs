@@ -9,9 +9,7 @@
 //! once: a rollback frees.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use infraflow_activities::compute::vcpu_census;
 use infraflow_activities::quotas;
@@ -19,55 +17,10 @@ use infraflow_activities::{Aws, AwsError, AwsPool};
 use infraflow_engine::{BoxFuture, Hold, HoldError, HoldRequest, TakeHold};
 use serde_json::Value;
 
-use crate::provision::quota::{Claim, shortfalls};
-use crate::provision_infra::ProvisionInput;
-use crate::vcpu_quota::VcpuClaim;
-
-/// Admission is on unless the operator skips the quota check (`--skip-quota-check`).
-static ON: AtomicBool = AtomicBool::new(true);
-
-/// How often a waiting workflow reads the account again, in milliseconds (sooner when an
-/// admitted one ends): `--quota-recheck`, 5 s by default.
-static RECHECK_MS: AtomicU64 = AtomicU64::new(5_000);
-
-pub fn configure(on: bool, recheck: Duration) {
-    ON.store(on, Ordering::Relaxed);
-    RECHECK_MS.store(recheck.as_millis().clamp(1, u64::MAX as u128) as u64, Ordering::Relaxed);
-}
-
-fn recheck() -> Duration {
-    Duration::from_millis(RECHECK_MS.load(Ordering::Relaxed))
-}
-
-/// Whether quotas are checked (before journaling) and admitted (before running).
-pub fn on() -> bool {
-    ON.load(Ordering::Relaxed)
-}
-
-/// How long the check `run` made before journaling stands for its admission.
-const CHECKED_FOR: Duration = Duration::from_secs(60);
-
-/// Claims (a cluster's network by its infraID, a node pool's vCPUs by `VcpuClaim::checked_key`)
-/// this process checked against the quotas before journaling, by region, when.
-fn checked() -> &'static Mutex<BTreeMap<(String, String), std::time::Instant>> {
-    static CHECKED: OnceLock<Mutex<BTreeMap<(String, String), std::time::Instant>>> = OnceLock::new();
-    CHECKED.get_or_init(Default::default)
-}
-
-/// The quota check before journaling found claim `what` fitting the account in `region`: its
-/// admission in this process, alone, need not read the account again (`run`).
-pub fn checked_before_journal(what: &str, region: &str) {
-    checked().lock().unwrap().insert((what.to_string(), region.to_string()), std::time::Instant::now());
-}
-
-/// Whether claim `what` was checked before journaling a moment ago (the mark is used up).
-fn just_checked(what: &str, region: &str) -> bool {
-    checked()
-        .lock()
-        .unwrap()
-        .remove(&(what.to_string(), region.to_string()))
-        .is_some_and(|at| at.elapsed() < CHECKED_FOR)
-}
+use crate::provision::input::ProvisionInput;
+use crate::quota::provision::{Claim, shortfalls};
+use crate::quota::vcpu::VcpuClaim;
+use crate::quota::{just_checked, on, recheck};
 
 /// What one admitted workflow claims: its network (a provision's), its vCPUs (a node pool's).
 #[derive(Clone, Debug, Default)]
@@ -128,7 +81,7 @@ pub fn for_input(pool: &AwsPool, request: &HoldRequest, workflow_name: &str, inp
         // that one quota goes unchecked rather than hold the workflow up).
         let network = match network {
             Some(p) => {
-                let p = crate::provision::quota::with_its_zone(&aws, &p).await.unwrap_or(p);
+                let p = crate::quota::provision::with_its_zone(&aws, &p).await.unwrap_or(p);
                 let claim = Claim::of(&p);
                 Some((p, claim))
             }
@@ -163,10 +116,10 @@ pub fn for_input(pool: &AwsPool, request: &HoldRequest, workflow_name: &str, inp
                 waiting(now.clone());
                 said = now;
             }
-            if started.elapsed() >= crate::wait_limit::limit() {
+            if started.elapsed() >= crate::hold::wait_limit::limit() {
                 return Err(HoldError::Operator(format!(
                     "waited {} for the account's {said}: free what holds it, ask AWS for more, then `infraflow retry`, or cancel",
-                    crate::wait_limit::said()
+                    crate::hold::wait_limit::said()
                 )));
             }
             tokio::select! {
@@ -226,7 +179,7 @@ async fn shortfalls_beside_others(
         }
         if let (Some(claim), Some(census)) = (&mine.vcpus, &census) {
             // A quota that cannot be read was said at submit; admission does not hold on it.
-            if let Ok(Some(s)) = crate::vcpu_quota::shortfall(claim, census, &theirs_vcpus) {
+            if let Ok(Some(s)) = crate::quota::vcpu::shortfall(claim, census, &theirs_vcpus) {
                 short.push(s);
             }
         }
@@ -289,7 +242,7 @@ pub fn admission_and_lease(pool: &AwsPool, request: HoldRequest, workflow: &str,
             ..request.clone()
         }
     };
-    let lease = crate::cluster_hold::for_input(pool, lease_request, workflow, input);
+    let lease = crate::hold::lease::for_input(pool, lease_request, workflow, input);
     match (admission(&request), lease) {
         (None, h) | (h, None) => h,
         (Some(first), Some(lease)) => Some(Box::pin(async move {

@@ -1,12 +1,13 @@
 //! A teardown round's deletes: each resource a journaled, retried step, and the kinds as a
 //! dependency graph — a kind starts once every kind it waits for is gone.
 
-use infraflow_activities::{AwsPool, Kind, resources};
-use infraflow_engine::{StepError, StepOptions, WfCtx, join_branches};
+use std::time::Duration;
 
+use infraflow_activities::{AwsPool, Kind, resources};
+use infraflow_engine::{RetryPolicy, StepError, StepOptions, WfCtx, join_branches};
+
+use super::discovered::Discovered;
 use crate::aws_steps::{DELETE, DeleteOne, from_aws};
-use crate::teardown::delete_retry;
-use crate::teardown_discovered::Discovered;
 
 /// Deletes `ids` of `kind` side by side, each a journaled step under its key in `ctx`: which of
 /// them were still there.
@@ -20,8 +21,12 @@ pub(crate) async fn delete_kind(
     max_delete_attempts: u32,
 ) -> Result<Vec<(String, bool)>, StepError> {
     let deletes = ids.iter().zip(keys).map(|(id, key)| {
-        let input =
-            DeleteOne { region: region.to_string(), kind, id: id.clone(), incarnation: discovered.incarnation(kind, id) };
+        let input = DeleteOne {
+            region: region.to_string(),
+            kind,
+            id: id.clone(),
+            incarnation: discovered.incarnation(kind, id),
+        };
         async move {
             let options = StepOptions { retry: Some(delete_retry(max_delete_attempts)), undo: None, settle: None };
             let gone: bool = ctx
@@ -84,7 +89,10 @@ pub(crate) async fn delete_as_graph(
                     let ids = &inventory[&kind];
                     running.push(Box::pin(async move {
                         let keys = ids.iter().cloned();
-                        (kind, delete_kind(&ctx, pool, cluster, (kind, discovered), ids, keys, max_delete_attempts).await)
+                        (
+                            kind,
+                            delete_kind(&ctx, pool, cluster, (kind, discovered), ids, keys, max_delete_attempts).await,
+                        )
                     }));
                 }
             }
@@ -105,5 +113,17 @@ pub(crate) async fn delete_as_graph(
     match worst {
         Some(e) => Err(e),
         None => Ok(out),
+    }
+}
+
+/// DependencyViolation is waited out (15 minutes by default), then the workflow pauses naming
+/// the resource that could not be deleted.
+pub(crate) fn delete_retry(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        initial: Duration::from_secs(2),
+        coefficient: 2.0,
+        max_interval: Duration::from_secs(30),
+        max_attempts,
+        jitter: 0.2,
     }
 }

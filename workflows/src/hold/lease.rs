@@ -13,9 +13,9 @@ use infraflow_activities::{AssumedRole, Aws, AwsError, AwsPool};
 use infraflow_engine::{BoxFuture, Hold, HoldError, HoldRequest, TakeHold};
 
 use crate::cluster::ClusterRef;
+use infraflow_engine::BootInstant;
 use serde_json::Value;
 use tokio::sync::watch;
-use infraflow_engine::BootInstant;
 use tokio::time::Instant;
 
 /// Where and how this process holds cluster leases (`--lock-bucket` and its companions).
@@ -267,13 +267,13 @@ async fn take(
                 }
                 return Ok(None);
             }
-            if started.elapsed() >= crate::wait_limit::limit() {
+            if started.elapsed() >= crate::hold::wait_limit::limit() {
                 return Err(AwsError::operator(
                     "PutObject",
                     format!(
                         "the cluster has been held by {} for over {} (s3://{}/{key}); let it finish, or cancel it there, then `infraflow retry`",
                         theirs.holder,
-                        crate::wait_limit::said(),
+                        crate::hold::wait_limit::said(),
                         store.bucket
                     ),
                 ));

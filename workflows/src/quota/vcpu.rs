@@ -11,7 +11,7 @@ use infraflow_activities::tags::{TagQuery, ownership_key};
 use infraflow_activities::{AwsError, AwsPool};
 use serde_json::Value;
 
-use crate::scale_nodepool::ScaleInput;
+use crate::nodepool::ScaleInput;
 
 /// What a workflow launches of the standard families: its instances' type, how many the pool
 /// (or cluster) has in all once it ends, and the tag of those it has already.
@@ -99,7 +99,7 @@ pub async fn shortfalls_before_submit(
     let census = vcpu_census(&aws, &[claim.instance_type.as_str()]).await?;
     match shortfall(&claim, &census, &[]) {
         Ok(None) => {
-            crate::quota_hold::checked_before_journal(&claim.checked_key(), &region);
+            crate::quota::checked_before_journal(&claim.checked_key(), &region);
             Ok((Vec::new(), None))
         }
         Ok(Some(short)) => Ok((vec![short], None)),

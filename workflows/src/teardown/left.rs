@@ -5,7 +5,7 @@
 use infraflow_activities::tags::owned;
 use infraflow_activities::{Aws, AwsError, AwsPool, Kind, s3};
 
-use crate::teardown_plan::Planned;
+use super::planned::Planned;
 
 /// What carries the cluster's name without its maker's proof (`look_alikes::left`), as the
 /// plan's and the output's entries.

@@ -9,7 +9,7 @@ use infraflow_activities::dns::{zone_room, zones_existing};
 use infraflow_activities::{AwsError, AwsPool};
 use serde_json::Value;
 
-use crate::provision_infra::ProvisionInput;
+use crate::provision::input::ProvisionInput;
 
 /// What hosted zones a provision of `input` makes would overrun, as a phrase (`needs 2 hosted
 /// zones, 1 free (quota 500, 499 in use)`), and a note when the limit could not be read.

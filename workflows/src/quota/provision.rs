@@ -7,7 +7,7 @@ use infraflow_activities::quotas::{self, Quota, Usage};
 use infraflow_activities::{AwsError, AwsPool};
 use serde_json::Value;
 
-use crate::provision_infra::ProvisionInput;
+use crate::provision::input::ProvisionInput;
 
 /// What a provision of `p` makes of each quota: (quota, zone for per-zone quotas, how many).
 /// Zones left out are one zone AWS picks: its per-zone NAT quota is not known before.
@@ -136,10 +136,10 @@ pub async fn admit_before_submit(pool: &AwsPool, workflow: &str, input: &Value) 
 async fn admit_once(pool: &AwsPool, workflow: &str, input: &Value) -> Result<Admission, AwsError> {
     let (network, iam, links, (vcpus, vcpu_note), (zones, zone_note)) = futures::try_join!(
         network_shortfalls(pool, workflow, input),
-        crate::iam_quota::shortfalls_before_submit(pool, workflow, input),
-        crate::link_quota::shortfalls_before_submit(pool, workflow, input),
-        crate::vcpu_quota::shortfalls_before_submit(pool, workflow, input),
-        crate::zone_quota::shortfalls_before_submit(pool, workflow, input)
+        crate::quota::iam::shortfalls_before_submit(pool, workflow, input),
+        crate::quota::link::shortfalls_before_submit(pool, workflow, input),
+        crate::quota::vcpu::shortfalls_before_submit(pool, workflow, input),
+        crate::quota::zone::shortfalls_before_submit(pool, workflow, input)
     )?;
     let (mut short, note, hint, region) = network.unwrap_or_default();
     short.extend(iam);
@@ -180,7 +180,7 @@ async fn network_shortfalls(
     let (p, usage) = futures::try_join!(with_its_zone(&aws, &p), quotas::read(&aws, &infras))?;
     let short = shortfalls(&p, &usage, &[]);
     if short.is_empty() {
-        crate::quota_hold::checked_before_journal(p.infra_id(), &p.region);
+        crate::quota::checked_before_journal(p.infra_id(), &p.region);
     }
     let hint = if p.single_nat_gateway || p.public_only || short.is_empty() { "" } else { ", use singleNATGateway" };
     Ok(Some((short, defaulted(&usage), hint, p.region.clone())))

@@ -78,7 +78,8 @@ mod tests {
     fn a_name_gone_at_discovery_matches_no_incarnation_of_it() {
         let mut found = BTreeMap::new();
         found.insert(Kind::IamRole, vec!["x-role".to_string()]);
-        let inv = Discovered::Found { found, incarnations: BTreeMap::from([(key(Kind::IamRole, "y"), "AROA1".into())]) };
+        let inv =
+            Discovered::Found { found, incarnations: BTreeMap::from([(key(Kind::IamRole, "y"), "AROA1".into())]) };
         let back: Discovered = serde_json::from_value(serde_json::to_value(&inv).unwrap()).unwrap();
         assert_eq!(back.incarnation(Kind::IamRole, "y").as_deref(), Some("AROA1"));
         assert_eq!(back.incarnation(Kind::IamRole, "x-role").as_deref(), Some(""));

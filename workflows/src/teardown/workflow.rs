@@ -2,7 +2,6 @@
 //! dependency order, found by tag so that resources a crashed run never journaled go too.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use infraflow_activities::customer_network::riders;
 use infraflow_activities::tags::owned;
@@ -12,13 +11,12 @@ use infraflow_activities::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::discovered::Discovered;
+use super::graph::{delete_as_graph, delete_kind};
+use super::planned::Planned;
 use crate::aws_steps::{from_aws, probe_environment, read_opts};
 use crate::janitor::Evidence;
-use crate::teardown_discovered::Discovered;
-use crate::teardown_graph::{delete_as_graph, delete_kind};
-use crate::teardown_plan::Planned;
 use crate::validate;
-use infraflow_engine::RetryPolicy;
 use infraflow_engine::WfCtx;
 use infraflow_engine::{ActivityError, InputError, StepError};
 use infraflow_engine::{BoxFuture, Validated, WorkflowDef};
@@ -84,21 +82,9 @@ pub struct Teardown {
 /// (15 minutes) of waiting out DependencyViolation before pausing.
 const DEFAULT_DELETE_ATTEMPTS: u32 = 34;
 
-/// DependencyViolation is waited out (15 minutes by default), then the workflow pauses naming
-/// the resource that could not be deleted.
-pub(crate) fn delete_retry(max_attempts: u32) -> RetryPolicy {
-    RetryPolicy {
-        initial: Duration::from_secs(2),
-        coefficient: 2.0,
-        max_interval: Duration::from_secs(30),
-        max_attempts,
-        jitter: 0.2,
-    }
-}
-
 impl WorkflowDef for Teardown {
     fn hold(&self, request: infraflow_engine::HoldRequest, input: &Value) -> Option<infraflow_engine::TakeHold> {
-        crate::cluster_hold::for_input(&self.pool, request, self.name(), input)
+        crate::hold::lease::for_input(&self.pool, request, self.name(), input)
     }
 
     fn name(&self) -> &'static str {
@@ -447,7 +433,8 @@ async fn teardown(
                 let keys = ids.iter().map(|id| format!("delete/{}/{id}", kind.as_str()));
                 deleted.push((
                     kind,
-                    delete_kind(&rctx, pool, (infra_id, region), (kind, &discovered), ids, keys, max_delete_attempts).await?,
+                    delete_kind(&rctx, pool, (infra_id, region), (kind, &discovered), ids, keys, max_delete_attempts)
+                        .await?,
                 ));
             }
             deleted
@@ -552,9 +539,9 @@ async fn last_check(
         if !name_left {
             return Ok(None);
         }
-        let mut left = crate::teardown_left::unowned_registry_buckets(&aws, infra_id).await.map_err(from_aws)?;
-        left.extend(crate::teardown_left::look_alikes(&aws, infra_id).await.map_err(from_aws)?);
-        left.extend(crate::teardown_left::iam_of_another_region(pool, &aws, infra_id).await.map_err(from_aws)?);
+        let mut left = super::left::unowned_registry_buckets(&aws, infra_id).await.map_err(from_aws)?;
+        left.extend(super::left::look_alikes(&aws, infra_id).await.map_err(from_aws)?);
+        left.extend(super::left::iam_of_another_region(pool, &aws, infra_id).await.map_err(from_aws)?);
         Ok(Some(left))
     })
     .await
@@ -562,6 +549,9 @@ async fn last_check(
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use super::super::graph::delete_retry;
     use super::*;
 
     /// Dependencies AWS releases asynchronously (a load balancer's network interfaces, a NAT

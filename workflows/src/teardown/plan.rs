@@ -4,24 +4,14 @@
 use std::collections::BTreeMap;
 
 use infraflow_activities::{AwsPool, Kind, Scope, network, resources};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
+use super::planned::Planned;
 use crate::aws_steps::from_aws;
-use crate::teardown::{Target, Teardown, TeardownInput, public_record_decision};
+use crate::teardown::workflow::{Target, Teardown, TeardownInput, public_record_decision};
 use infraflow_engine::WorkflowDef;
 use infraflow_engine::{ActivityError, InputError};
-
-/// One resource of the plan (and of what a teardown left).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Planned {
-    pub kind: String,
-    pub id: String,
-    /// Why it is left, or what may hold the delete up.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -108,7 +98,7 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
             ),
         });
     }
-    let elsewhere = crate::teardown_left::iam_of_another_region(pool, &aws, &t.infra_id).await.map_err(from_aws)?;
+    let elsewhere = crate::teardown::left::iam_of_another_region(pool, &aws, &t.infra_id).await.map_err(from_aws)?;
     let mut found = found;
     for p in &elsewhere {
         for ids in found.values_mut() {
@@ -116,8 +106,8 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
         }
     }
     plan.leave.extend(elsewhere);
-    plan.leave.extend(crate::teardown_left::unowned_registry_buckets(&aws, &t.infra_id).await.map_err(from_aws)?);
-    plan.leave.extend(crate::teardown_left::look_alikes(&aws, &t.infra_id).await.map_err(from_aws)?);
+    plan.leave.extend(crate::teardown::left::unowned_registry_buckets(&aws, &t.infra_id).await.map_err(from_aws)?);
+    plan.leave.extend(crate::teardown::left::look_alikes(&aws, &t.infra_id).await.map_err(from_aws)?);
     if let (Some(base), Some(name)) = (&t.base_domain, &t.name) {
         let record = format!("*.apps.{name}.{base}");
         let decision = public_record_decision(&aws, &t.infra_id, name, base).await.map_err(from_aws)?;
