@@ -6,6 +6,10 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
+# The house first (seconds): no two files import each other around a circle (ARCHITECTURE.md's
+# invariant), README stays a page, and every doc link lands.
+scripts/import-circles
+scripts/check-docs
 INFRAFLOW_MOTO_SERVER="$(scripts/moto.sh install)"
 export INFRAFLOW_MOTO_SERVER
 scripts/postgres.sh install >/dev/null
