@@ -1,6 +1,22 @@
 //! How many AWS API calls a 3-zone provision-infra makes, and that re-running a completed
 //! workflow makes none; how many IAM calls create-iam and the teardown of its IAM make.
 //! `scripts/count-api-calls.sh` prints the tables BENCHMARKS.md records.
+//!
+//! Why every read of a fresh provision stays: a fresh 3-zone `provision-infra` makes 56 calls (this
+//! test holds it to 60), 13 of them reads. Beyond the census, each read earns its place:
+//!
+//! | read | why it stays |
+//! |---|---|
+//! | `DescribeTags` ×2 (the census) | the cluster's ownership tag and its identities from EC2's tag index: which creates may skip their lookup (none, if anything of the cluster exists) |
+//! | `GetCallerIdentity` | the account the run acts in, journaled: the cluster lease's key, a sweep's evidence, a role's check |
+//! | `DescribeAvailabilityZones` | the zones named exist and are available here (a Local Zone or a typo is refused before anything is made); the first zone when none is named |
+//! | `ListHostedZonesByName` ×3 | the public zone's id (the output's `publicZoneID`); each private zone looked up once (a resumed run finds its own, a HyperShift zone is adopted from the same read) |
+//! | `ListResourceRecordSets` ×2 | each private zone's SOA as AWS made it: the UPSERT that sets HyperShift's negative-caching TTL must carry AWS's name server and serial |
+//! | `DescribeRouteTables` ×1 | the VPC's main association, which making the public table main replaces (its id is known only by reading) |
+//! | `DescribeNatGateways` ×3 | each NAT gateway available before a route points at it (on AWS a minute or two: these are polls) |
+//!
+//! The quota check `run` and `submit` make before journaling (9 reads: `tests/quotas.rs`,
+//! BENCHMARKS.md) is counted apart; `--skip-quota-check` leaves it out.
 
 mod support;
 

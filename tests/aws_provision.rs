@@ -1,5 +1,10 @@
 //! provision-infra and teardown, black box: the real binaries against moto on loopback, a real
 //! journal, and the AWS state read back through the SDK.
+//!
+//! Why this file is one (570 lines): one concept, provision-infra as a user meets it on moto — its
+//! output, adoption by a second run, crash resumes, rollbacks, metrics of the daemon that ran it;
+//! they share its input and inventory helpers. The safety cases across clusters are
+//! `one_authority.rs`, across journals `cross_journal.rs`.
 
 mod support;
 

@@ -1,4 +1,9 @@
 //! Elastic IPs and NAT gateways, with explicit waits for their asynchronous states.
+//!
+//! Why the waits (a NAT gateway available, or deleted) poll inside one step: with backoff, bounded
+//! at 5 minutes per attempt (`wait::WAIT_BUDGET`); running out is a retryable error, so the engine
+//! (and a restart) resumes the wait. An endpoint's deletion is waited for the same way
+//! (`endpoints`).
 
 use aws_sdk_ec2::types::{DomainType, NatGatewayState, ResourceType};
 

@@ -1,5 +1,9 @@
 //! Bounded polling for asynchronous AWS states. A wait that runs out is a retryable error, so the
 //! engine retries the step — after a restart too — and the poll resumes.
+//!
+//! Its waits — a NAT gateway available or deleted (`nat`), an endpoint deleted (`endpoints`), a
+//! load balancer active, an instance running or terminated — poll inside one step with backoff,
+//! bounded at `WAIT_BUDGET` (5 minutes) per attempt.
 
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -1,6 +1,11 @@
 //! A workflow that failed for good (or was cancelled) undone: the undos its steps journaled
 //! before they acted, run newest first, each a journaled, retried step; a failure among them
 //! ends the workflow `compensation_failed` naming what is still there.
+//!
+//! Why this order: reverse journal order of the steps' completion (or start, for steps that never
+//! completed: their undo deletes only what this workflow created, so it is harmless if nothing was
+//! made). Exhausted undo retries end in `compensation_failed` listing what is left; `retry`
+//! resumes.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -1,5 +1,19 @@
 //! The workflow context: `ctx.step(...)` is where checkpoint-and-skip, durable retries and
 //! write-ahead compensation registration happen.
+//!
+//! Why start records are lazy, or elided: a step's start is journaled durably only when it carries
+//! an undo (write-ahead). Otherwise it is journaled lazily, riding the next commit, only if the
+//! step is still running after 2 ms (`START_RECORD_DELAY`); a fast step's completion records its
+//! attempt number. This keeps a sequential no-op step at one commit (BENCHMARKS.md) and journals
+//! half the size.
+//!
+//! Why this file stays one (579 lines; the engine was split by concept at 600 around it): `ctx.step`
+//! is one concept — positions, replay, retries and the write-ahead undo are one algorithm over one
+//! journal cursor (`Run`), and the context's accessors are what a step reads of it; split, each
+//! half would reach into the other's state. The combinators of concurrent branches are `branches`;
+//! `engine` (342 lines) is one forward execution (submit, running the body, the terminal records),
+//! what it passes before it acts is `gate` (the environment check and the hold), its undoing
+//! `compensate`.
 
 use std::collections::HashMap;
 use std::future::Future;

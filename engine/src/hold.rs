@@ -4,6 +4,15 @@
 //! before anything acts, forward or compensating; drops the running work the moment the hold lapses (as it does when the journal
 //! lease is lost); and releases it when the execution ends. The engine knows no kind of hold:
 //! workflows make them (`WorkflowDef::hold`).
+//!
+//! Why what a hold waits for is journaled: while a workflow's hold (another journal's lease on the
+//! cluster, the account's quota) waits, each new reason is a `waiting` event, recorded in order by
+//! one task the engine drains before the first step (`gate`), and what it then holds a `holding`
+//! event (`Hold::what`: the cluster lease's key; an admission says nothing). The summary folds them
+//! into `waiting`, until the workflow records anything else, and `holding`, until the execution
+//! ends (the row does not keep it: `status ID`, its `waitsFor`, and the page read it from the
+//! events). Older binaries cannot decode these events, so the schema moved (SQLite 7, PostgreSQL 6)
+//! and they refuse such a journal rather than misread it.
 
 use std::sync::Arc;
 

@@ -1,5 +1,8 @@
 //! Workflow ids: unique, sortable by time (UUIDv7, from the engine's clock), and safe in shell
 //! and file names.
+//!
+//! Why this shape: a generated id is `<workflow>-<UUIDv7>` (`new_id`), from the engine's clock:
+//! unique and time-sortable.
 
 /// Checks a user-chosen id.
 pub fn check_id(id: &str) -> Result<(), String> {

@@ -1,5 +1,11 @@
 //! The lease on one workflow as this process holds it, with the self-fence that drops the
 //! workflow before the lease can expire when renewals stop succeeding.
+//!
+//! Why these numbers: a lease lasts 15 s (`EngineConfig::lease_ttl`) and is renewed every second
+//! (`heartbeat`); without a successful renewal this process drops the workflow at 10 s (a third of
+//! the lease kept in reserve, `FENCE_MARGIN`). Another owner's lease, live or on another host, is
+//! respected until it expires; one of a dead process of this host is taken over at once (the
+//! journal's `owner`).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -1,4 +1,9 @@
 //! Retry policies: exponential backoff with a cap, a bounded number of attempts, and jitter.
+//!
+//! Why backoffs are capped on resume: a journaled next-attempt time further away than the policy's
+//! `max_interval` (a clock stepped back, another host's clock) is cut to that interval (where
+//! `context` resumes a step). Cancel and stop wake a step sleeping in backoff at once (the waiter
+//! registers before the flags are read: `signals`).
 
 use std::time::Duration;
 

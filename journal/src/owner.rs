@@ -1,5 +1,12 @@
 //! Who holds a lease: an owner id that says which host and process it is, so a restarted daemon
 //! can tell a dead predecessor (take over at once) from a live one (respect the lease).
+//!
+//! The lease rule this serves (`rules::lease_is_free`): an owner id is
+//! `host~boot~pidns:pid:process-start-ticks:nonce` (the nonce the random half of a UUIDv7). A lease
+//! is free when expired, or when its owner is a process of this host, boot and pid namespace that
+//! no longer exists (a restarted daemon takes over at once); a live owner, or one elsewhere, is
+//! respected until expiry (15 s, renewed every second, self-fenced at 10 s: the engine's
+//! `EngineConfig` and `lease`).
 
 /// The identity of one running process, as written into leases:
 /// `host~boot~pidns:pid:start:nonce`. The boot id and the pid-namespace inode say where the pid

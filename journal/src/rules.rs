@@ -1,6 +1,11 @@
 //! What every backend's transactions decide the same way — fencing an append and folding it into
 //! the summary, whether a lease is free, what a cancel or resume request does — so SQLite and
 //! PostgreSQL differ only in their SQL.
+//!
+//! Why the workflows of one cluster are serialized by ticket (`CLUSTER_BLOCKER_SQL`: one at a time,
+//! in the order they were submitted or retried): simpler than ordering by "became runnable"
+//! timestamps, and immune to clock steps. `status ID` shows what a workflow waits for as
+//! `waitingFor`.
 
 use crate::api::Fence;
 use crate::error::{JournalError, Result};

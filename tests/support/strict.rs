@@ -2,6 +2,9 @@
 //! proxy, each switchable: idempotency tokens remembered with their answers, eventual consistency
 //! of new ids, an opted-in Local Zone, Route53's tag and request-rate limits, and asynchronous
 //! states (`transitions.rs`).
+//!
+//! What each behaviour stands for on AWS, and the tests that hold the code to it, is the table in
+//! docs/testing.md ("Strict AWS: the contract the tests hold the code to").
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};

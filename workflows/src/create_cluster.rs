@@ -2,6 +2,10 @@
 //! Private) create-privatelink, then one scale-nodepool per zone whose nodes get the worker
 //! instance profile — as child steps of one journaled workflow, so a crash anywhere resumes the
 //! whole, and a terminal failure anywhere compensates all of it.
+//!
+//! Why one workflow and not several: it calls the other workflows' bodies with scoped contexts
+//! (`infra/...`, `iam/...`, `privatelink/...`, `nodepool/<zone>/...`): one journal, one lease, one
+//! compensation list, so a crash anywhere resumes the whole and the cluster counts as one writer.
 
 use infraflow_activities::AwsPool;
 use serde::{Deserialize, Serialize};

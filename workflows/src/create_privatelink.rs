@@ -1,6 +1,11 @@
 //! `create-privatelink`: the PrivateLink path of a private hosted cluster — internal NLBs with
 //! endpoint services on the management side, a security group, an interface endpoint and CNAME
 //! records on the guest side (seeds/003).
+//!
+//! Why a zone check before the endpoint: guest subnets are mapped to zone IDs and compared with the
+//! zone IDs of the zones the endpoint service offers, before the endpoint is created (seeds/000;
+//! the `zone-check` step: zone names are per-account aliases). Zone names are resolved with the
+//! workflow's credentials: both sides are assumed to be reachable with them.
 
 use infraflow_activities::dns::WrittenCname;
 use infraflow_activities::elb::{self, short_name};

@@ -1,5 +1,11 @@
 //! `scale-nodepool`: a node pool's EC2 instances to an absolute replica count, up or down, and
 //! its subnet onto the cluster's PrivateLink endpoints.
+//!
+//! Why members are counted by tag and indexed: a node pool is counted by its tag
+//! (`infraflow.io/nodepool=<infraID>/<pool>`, `NODEPOOL_TAG`); members have stable indices
+//! (`infraflow.io/member`), scale-up fills the lowest free ones, scale-down removes the newest
+//! first (`plan`). A member's ClientToken includes the workflow id, so a member launched again
+//! after a scale-down is a new instance on AWS too.
 
 use infraflow_activities::compute::{self, LaunchSpec, Member};
 use infraflow_activities::privatelink;

@@ -1,5 +1,12 @@
 //! Route53: the public zone of the base domain (looked up, never created), and private zones
 //! attached to the cluster's VPC, marked at creation so a re-run or teardown finds them.
+//!
+//! Why this file is one (566 lines): one concept, a cluster's private zones — found by their
+//! comment marker, made, adopted (HyperShift's by its own lookup, another workflow's with this
+//! adopter's mark), judged by the regions of the VPCs they serve, and deleted with their records;
+//! the marker and the adoption marks are read by every one of those paths. Records, the hosted zone
+//! limit and the SOA are files of their own already (`records`, `room`, `soa`; `names` and
+//! `vpc_zones` since).
 
 mod names;
 mod records;

@@ -1,6 +1,10 @@
 //! Internal network load balancers, target groups and listeners (ELBv2). Names are unique per
 //! account and region, so lookups go by name and are confirmed by the identity tag: a same-named
 //! resource that is not ours is an error, never adopted.
+//!
+//! Why by name: ELBv2 names are unique per account, so load balancers and target groups are looked
+//! up by name (at most 32 characters, `NAME_LIMIT`; hashed when longer, `short_name`) and must
+//! carry our identity tag, else the step fails rather than adopt someone else's.
 
 use aws_sdk_elasticloadbalancingv2::types::{
     Action, ActionTypeEnum, LoadBalancerSchemeEnum, LoadBalancerStateEnum, LoadBalancerTypeEnum, ProtocolEnum, Tag,

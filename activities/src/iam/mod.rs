@@ -6,6 +6,10 @@
 //! adopted (it may be another cluster's). IAM is eventually consistent: a name just made may
 //! read as NoSuchEntity for seconds (retryable, as every not-found is) and its create then
 //! answers EntityAlreadyExists, which is resolved by reading it again, never by making another.
+//!
+//! Why split so: `iam/` was split by concept when it passed 600 lines — this file (488 lines) makes
+//! the cluster's IAM, `cleanup` finds it by tag and deletes it (beside them `home`, where
+//! region-less IAM belongs, and `room`, IAM's account-wide room for a create-iam).
 
 use aws_sdk_iam::types::Tag;
 

@@ -5,6 +5,39 @@
 //!
 //! Requests wait in the HTTP client (`http`), which is the one async place every SDK call goes
 //! through; the SDK's classifiers tell a throttle apart and the class's bucket slows down.
+//!
+//! Why requests are paced per process, in the HTTP client, by buckets of our own, counted as AWS
+//! counts: one adaptive bucket per request class (`ec2-mutating`, `ec2-describe`, `run-instances`,
+//! `route53`, ELB's describe and mutating classes in each API version, `iam`) and region (one for
+//! all regions for the global services' `iam` and `route53`) — and for EC2's two request classes
+//! one per API, as EC2 evaluates each API on its own bucket —, starting full, at the rate an idle
+//! account allows, shared by every workflow of the process. An interceptor (`http`) names each
+//! call's classes and hears the throttles, by the SDK's own retry classifiers; the wait happens in
+//! a wrapper around the SDK's default HTTPS client, the one async place every call passes
+//! (interceptors are synchronous; the retry strategy, where the SDK's own limiter waits, cannot be
+//! replaced through a service config), so it counts against the attempt timeout (10 minutes; a hung
+//! connection is cut by the 60 s read timeout: `client`).
+//!
+//! Why not the SDK's adaptive retry mode: its `ClientRateLimiter` stays off until the first
+//! throttle (the switch is private in aws-smithy-runtime 1.16), so a fleet's first burst is
+//! throttled whole, and it probes past the last rate on a cubic curve — throttles by design, which
+//! every other client on the account pays for; and `RetryConfig::disabled()` stays (a create
+//! retried blindly after a lost answer creates twice). Why not `governor`: its quota is fixed at
+//! construction, and the adaptive part (`bucket`: slow to half of what AWS admitted over 3 s on a
+//! throttle, or to a quarter of the rate before that share is measured; creep back, ten times
+//! faster until a throttle has measured it) is the whole point. The constants are ranked by
+//! `scripts/pacing-sim.py` and measured by `tests/aws_pacing.rs` and `scripts/bench-fleet.sh`. A
+//! waiter never reserves a future token: it sleeps until one is due and asks again, so a cut slows
+//! the requests already waiting. Durable retries stay as they were: a throttled step fails its
+//! attempt and the engine retries it.
+//!
+//! Several daemons on one account each pace themselves at the account's rate and learn of each
+//! other only by the throttles they cause: three started together on one journal stay under 5%
+//! throttled (measured in `tests/aws_pacing.rs`), at the cost of each running well below its share
+//! for a while after a throttle. Past that — many daemons, or an account where the controllers need
+//! a guaranteed share — the next step is a budget shared through the journal: each daemon takes
+//! `rate / live daemons` (the live owners are in the lease table already), or claims tokens in
+//! PostgreSQL rows per class; and a configured share reserved for the clusters' controllers.
 
 mod bucket;
 mod http;

@@ -3,6 +3,13 @@
 //! timeline, run graph, steps, output, input and journal events, and cancel / retry behind a
 //! confirmation. Server-rendered from minijinja templates (`templates/`), the data the
 //! CLI's `status --json` prints; no JavaScript, nothing fetched from elsewhere: it works offline.
+//!
+//! Why this file is one (577 lines): one concept, the page's HTTP surface — routing and the guards
+//! every route passes (Host allow-list, Origin, token), which must sit where every route is
+//! dispatched, and each route's gathering of what its template draws (the list's rows and waits, a
+//! workflow's view); split, the guards would have to be repeated or passed around. What each view
+//! shows is `history`, `svg`, `timeline`, `schedules` (the daemon's last sweep and drift checks)
+//! and the templates.
 
 mod history;
 mod schedules;

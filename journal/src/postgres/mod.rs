@@ -1,6 +1,14 @@
 //! The PostgreSQL backend: a journal shared by daemons on several hosts. Its connections live on
 //! a runtime of its own (one thread), so a handle works from any caller, async or not; appends go through one group-commit task (`writer`),
 //! everything else through a small pool (`pool`), and a listener wakes idle daemons (`listen`).
+//!
+//! Why a runtime of the journal's own: the driver's connections live on it, so a handle can be
+//! opened and dropped from sync code, from `#[tokio::test]`'s current-thread runtime or from the
+//! daemon's (measured: running them on the daemon's runtime instead was no faster, and its LISTEN
+//! connection was read seconds late). Synchronous reads (the CLI's) hand their thread over
+//! (`block_in_place`, in `block_on`) while they wait, and the engine's reads of a workflow's
+//! history and outcome are awaited (`load_async`, `outcome_async`), so a hundred workflows starting
+//! at once do not park the daemon's runtime threads.
 
 mod append;
 mod bench;

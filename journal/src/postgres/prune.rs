@@ -1,5 +1,9 @@
 //! Pruning in PostgreSQL: workflows that finished for good before a horizon move, with their
 //! events, to the `archived_*` tables of the same database, in one transaction.
+//!
+//! As SQLite's pruning (`sqlite::prune`), only workflows that finished for good (`completed`,
+//! `compensated`) move, and the trigger on `events` allows deleting only the events of an archived
+//! workflow; one transaction, where SQLite's archive file takes two.
 
 use tokio_postgres::Client;
 

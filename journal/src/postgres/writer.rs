@@ -1,6 +1,21 @@
 //! Group commit for PostgreSQL: one task takes every queued append and writes them in one
 //! transaction (`append::commit_appends`: one pipelined round trip, or two when a summary changed
 //! behind the writer's back), so a hundred workflows' steps cost one commit, not a hundred.
+//!
+//! Why the batch is one round trip: the fold is done in Rust (`rules::fold_append`, as SQLite
+//! does), then one `INSERT … SELECT FROM unnest(…)` writes every event and one `UPDATE … FROM
+//! unnest(…)` every summary, prepared, pipelined with `BEGIN` and `COMMIT`. The writer folds from
+//! the summaries it last committed itself; the `UPDATE` is guarded by each row's sequence number
+//! and lease owner (and lease epoch) and aborts the whole transaction (`summaries_unchanged`,
+//! SQLSTATE IF001) if anyone changed one since (a cancel, a claim, a release — all of which change
+//! one or the other). Then the batch runs the locking way: `SELECT … FOR UPDATE` of the summaries
+//! (in id order: no deadlocks), fold, write (two round trips). A fenced-off append fails alone. A
+//! claim leaves the writer the summary it committed, so a workflow's first step takes the
+//! one-round-trip way too.
+//!
+//! Every summary `UPDATE` also names its rows by primary key (`w.id = ANY($1)`): joined to `unnest`
+//! alone, the generic plan PostgreSQL switches a prepared statement to scanned every summary per
+//! append at a few hundred workflows. BENCHMARKS.md has what each step of this bought.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};

@@ -1,5 +1,12 @@
 //! Pruning: workflows that finished for good (`completed`, `compensated`) before a horizon move
 //! to an archive journal beside the live one, so the live journal stays small over years of use.
+//!
+//! How, and why so: `infraflow prune --before 30d` moves workflows that finished for good
+//! (`completed`, `compensated`; `retry` refuses them) to `<journal>.archive.sqlite3`, itself a
+//! journal that `status --db` reads. Copy, then delete, in two idempotent transactions; the delete
+//! trigger allows deleting only the events of an archived workflow (migration 3, `schema`).
+//! PostgreSQL moves them to `archived_workflows`/`archived_events` in one transaction, under the
+//! same trigger rule (`postgres::prune`).
 
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,10 @@
 //! Group commit: one thread owns the write connection and commits the queued operations of every
 //! workflow together, one fsync for many records.
+//!
+//! Why one writer thread: operations from all workflows queue to it, and it commits whatever is
+//! queued in one `BEGIN IMMEDIATE` transaction, each operation in its own savepoint (a fenced-off
+//! append does not undo its neighbours). What the file is opened with (`synchronous=FULL`, WAL,
+//! STRICT tables, numbered migrations) is `schema`'s.
 
 use std::sync::{Arc, OnceLock, mpsc};
 use std::time::{Duration, Instant};

@@ -1,6 +1,14 @@
 //! A loopback HTTP proxy in front of moto that counts API calls and injects faults: throttling,
 //! 5xx, connections dropped before the request reaches moto, and — the nastiest — dropped after
 //! moto acted but before the client hears back. moto has no fault injection of its own.
+//!
+//! Why split so: `proxy/` was split at 600 lines — this file (543 lines) is the test proxy's loop:
+//! read a call, decide its fault (`decide`: kill, cut-off, throttle, terminal), forward, answer,
+//! whose faults share one state and one lock; `chained` is its side of a chain of kills (a port per
+//! chained process, the holding of calls while a process starts or dies). The wire format is
+//! `wire.rs`, the strict layer `strict.rs`, the chain's bookkeeping `chain.rs`, IAM's view of a
+//! call `authz/`, Service Quotas and their enforcement `quotas.rs` (the loop only asks it, in three
+//! lines, before forwarding).
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;

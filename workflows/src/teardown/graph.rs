@@ -1,5 +1,11 @@
 //! A teardown round's deletes: each resource a journaled, retried step, and the kinds as a
 //! dependency graph — a kind starts once every kind it waits for is gone.
+//!
+//! Why dependency budgets are wall-clock: AWS releases some dependencies asynchronously (a load
+//! balancer's network interfaces outlive it by minutes), so a teardown delete (34 attempts of
+//! `delete_retry`: `DEFAULT_DELETE_ATTEMPTS` in `workflow`) and an undo (36, the engine's
+//! `undo_retry`) each wait about 15 minutes (checked by a test in `workflow` on the policies'
+//! nominal budgets) before pausing or ending in `compensation_failed`.
 
 use std::time::Duration;
 

@@ -1,5 +1,12 @@
 //! `teardown`: deletes what the makers of an infra id's cluster made, on their proof, in reverse
 //! dependency order, found by tag so that resources a crashed run never journaled go too.
+//!
+//! Why this file is one (577 lines): the teardown's rounds are one concept — a round's discovery
+//! and the stops it makes before any delete (protection, held subnets, riders, region-less IAM of
+//! another region) share the one journaled discovery step and must stay in it. A round's deletes as
+//! a graph are `graph` (split out when the customer network's unmarking took this file past 600
+//! lines), what it found `discovered`, what it leaves and names `left`, its plan `plan` (for
+//! `run teardown --dry-run`). The next split is the stops before deletes into a file of their own.
 
 use std::collections::BTreeMap;
 
