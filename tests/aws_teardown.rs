@@ -463,3 +463,35 @@ fn teardown_never_detaches_the_clusters_gateway_from_a_vpc_that_is_not_the_clust
     assert_eq!(res.status.code(), Some(0), "{}", stderr(&res));
     assert_eq!(Inventory::read(&e.c, "gw-abcde").total(), 0);
 }
+
+/// SAFETY-A7937A6 G12 for the other reusable name a teardown deletes: a classic load balancer
+/// deleted and made again with the cluster's tag (the same `Service`'s name) since discovery is
+/// another incarnation (its creation time): the resumed round pauses naming it, never deletes it.
+#[test]
+fn a_resumed_teardown_pauses_on_a_classic_load_balancer_made_again_since_it_was_found() {
+    let e = Env::new();
+    let input = e.input("p.json", provision_input("rg", "rg-abcde", &["us-east-1a"]));
+    let out = ok(&e.cli(&["run", "provision-infra", "--input", &input]));
+    let subnet = out["zones"][0]["subnetID"].as_str().map(str::to_string);
+    classic_load_balancer(&e, "rg-ingress", "rg-abcde", subnet.as_deref());
+    let t = e.input("t.json", json!({"infraID": "rg-abcde", "region": "us-east-1"}));
+    let args = ["run", "teardown", "--input", t.as_str(), "--id", "rg-down"];
+    let mut child = e.spawn_cli_at(&e.proxy.endpoint(), &args);
+    e.proxy.kill_at_action(
+        "DeleteLoadBalancer",
+        support::proxy::KillAt { call: 0, after_aws_acts: false, pid: child.id() },
+    );
+    let status = child.wait().unwrap();
+    assert!(e.proxy.action_kill_fired() && !status.success(), "{status:?}");
+    e.c.block_on(e.c.classic.delete_load_balancer().load_balancer_name("rg-ingress").send()).unwrap();
+    // Made again a moment later: another creation time, the same name and tag.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    classic_load_balancer(&e, "rg-ingress", "rg-abcde", subnet.as_deref());
+    let resumed = e.cli(&args);
+    assert_eq!(resumed.status.code(), Some(1), "{}", stderr(&resumed));
+    let st = e.s.status("rg-down");
+    assert_eq!(st["state"], "paused", "{st}");
+    assert!(st.to_string().contains("classic-load-balancer rg-ingress was deleted and made again"), "{st}");
+    let left = e.c.block_on(e.c.classic.describe_load_balancers().load_balancer_names("rg-ingress").send());
+    assert!(left.is_ok(), "the newcomer was deleted");
+}

@@ -112,6 +112,22 @@ pub(crate) async fn tags_now(aws: &Aws, name: &str) -> AwsResult<Option<Vec<(Str
     }
 }
 
+/// Which classic load balancer of that name is there now: when it was made (a name deleted and
+/// made again has another date); None if it is gone or AWS does not say.
+pub async fn incarnation(aws: &Aws, name: &str) -> AwsResult<Option<String>> {
+    let r = aws.classic_elb.describe_load_balancers().load_balancer_names(name).send().await;
+    match r.map_err(|e| classify("DescribeLoadBalancers", e)) {
+        Ok(out) => Ok(out
+            .load_balancer_descriptions()
+            .iter()
+            .find(|d| d.load_balancer_name() == Some(name))
+            .and_then(|d| d.created_time())
+            .map(|t| format!("{}.{:09}", t.secs(), t.subsec_nanos()))),
+        Err(e) if e.code_is("LoadBalancerNotFound") => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Deletes the classic load balancer `name`; false if it was already gone. (DeleteLoadBalancer
 /// succeeds on a missing name, so "already gone" is read first: teardown reports what it removed.)
 /// Its network interfaces outlive it for minutes; the subnets and groups they hold wait them out.

@@ -27,7 +27,16 @@ pub struct LeaseStore {
 impl LeaseStore {
     /// The object of one cluster's lease.
     pub fn key(&self, account: &str, region: &str, infra_id: &str) -> String {
-        format!("{}/{account}/{region}/{infra_id}", self.prefix.trim_end_matches('/'))
+        self.under(&format!("{account}/{region}/{infra_id}"))
+    }
+
+    /// `rest` under the prefix: with no prefix (`--lock-prefix ""`), at the bucket's top, never
+    /// under a key starting with `/`.
+    fn under(&self, rest: &str) -> String {
+        match self.prefix.trim_end_matches('/') {
+            "" => rest.to_string(),
+            prefix => format!("{prefix}/{rest}"),
+        }
     }
 }
 
@@ -156,7 +165,7 @@ pub async fn read(aws: &Aws, store: &LeaseStore, key: &str) -> AwsResult<Option<
 /// (one more). A store that accepts any of them (an S3 look-alike, a proxy that drops a header)
 /// would let two writers hold one cluster, and is refused.
 pub async fn self_test(aws: &Aws, store: &LeaseStore) -> AwsResult<Result<(), String>> {
-    let key = format!("{}/.self-test/store", store.prefix.trim_end_matches('/'));
+    let key = store.under(".self-test/store");
     let record = |serial| Record {
         holder: Holder {
             journal: "(self-test)".into(),
@@ -176,7 +185,17 @@ pub async fn self_test(aws: &Aws, store: &LeaseStore) -> AwsResult<Result<(), St
     };
     let probe = record(1);
     let (first, there) = futures::join!(create(aws, store, &key, &probe), read(aws, store, &key));
-    let if_none_match = match first? {
+    let first = match first {
+        // Not retried: a bucket that is not there will not be for the next attempt either.
+        Err(e) if e.code_is("NoSuchBucket") => {
+            return Ok(Err(format!(
+                "bucket s3://{} does not exist, or these credentials cannot see it: create it, or name another with --lock-bucket",
+                store.bucket
+            )));
+        }
+        r => r?,
+    };
+    let if_none_match = match first {
         // Made now: a second write must be refused.
         Written::Took(_) => match create(aws, store, &key, &record(2)).await? {
             Written::Lost => Ok(()),

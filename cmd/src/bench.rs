@@ -48,8 +48,13 @@ async fn steps_per_second(location: &Location, workflows: u32, steps: u32) -> Re
     let engine = Arc::new(Engine::new(journal, base_registry(), Arc::new(SystemClock), EngineConfig::default()));
     let mut ids = Vec::new();
     for _ in 0..workflows {
-        let s =
-            Submission { workflow: "canary".into(), input: json!({ "steps": steps }), id: None, no_rollback: false };
+        let s = Submission {
+            workflow: "canary".into(),
+            input: json!({ "steps": steps }),
+            id: None,
+            no_rollback: false,
+            submitter: None,
+        };
         ids.push(engine.submit(s).await?.id);
     }
     let start = Instant::now();

@@ -44,8 +44,25 @@ pub struct Cli {
     pub wait_limit: std::time::Duration,
     #[command(flatten)]
     pub lock: LockArgs,
+    #[command(flatten)]
+    pub server: ServerArgs,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--server`: the CLI as a client of a daemon's API instead of a journal.
+#[derive(Debug, clap::Args)]
+pub struct ServerArgs {
+    /// A daemon's API (`https://HOST:PORT`): submit, status, wait, history, cancel, retry and
+    /// check go there, as the tenant the token names, instead of to a journal.
+    #[arg(long, global = true, env = "INFRAFLOW_SERVER", value_name = "URL")]
+    pub server: Option<String>,
+    /// A file holding the API token [default: INFRAFLOW_TOKEN].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+    /// The CA the API's certificate is checked against (PEM) [default: the system's].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub server_ca: Option<std::path::PathBuf>,
 }
 
 /// One writer per cluster across journals: the cluster lease in S3.
@@ -116,6 +133,29 @@ pub enum Command {
         /// Repeatable [default: the roles of the daemon's own account only].
         #[arg(long = "allow-role", value_name = "ARN-PATTERN")]
         allow_roles: Vec<String>,
+        /// Serve the API for tenants (`/v1`, its OpenAPI at /v1/openapi.json) on this address
+        /// [default: off]. Off loopback it needs --tls-cert and --tls-key.
+        #[arg(long, value_name = "ADDR", requires = "tenants")]
+        api_listen: Option<std::net::SocketAddr>,
+        /// The tenants file: who may call the API, with which token or OIDC subject, and what each
+        /// may do and name. Read again on SIGHUP.
+        #[arg(long, value_name = "FILE", requires = "api_listen")]
+        tenants: Option<std::path::PathBuf>,
+        /// The API's certificate chain (PEM).
+        #[arg(long, value_name = "FILE", requires = "api_listen")]
+        tls_cert: Option<std::path::PathBuf>,
+        /// The API certificate's private key (PEM).
+        #[arg(long, value_name = "FILE", requires = "api_listen")]
+        tls_key: Option<std::path::PathBuf>,
+        /// The OIDC issuer (`iss`) whose tokens the API accepts.
+        #[arg(long, value_name = "URL", requires = "api_listen")]
+        oidc_issuer: Option<String>,
+        /// The audience (`aud`) those tokens must name.
+        #[arg(long, value_name = "NAME", requires = "api_listen")]
+        oidc_audience: Option<String>,
+        /// The issuer's signing keys, a JWKS file (read again on SIGHUP, and on a key id it lacks).
+        #[arg(long, value_name = "FILE", requires = "api_listen")]
+        oidc_jwks: Option<std::path::PathBuf>,
     },
     /// The account janitor: find every cluster of the regions by its ownership tag, class each
     /// as protected, active, expired or unexpired, and submit one teardown per expired cluster
@@ -236,6 +276,26 @@ pub enum Command {
 }
 
 impl Command {
+    /// The subcommand's name, as typed.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Daemon { .. } => "daemon",
+            Command::Sweep { .. } => "sweep",
+            Command::Check { .. } => "check",
+            Command::Submit(_) => "submit",
+            Command::Run(_) => "run",
+            Command::Status(_) => "status",
+            Command::Wait { .. } => "wait",
+            Command::History { .. } => "history",
+            Command::Cancel { .. } => "cancel",
+            Command::Retry { .. } => "retry",
+            Command::Prune { .. } => "prune",
+            Command::Policy { .. } => "policy",
+            Command::Graph { .. } => "graph",
+            Command::Bench { .. } => "bench",
+        }
+    }
+
     /// Whether the command may run a workflow (and so take cluster leases).
     pub fn runs_workflows(&self) -> bool {
         matches!(
@@ -314,7 +374,7 @@ fn parse_settle(s: &str) -> Result<std::time::Duration, String> {
     }
 }
 
-fn parse_state(s: &str) -> Result<infraflow_journal::WorkflowState, String> {
+pub(crate) fn parse_state(s: &str) -> Result<infraflow_journal::WorkflowState, String> {
     infraflow_journal::WorkflowState::parse(s).ok_or_else(|| {
         let all: Vec<&str> = infraflow_journal::WorkflowState::ALL.iter().map(|st| st.as_str()).collect();
         format!("{s:?} is not a state: one of {}", all.join(", "))
@@ -332,7 +392,7 @@ pub struct StatusCli {
 }
 
 /// `30d`, `12h`, `90m`, `45s`: an age for `prune --before`, `status --since`, `wait --timeout`.
-fn parse_age(s: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_age(s: &str) -> Result<std::time::Duration, String> {
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (n, unit) = s.split_at(split);
     let n: u64 = n.parse().map_err(|_| format!("{s:?} is not a duration: write a number and a unit, e.g. 30d"))?;

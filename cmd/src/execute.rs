@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use infraflow_activities::RoleAllowList;
 use infraflow_engine::{Engine, Registry, Signals, Submission, SystemClock};
-use infraflow_journal::{Journal, Location, RequestOutcome, WorkflowState};
+use infraflow_journal::{Location, RequestOutcome, WorkflowState};
 
 use crate::cli::SubmitArgs;
 use crate::failure::{CmdResult, Failure, INTERRUPTED, OK, WORKFLOW_FAILED};
@@ -29,7 +29,13 @@ fn validated_submission(args: &SubmitArgs, registry: &Registry) -> Result<Submis
     };
     infraflow_engine::check_id(&id).map_err(Failure::usage)?;
     def.validate(&id, &input).map_err(|e| Failure::usage(e.to_string()))?;
-    Ok(Submission { workflow: args.workflow.clone(), input, id: Some(id), no_rollback: args.no_rollback })
+    Ok(Submission {
+        workflow: args.workflow.clone(),
+        input,
+        id: Some(id),
+        no_rollback: args.no_rollback,
+        submitter: None,
+    })
 }
 
 pub async fn submit(db: &Location, args: &SubmitArgs) -> CmdResult {
@@ -61,24 +67,33 @@ pub async fn run(db: &Location, args: &SubmitArgs) -> CmdResult {
         check_output_file(file)?;
     }
     let engine = open_engine(db, registry, stderr_printer())?;
+    let lease = lease_said(&args.workflow, &submission.input);
     let submitted = engine.submit(submission).await?;
     eprintln!(
-        "infraflow: {} workflow {} ({}); {}; Ctrl-C stops it safely, the same command resumes it",
+        "infraflow: {} workflow {} ({}){lease}; Ctrl-C stops it safely, the same command resumes it",
         args.workflow,
         submitted.id,
         if submitted.created { "new" } else { "resuming" },
-        lease_said(),
     );
     see_through(&engine, &submitted.id, WorkflowState::Completed, args.output_file.as_deref()).await
 }
 
-/// Where the cluster's lease is kept, said on every run: two journals that name different
-/// buckets or prefixes (or one none) do not keep each other out, and nothing else can tell
-/// them (SAFETY-A7937A6 G10).
-fn lease_said() -> String {
-    match infraflow_workflows::hold::lease::lock_config() {
-        Some(c) => format!("cluster lease under s3://{}/{}", c.store.bucket, c.store.prefix),
-        None => "no cluster lease (no --lock-bucket): other journals are not kept off this cluster".to_string(),
+/// Where the lease of the cluster a workflow acts on is kept, said by every `run`, `retry` and
+/// `cancel` (and the daemon and the sweep at start): two journals that name different buckets
+/// or prefixes (or one none) do not keep each other out, and nothing else can tell them
+/// (SAFETY-A7937A6 G10). Empty for a workflow of no cluster (`canary`).
+fn lease_said(workflow: &str, input: &serde_json::Value) -> String {
+    if infraflow_workflows::cluster::of(workflow, input).is_none() {
+        return String::new();
+    }
+    format!("; {}", crate::lock::leases_said())
+}
+
+/// The workflow name and input of `id`, for the lines `retry` and `cancel` print.
+fn lease_said_of(engine: &Engine, id: &str) -> String {
+    match engine.journal().load(id).ok().flatten() {
+        Some(v) => lease_said(&v.workflow, &v.input),
+        None => String::new(),
     }
 }
 
@@ -90,87 +105,8 @@ fn lease_said() -> String {
 /// last.
 async fn check_aws_before_journal(db: &Location, submission: &Submission) -> Result<(), Failure> {
     crate::lock::start_proof(infraflow_workflows::role_of(&submission.input).as_ref());
-    if !already_journaled(db, submission.id.as_deref()) {
-        refuse_protected_teardown(submission).await?;
-        refuse_unfit_customer_network(submission).await?;
-        if infraflow_workflows::quota::on() {
-            refuse_over_quota(submission).await?;
-        }
-    }
+    crate::admit::refuse_before_journal(db, submission).await?;
     crate::lock::proved().await
-}
-
-/// A workflow that would meet a quota half-way (a provision's Elastic IPs, VPCs, internet
-/// gateways, NAT gateways per zone; IAM roles and instance profiles; a link's load balancers and
-/// target groups; a node pool's On-Demand vCPUs) is refused before it makes anything: one line
-/// naming each quota, exit 2.
-/// Quotas Service Quotas would not tell are AWS's published defaults, said on stderr.
-async fn refuse_over_quota(submission: &Submission) -> Result<(), Failure> {
-    let role = infraflow_workflows::role_of(&submission.input);
-    let pool = crate::registry::pool().assuming(role.as_ref());
-    let admission = infraflow_workflows::quota::provision::admit_before_submit(&pool, &submission.workflow, &submission.input)
-        .await
-        .map_err(|e| {
-            Failure::other(format!(
-                "cannot read the account's quotas and usage to check that the {} fits: {e}; nothing was submitted (--skip-quota-check journals it unchecked)",
-                submission.workflow
-            ))
-        })?;
-    if let Some(note) = admission.note {
-        eprintln!("infraflow: {note}");
-    }
-    match admission.refusal {
-        Some(why) => Err(Failure::usage(why)),
-        None => Ok(()),
-    }
-}
-
-/// A provision into a customer's VPC (`vpcID`) whose network breaks a rule: every rule broken
-/// named, one line each, exit 2, nothing journaled or changed.
-async fn refuse_unfit_customer_network(submission: &Submission) -> Result<(), Failure> {
-    let role = infraflow_workflows::role_of(&submission.input);
-    let pool = crate::registry::pool().assuming(role.as_ref());
-    match infraflow_workflows::provision::check_before_submit(&pool, &submission.workflow, &submission.input).await {
-        Ok(None) => Ok(()),
-        Ok(Some(why)) => Err(Failure::usage(why)),
-        Err(e) => Err(Failure::other(format!(
-            "cannot read the customer's network (vpcID) to check it: {e}; nothing was submitted"
-        ))),
-    }
-}
-
-/// A teardown of a protected cluster (`infraflow.io/do-not-delete` on any of its resources) is
-/// bad input: exit 2 naming the resource, nothing journaled. Read from AWS, where the tag is.
-/// Not read again for a teardown this journal already holds (`run --id` resuming it): its own
-/// discovery reads the tag before every round of deletes, and pauses on it.
-async fn refuse_protected_teardown(submission: &Submission) -> Result<(), Failure> {
-    if submission.workflow != "teardown" {
-        return Ok(());
-    }
-    let field = |k: &str| submission.input[k].as_str().unwrap_or_default().to_string();
-    let (infra, region) = (field("infraID"), field("region"));
-    // Read where the teardown will act: through its role, in the role's account (review F11).
-    let role = infraflow_workflows::role_of(&submission.input);
-    let pool = crate::registry::pool().assuming(role.as_ref());
-    match infraflow_workflows::teardown::find_protection(&pool, &infra, &region).await {
-        Ok(None) => Ok(()),
-        Ok(Some(why)) => Err(Failure::usage(why)),
-        Err(e) => Err(Failure::other(format!(
-            "cannot check whether cluster {infra} is protected (infraflow.io/do-not-delete): {e}; nothing was submitted"
-        ))),
-    }
-}
-
-/// Whether the journal at `db` holds workflow `id`, read without creating or changing anything
-/// (an unreadable journal counts as not: the caller then checks AWS, the safe way).
-fn already_journaled(db: &Location, id: Option<&str>) -> bool {
-    let Some(id) = id else { return false };
-    if let Location::Sqlite(path) = db
-        && !path.exists()
-    {
-        return false;
-    }
-    Journal::open_read_only_at(db).ok().and_then(|j| j.row(id).ok().flatten()).is_some()
 }
 
 /// Before anything runs: a file the output can be written to (its folder exists, it is not a
@@ -189,8 +125,10 @@ fn check_output_file(file: &std::path::Path) -> Result<(), Failure> {
 pub async fn cancel(db: &Location, id: &str, detach: bool) -> CmdResult {
     let engine = open_engine(db, full_registry(), stderr_printer())?;
     match engine.journal().request_cancel(id, SystemClock.now()).await? {
-        RequestOutcome::Done(_) => eprintln!("infraflow: cancel of {id} requested"),
-        RequestOutcome::AlreadyRequested(_) => eprintln!("infraflow: cancel of {id} was already requested"),
+        RequestOutcome::Done(_) => eprintln!("infraflow: cancel of {id} requested{}", lease_said_of(&engine, id)),
+        RequestOutcome::AlreadyRequested(_) => {
+            eprintln!("infraflow: cancel of {id} was already requested{}", lease_said_of(&engine, id))
+        }
         RequestOutcome::NotApplicable(state) => {
             return Err(Failure::usage(format!(
                 "workflow {id} is {state}; nothing to cancel (use `infraflow run teardown` to remove what it made)"
@@ -207,8 +145,10 @@ pub async fn cancel(db: &Location, id: &str, detach: bool) -> CmdResult {
 pub async fn retry(db: &Location, id: &str, detach: bool) -> CmdResult {
     let engine = open_engine(db, full_registry(), stderr_printer())?;
     match engine.journal().request_resume(id, SystemClock.now()).await? {
-        RequestOutcome::Done(state) => eprintln!("infraflow: {id} resumed ({state})"),
-        RequestOutcome::AlreadyRequested(state) => eprintln!("infraflow: {id} is {state}; continuing it"),
+        RequestOutcome::Done(state) => eprintln!("infraflow: {id} resumed ({state}){}", lease_said_of(&engine, id)),
+        RequestOutcome::AlreadyRequested(state) => {
+            eprintln!("infraflow: {id} is {state}; continuing it{}", lease_said_of(&engine, id))
+        }
         RequestOutcome::NotApplicable(state) => {
             return Err(Failure::usage(format!(
                 "workflow {id} is {state}; only paused or failed workflows can be retried"
@@ -340,15 +280,23 @@ pub async fn allow_roles(patterns: Vec<String>) {
     crate::registry::set_allowed_roles(list);
 }
 
+/// `daemon --listen`'s status page, metrics and health.
+pub struct PageConfig {
+    pub listen: Option<std::net::SocketAddr>,
+    pub allow_remote_actions: bool,
+    pub page_hosts: Vec<String>,
+}
+
 pub async fn daemon(
     db: &Location,
     workers: u16,
-    listen: Option<std::net::SocketAddr>,
-    allow_remote_actions: bool,
-    page_hosts: &[String],
+    page: PageConfig,
+    api: Option<crate::api::ApiConfig>,
     schedules: Schedules,
     allowed_roles: Vec<String>,
 ) -> CmdResult {
+    let PageConfig { listen, allow_remote_actions, page_hosts } = page;
+    let api = api.map(crate::api::prepare).transpose()?;
     let shutdown = Arc::new(Signals::default());
     forward_interrupts(shutdown.clone(), "the daemon");
     let metrics = crate::metrics::Metrics::new();
@@ -363,6 +311,7 @@ pub async fn daemon(
     let engine = Arc::new(open_engine(db, full_registry(), metrics.observer(tracing_observer()))?);
     engine.journal().verify()?;
     tracing::info!(journal = %db, "journal opened and verified");
+    tracing::info!("{}", crate::lock::leases_said());
     if let Some(addr) = listen {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -372,13 +321,16 @@ pub async fn daemon(
         let actions = addr.ip().is_loopback() || allow_remote_actions;
         tracing::info!(address = %addr, actions, "serving the status page at /, /metrics, /healthz and /readyz");
         let bound = listener.local_addr().unwrap_or(addr);
-        let hosts = crate::page::allowed_hosts(bound, page_hosts);
+        let hosts = crate::page::allowed_hosts(bound, &page_hosts);
         let page = Arc::new(
             crate::page::Page::new(engine.journal().clone(), actions, hosts)
                 .with_sweep(last_sweep.clone())
                 .with_checks(last_checks.clone()),
         );
         tokio::spawn(crate::serve::serve(listener, metrics.clone(), engine.journal().clone(), page));
+    }
+    if let Some(api) = api {
+        api.start(engine.clone(), db.clone()).await?;
     }
     if let Some(every) = schedules.check_every {
         tracing::info!(every = ?every, "checking every cluster of the journal for drift");

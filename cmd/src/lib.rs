@@ -1,6 +1,10 @@
 //! The binary edge of infraflow: argument parsing, configuration, logging and printing for the
 //! `infraflow` and `workflow-status` binaries. Nothing below this crate prints or reads env.
 
+mod admit;
+
+mod api;
+
 mod bench;
 mod check;
 mod checked;
@@ -18,6 +22,7 @@ mod progress;
 mod rate_waits;
 mod redact;
 mod registry;
+mod remote;
 mod render;
 mod serve;
 mod signals;
@@ -85,6 +90,20 @@ fn infraflow_command() -> ExitCode {
     let cli = Cli::parse();
     init_logging(if matches!(cli.command, Command::Daemon { .. }) { "info" } else { "warn" }, cli.log_format);
     finish((|| {
+        if let Some(url) = &cli.server.server {
+            let token = match &cli.server.token_file {
+                Some(f) => std::fs::read_to_string(f)
+                    .map_err(|e| Failure::usage(format!("--token-file {}: {e}", f.display())))?
+                    .trim()
+                    .to_string(),
+                None => std::env::var("INFRAFLOW_TOKEN").unwrap_or_default(),
+            };
+            if token.is_empty() {
+                return Err(Failure::usage("--server needs a token: --token-file FILE or INFRAFLOW_TOKEN"));
+            }
+            let server = remote::Server::new(url, token, cli.server.server_ca.as_deref())?;
+            return runtime()?.block_on(remote::run(&server, cli.command));
+        }
         let db = paths::journal_location(cli.db)?;
         if let Some(pacing) = cli.aws_rate {
             registry::set_pacing(pacing);
@@ -130,11 +149,30 @@ fn infraflow_command() -> ExitCode {
                         sweep_regions,
                         check_every,
                         allow_roles,
+                        api_listen,
+                        tenants,
+                        tls_cert,
+                        tls_key,
+                        oidc_issuer,
+                        oidc_audience,
+                        oidc_jwks,
                     } => {
                         let sweep = execute::SweepSchedule::new(sweep_every, sweep_regions)?;
                         let schedules = execute::Schedules::new(sweep, check_every)?;
-                        execute::daemon(&db, workers, listen, allow_remote_actions, &page_hosts, schedules, allow_roles)
-                            .await
+                        let api = match (api_listen, tenants) {
+                            (Some(listen), Some(tenants)) => Some(api::ApiConfig {
+                                listen,
+                                tenants,
+                                tls_cert,
+                                tls_key,
+                                oidc_issuer,
+                                oidc_audience,
+                                oidc_jwks,
+                            }),
+                            _ => None,
+                        };
+                        let page = execute::PageConfig { listen, allow_remote_actions, page_hosts };
+                        execute::daemon(&db, workers, page, api, schedules, allow_roles).await
                     }
                     Command::Check { infra_id, region, json } => check::check(&db, &infra_id, &region, json).await,
                     Command::Submit(args) => execute::submit(&db, &args).await,

@@ -58,3 +58,11 @@ pub async fn proved() -> Result<(), Failure> {
     let Some(task) = PROOF.lock().unwrap().take() else { return Ok(()) };
     task.await.unwrap_or_else(|e| Err(format!("the lease store's proof did not finish: {e}"))).map_err(Failure::usage)
 }
+
+/// Where this process keeps cluster leases, or that it takes none.
+pub fn leases_said() -> String {
+    match infraflow_workflows::hold::lease::lock_config() {
+        Some(c) => format!("cluster lease under s3://{}/{}", c.store.bucket, c.store.prefix.trim_end_matches('/')),
+        None => "no cluster lease (no --lock-bucket): other journals are not kept off this cluster".to_string(),
+    }
+}

@@ -89,7 +89,7 @@ fn acts_as(view: &WorkflowView) -> (Option<&str>, Option<&str>) {
 /// and the AWS account it acts in (and through which role).
 pub fn view_json(row: &WorkflowRow, view: &WorkflowView, waiting: &WaitingFor) -> Value {
     let (account, role) = acts_as(view);
-    json!({
+    let mut v = json!({
         "account": account,
         "role": role,
         "waitingFor": waiting.as_ref().map(|(id, workflow, state)| json!({"id": id, "workflow": workflow, "state": state})),
@@ -114,13 +114,21 @@ pub fn view_json(row: &WorkflowRow, view: &WorkflowView, waiting: &WaitingFor) -
         })).collect::<Vec<_>>(),
         "output": view.summary.output,
         "error": view.summary.error,
-    })
+    });
+    // Who asked through the API (`<tenant>/<subject>`); none from the journal path.
+    if let Some(s) = &view.submitter {
+        v["submitter"] = json!(s);
+    }
+    v
 }
 
 pub fn view_text(row: &WorkflowRow, view: &WorkflowView, waiting: &WaitingFor, now_ms: i64) -> String {
     let mut out = String::new();
     out.push_str(&format!("id:        {}\n", view.id));
     out.push_str(&format!("workflow:  {}\n", view.workflow));
+    if let Some(s) = &view.submitter {
+        out.push_str(&format!("submitter: {s}\n"));
+    }
     out.push_str(&format!("state:     {}\n", row.state));
     out.push_str(&format!("created:   {} ({} ago)\n", iso_time(view.created_at), age(now_ms - view.created_at)));
     match acts_as(view) {

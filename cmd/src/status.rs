@@ -25,7 +25,7 @@ pub(crate) fn waits(journal: &Journal, rows: &[WorkflowRow]) -> Result<render::W
     Ok(out)
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 

@@ -92,6 +92,7 @@ pub async fn submit_teardowns(engine: &Engine, swept: &mut [Swept]) -> Result<Ve
             input: janitor::teardown_input(s),
             id: Some(id.clone()),
             no_rollback: false,
+            submitter: None,
         };
         // One cluster's refusal (an id pruned and refused, a protection met at submit) is said
         // on its row; the other expired clusters are still submitted.
@@ -118,6 +119,9 @@ pub async fn submit_teardowns(engine: &Engine, swept: &mut [Swept]) -> Result<Ve
 pub async fn sweep(db: &Location, regions: &[String], dry_run: bool, json: bool) -> CmdResult {
     let regions = checked_regions(regions)?;
     let pool = crate::registry::pool();
+    // Which leases the sweep reads to class a cluster active: another journal's under another
+    // bucket or prefix are not seen (SAFETY-A7937A6 G10).
+    eprintln!("infraflow: {}", crate::lock::leases_said());
     let (mut swept, submitted) = if dry_run {
         // Reads only: a journal that does not exist yet has no busy cluster, and is not made.
         let journal = match db {

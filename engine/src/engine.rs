@@ -62,6 +62,8 @@ pub struct Submission {
     pub input: Value,
     pub id: Option<String>,
     pub no_rollback: bool,
+    /// Who asked, through the daemon's API (`<tenant>/<subject>`); none from the journal path.
+    pub submitter: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,6 +138,7 @@ impl Engine {
                 no_rollback: s.no_rollback,
                 code_version: Some(def.version()),
                 creator: Some(ids::new_creator(&id, self.clock.now_ms())),
+                submitter: s.submitter,
                 at: self.clock.now_ms(),
             })
             .await?;

@@ -30,6 +30,8 @@ pub struct NewWorkflow {
     pub code_version: Option<u32>,
     /// The workflow's creator identity (`Event::Submitted::creator`).
     pub creator: Option<String>,
+    /// Who asked for it through the API (`Event::Submitted::submitter`): none from the journal path.
+    pub submitter: Option<String>,
     pub at: i64,
 }
 

@@ -28,6 +28,12 @@ pub enum Event {
         /// records of versions before it: their creator is the workflow id.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         creator: Option<String>,
+        /// Who asked for it through the daemon's API, as `<tenant>/<subject>`: shown by `status`,
+        /// `history` and the page, and the tenant the workflow (and its cluster) belongs to.
+        /// Absent for submissions through the journal path. An older binary ignores it, which
+        /// loses nothing but the showing: it acts the same.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        submitter: Option<String>,
     },
     LeaseTaken {
         owner: String,

@@ -283,6 +283,8 @@ pub struct WorkflowView {
     pub code_version: Option<u32>,
     /// Who the workflow is to AWS (`Event::Submitted::creator`): its id in older records.
     pub creator: String,
+    /// Who asked for it through the API (`Event::Submitted::submitter`), as `<tenant>/<subject>`.
+    pub submitter: Option<String>,
     /// How many times the operator asked to resume it (`retry`).
     pub resumes: u32,
     pub created_at: i64,
@@ -304,6 +306,7 @@ impl WorkflowView {
             no_rollback: false,
             code_version: None,
             creator: id.to_string(),
+            submitter: None,
             resumes: 0,
             created_at: events.first().map_or(0, |e| e.at),
             updated_at: events.last().map_or(0, |e| e.at),
@@ -355,8 +358,9 @@ impl WorkflowView {
         for rec in events {
             view.summary.apply(&rec.event);
             match &rec.event {
-                Event::Submitted { workflow, input, no_rollback, code_version, creator } => {
+                Event::Submitted { workflow, input, no_rollback, code_version, creator, submitter } => {
                     view.workflow = workflow.clone();
+                    view.submitter = submitter.clone();
                     if let Some(c) = creator {
                         view.creator = c.clone();
                     }

@@ -208,6 +208,7 @@ pub fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
     false
 }
 
+pub mod api;
 pub mod authz;
 pub mod aws;
 pub mod buckets;

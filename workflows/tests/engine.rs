@@ -80,6 +80,7 @@ async fn no_rollback_keeps_completed_steps_and_ends_failed() {
             input: json!({"steps": 3, "failAt": 2, "effectsFile": w.effects()}),
             id: Some("keep-1".into()),
             no_rollback: true,
+            submitter: None,
         })
         .await
         .unwrap()

@@ -34,11 +34,12 @@ pub async fn delete(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> {
 /// again, by anyone. Those are read again now:
 /// - no longer carrying the cluster's ownership tag (for IAM this region's): someone else's now,
 ///   left, and counted as gone (SAFETY-F393541 F13);
-/// - carrying it, but IAM's `incarnation` of the name is not the one discovery journaled (the
-///   role's or profile's unique id, the provider's date): made again with the cluster's tags
-///   since, by whoever re-made a cluster of this infraID. Not the resource this teardown found,
-///   yet claiming to be the cluster's: the delete pauses naming it (SAFETY-A7937A6 G12), and
-///   the operator says whether it goes (`retry`: a new pass finds it anew) or not (`cancel`).
+/// - carrying it, but not the `incarnation` of the name discovery journaled (`incarnation`):
+///   made again with the cluster's tags since, by whoever re-made a cluster of this infraID. Not
+///   the resource this teardown found, yet claiming to be the cluster's: the delete pauses naming
+///   it (SAFETY-A7937A6 G12), and the operator says whether it goes (`retry`: a new pass finds
+///   it anew) or not (`cancel`). Without a journaled incarnation (discovery could not read one,
+///   or a round of an older version), the tags decide alone, as before.
 ///
 /// The registry bucket checks itself (`s3`).
 pub async fn delete_if_still_the_clusters(
@@ -48,9 +49,11 @@ pub async fn delete_if_still_the_clusters(
     infra: &str,
     incarnation: Option<&str>,
 ) -> AwsResult<bool> {
-    let (tags, now) = match kind {
+    // IAM says which incarnation in the same read as the tags; a classic load balancer's is
+    // read only when one was journaled.
+    let (tags, read) = match kind {
         Kind::IamRole | Kind::InstanceProfile | Kind::OidcProvider => match iam::now(aws, kind, id).await? {
-            Some(now) => (Some(now.tags), now.incarnation),
+            Some(now) => (Some(now.tags), Some(now.incarnation)),
             None => (None, None),
         },
         Kind::ClassicLoadBalancer => (classic_elb::tags_now(aws, id).await?, None),
@@ -63,17 +66,49 @@ pub async fn delete_if_still_the_clusters(
             tracing::warn!(kind = kind.as_str(), id, "no longer tagged as the cluster's since it was found: left");
             Ok(false)
         }
-        Some(_) if incarnation.is_some_and(|found| now.as_deref() != Some(found)) => Err(AwsError::operator(
-            "GetRole",
-            format!(
-                "{} {id} was deleted and made again with cluster {infra}'s tags since this teardown found it \
-                     (not the one it found): left; `retry` if it is the cluster's and goes too, `cancel` if it \
-                     belongs to a cluster made anew",
-                kind.as_str()
-            ),
-        )),
-        Some(_) => delete(aws, kind, id).await,
+        Some(_) => {
+            let now = match (incarnation, read) {
+                (None, _) => None,
+                (Some(_), Some(read)) => read,
+                (Some(_), None) => self::incarnation(aws, kind, id).await?,
+            };
+            if let Some(found) = incarnation
+                && now.as_deref() != Some(found)
+            {
+                return Err(AwsError::operator(
+                    read_operation(kind),
+                    format!(
+                        "{} {id} was deleted and made again with cluster {infra}'s tags since this teardown found it \
+                         (not the one it found): left; `retry` if it is the cluster's and goes too, `cancel` if it \
+                         belongs to a cluster made anew",
+                        kind.as_str()
+                    ),
+                ));
+            }
+            delete(aws, kind, id).await
+        }
         None => Ok(false),
+    }
+}
+
+/// Which resource of a name that can be made again is there now — a role's or instance
+/// profile's unique id, an OIDC provider's or classic load balancer's creation time — for a
+/// teardown to journal at discovery and compare at its delete; None if it is gone, AWS does not
+/// say, or `kind`'s ids are never reused.
+pub async fn incarnation(aws: &Aws, kind: Kind, name: &str) -> AwsResult<Option<String>> {
+    match kind {
+        Kind::IamRole | Kind::InstanceProfile | Kind::OidcProvider => iam::incarnation(aws, kind, name).await,
+        Kind::ClassicLoadBalancer => classic_elb::incarnation(aws, name).await,
+        _ => Ok(None),
+    }
+}
+
+fn read_operation(kind: Kind) -> &'static str {
+    match kind {
+        Kind::IamRole => "GetRole",
+        Kind::InstanceProfile => "GetInstanceProfile",
+        Kind::OidcProvider => "GetOpenIDConnectProvider",
+        _ => "DescribeLoadBalancers",
     }
 }
 

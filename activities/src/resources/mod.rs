@@ -13,7 +13,7 @@ use crate::{classic_elb, compute, dns, elb, endpoints, iam, nat, network, privat
 mod delete;
 pub(crate) mod kind;
 pub(crate) mod scope;
-pub use delete::{delete, delete_by_id_if_created_by, delete_if_still_the_clusters, delete_in_scope};
+pub use delete::{delete, delete_by_id_if_created_by, delete_if_still_the_clusters, delete_in_scope, incarnation};
 pub use kind::Kind;
 pub use scope::Scope;
 

@@ -131,6 +131,7 @@ pub(crate) fn submit_tx(c: &Connection, new: &NewWorkflow) -> Result<SubmitOutco
             no_rollback: new.no_rollback,
             code_version: new.code_version,
             creator: new.creator.clone(),
+            submitter: new.submitter.clone(),
         }],
         new.at,
     )?;
@@ -161,6 +162,7 @@ mod tests {
                 no_rollback: false,
                 code_version: Some(1),
                 creator: None,
+                submitter: None,
                 at: 1,
             };
             c.execute_batch("BEGIN IMMEDIATE").unwrap();

@@ -79,6 +79,7 @@ pub fn new_wf(id: &str, cluster: &str) -> NewWorkflow {
         no_rollback: false,
         code_version: Some(1),
         creator: None,
+        submitter: None,
         at: 1_000,
     }
 }

@@ -107,8 +107,11 @@ impl WorkflowDef for Teardown {
     /// 3: the image registry's bucket too, and each round's deletes run as a dependency graph.
     /// 4: a cluster in a customer's VPC has its marks taken off the customer's subnets and VPC
     /// once nothing of its own is left.
+    /// 5: discovery journals which incarnation of each reusable name it found (an IAM role's or
+    /// profile's id, an OIDC provider's or classic load balancer's creation time), and a delete
+    /// journals it in its input: another incarnation since pauses the delete (SAFETY-A7937A6 G12).
     fn version(&self) -> u32 {
-        4
+        5
     }
 
     /// Runs the previous releases journaled keep running: 7243d60 journaled version 1 (one kind
@@ -405,7 +408,11 @@ async fn teardown(
                         return Err(held_subnets_error(&held));
                     }
                 }
-                Discovered::read(&aws, found).await.map_err(from_aws)
+                if version >= 5 {
+                    Discovered::read(&aws, found).await.map_err(from_aws)
+                } else {
+                    Ok(Discovered::Bare(found))
+                }
             })
             .await?;
         let inventory = discovered.found();

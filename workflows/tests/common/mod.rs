@@ -61,7 +61,11 @@ impl World {
 }
 
 pub async fn submit(engine: &Engine, workflow: &str, input: Value) -> String {
-    engine.submit(Submission { workflow: workflow.into(), input, id: None, no_rollback: false }).await.unwrap().id
+    engine
+        .submit(Submission { workflow: workflow.into(), input, id: None, no_rollback: false, submitter: None })
+        .await
+        .unwrap()
+        .id
 }
 
 pub fn completions(journal: &Journal, id: &str) -> std::collections::BTreeMap<String, u32> {

@@ -1,0 +1,209 @@
+//! `daemon --api-listen ADDR`: the authenticated HTTP API for tenants, under `/v1` (JSON; its
+//! OpenAPI document at `/v1/openapi.json`). Who a request is (`auth`: a tenant's bearer token,
+//! or an OIDC token whose subject a tenant names), what a tenant may do and see (`tenants`,
+//! `fences`), each route (`routes`), errors as problem documents (`problem`), one audit line a
+//! request (`audit`). TLS is required off loopback (`tls`). The tenants file and the JWKS are
+//! read again on SIGHUP.
+
+mod audit;
+mod auth;
+mod fences;
+mod jwt;
+mod problem;
+mod routes;
+mod tenants;
+mod tls;
+
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use infraflow_engine::Engine;
+use infraflow_journal::Location;
+
+use crate::failure::Failure;
+use audit::Caller;
+use auth::Authenticator;
+use problem::{Problem, json_response};
+
+/// The largest request body the API reads (a submission's input is a few kilobytes).
+const BODY_LIMIT: usize = 1 << 20;
+
+const OPENAPI: &str = include_str!("openapi.json");
+
+/// How the API is served, from the daemon's flags.
+pub struct ApiConfig {
+    pub listen: SocketAddr,
+    pub tenants: PathBuf,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub oidc_issuer: Option<String>,
+    pub oidc_audience: Option<String>,
+    pub oidc_jwks: Option<PathBuf>,
+}
+
+struct Api {
+    auth: Authenticator,
+    routes: routes::Routes,
+}
+
+/// The API checked and ready to bind: its TLS, tenants and OIDC issuer read.
+pub struct Prepared {
+    listen: SocketAddr,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    auth: Authenticator,
+}
+
+/// Checks the configuration before the daemon does anything else (so a wrong flag changes and
+/// calls nothing); refusals are usage errors (exit 2) naming the flag.
+pub fn prepare(config: ApiConfig) -> Result<Prepared, Failure> {
+    let tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key).map_err(Failure::usage)?),
+        (None, None) if config.listen.ip().is_loopback() => None,
+        (None, None) => {
+            return Err(Failure::usage(format!(
+                "--api-listen {} is not a loopback address: give --tls-cert and --tls-key (tokens must not cross a network in clear)",
+                config.listen
+            )));
+        }
+        _ => return Err(Failure::usage("give both --tls-cert and --tls-key, or neither")),
+    };
+    let tenants = tenants::Tenants::load(&config.tenants).map_err(Failure::usage)?;
+    let oidc = match (config.oidc_issuer, config.oidc_audience, config.oidc_jwks) {
+        (Some(issuer), Some(audience), Some(jwks)) => {
+            Some(jwt::Verifier::new(issuer, audience, jwks).map_err(Failure::usage)?)
+        }
+        (None, None, None) => None,
+        _ => return Err(Failure::usage("--oidc-issuer, --oidc-audience and --oidc-jwks go together")),
+    };
+    Ok(Prepared { listen: config.listen, tls, auth: Authenticator::new(tenants, oidc) })
+}
+
+impl Prepared {
+    /// Binds and serves in the background.
+    pub async fn start(self, engine: Arc<Engine>, db: Location) -> Result<SocketAddr, Failure> {
+        let listener = tokio::net::TcpListener::bind(self.listen).await.map_err(|e| {
+            Failure::usage(format!("cannot listen on {} for the API: {e}; pick a free port", self.listen))
+        })?;
+        let bound = listener.local_addr().unwrap_or(self.listen);
+        let tls = self.tls.is_some();
+        let api = Arc::new(Api { auth: self.auth, routes: routes::Routes { engine, db } });
+        tokio::spawn(reload_on_hangup(api.clone()));
+        tokio::spawn(accept(listener, self.tls, api));
+        tracing::info!(address = %bound, tls, "serving the API at /v1");
+        Ok(bound)
+    }
+}
+
+async fn accept(listener: tokio::net::TcpListener, tls: Option<tokio_rustls::TlsAcceptor>, api: Arc<Api>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "API listener: cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (api, tls) = (api.clone(), tls.clone());
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let api = api.clone();
+                async move { Ok::<_, Infallible>(api.respond(peer.ip(), req).await) }
+            });
+            let builder = hyper::server::conn::http1::Builder::new();
+            match tls {
+                Some(acceptor) => {
+                    // A handshake that never finishes holds nothing for long.
+                    let Ok(Ok(stream)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await
+                    else {
+                        return;
+                    };
+                    let _ = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await;
+                }
+                None => {
+                    let _ = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await;
+                }
+            }
+        });
+    }
+}
+
+impl Api {
+    async fn respond(&self, client: IpAddr, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        let (parts, body) = req.into_parts();
+        let path = parts.uri.path().to_string();
+        let query = parts.uri.query().unwrap_or_default().to_string();
+        if path == "/v1/openapi.json" {
+            let mut r = Response::new(Full::new(Bytes::from_static(OPENAPI.as_bytes())));
+            r.headers_mut()
+                .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+            return r;
+        }
+        if !path.starts_with("/v1/") {
+            return Problem::not_found(format!("no route {path}: the API is under /v1 (/v1/openapi.json)")).response();
+        }
+        let authorization = parts.headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let who = match self.auth.authenticate(client, authorization) {
+            Ok(who) => who,
+            Err(p) => {
+                audit::record(client, &Caller::default(), "authenticate", None, p.status.as_u16(), &p.detail);
+                return p.response();
+            }
+        };
+        let caller = Caller { tenant: Some(who.tenant.name.clone()), subject: Some(who.subject.clone()) };
+        let announced =
+            parts.headers.get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        let body = match announced {
+            Some(n) if n > BODY_LIMIT as u64 => Err(()),
+            _ => Limited::new(body, BODY_LIMIT).collect().await.map_err(|_| ()),
+        };
+        let body = match body {
+            Ok(b) => b.to_bytes(),
+            Err(_) => {
+                let p = Problem::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the body is over {} bytes, or was cut off", BODY_LIMIT),
+                );
+                audit::record(client, &caller, "read-body", None, p.status.as_u16(), &p.detail);
+                return p.response();
+            }
+        };
+        let (action, answer) = self.routes.dispatch(&who, &parts.method, &path, &query, &body).await;
+        match answer {
+            Ok(a) => {
+                audit::record(client, &caller, action, a.workflow.as_deref(), a.status.as_u16(), "");
+                json_response(a.status, &a.body)
+            }
+            Err(p) => {
+                let workflow = path.strip_prefix("/v1/workflows/").and_then(|r| r.split('/').next());
+                audit::record(client, &caller, action, workflow, p.status.as_u16(), &p.detail);
+                p.response()
+            }
+        }
+    }
+}
+
+/// SIGHUP reads the tenants file and the JWKS again; a file that does not parse keeps what was
+/// read before, said in the log.
+async fn reload_on_hangup(api: Arc<Api>) {
+    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
+    while hup.recv().await.is_some() {
+        match api.auth.tenants.reload() {
+            Ok(n) => tracing::info!(tenants = n, "tenants file read again"),
+            Err(e) => tracing::error!(error = %e, "tenants file not read again; keeping the tenants before"),
+        }
+        if let Some(oidc) = &api.auth.oidc {
+            match oidc.reload() {
+                Ok(n) => tracing::info!(keys = n, "JWKS read again"),
+                Err(e) => tracing::error!(error = %e, "JWKS not read again; keeping the keys before"),
+            }
+        }
+    }
+}

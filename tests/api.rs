@@ -1,0 +1,297 @@
+//! The daemon's API for tenants, black-box: the real daemon over loopback TLS with a tenants
+//! file, on moto; two tenants that cannot see or act on each other's workflows and clusters,
+//! tokens of every wrong kind refused, malformed bodies answered with problem documents, and no
+//! secret in the journal or the log.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::api::{AUDIENCE, Client, ISSUER, Issuer, TestCa, claims, now, token_hash};
+use support::aws::AwsEnv as Env;
+use support::*;
+
+const TOKEN_A: &str = "tenant-a-secret-token-0001";
+const TOKEN_B: &str = "tenant-b-secret-token-0002";
+const TOKEN_READER: &str = "reader-secret-token-0003";
+
+struct Api {
+    e: Env,
+    daemon: std::process::Child,
+    client: Client,
+    issuer: Issuer,
+}
+
+impl Drop for Api {
+    fn drop(&mut self) {
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+    }
+}
+
+fn tenants() -> Value {
+    json!({"tenants": [
+        {"name": "a", "tokenSha256": [token_hash(TOKEN_A)], "subjects": ["alice"], "permission": "operate",
+         "daemonIdentity": true, "regions": ["us-east-1"], "infraIDPrefixes": ["a-"]},
+        {"name": "b", "tokenSha256": [token_hash(TOKEN_B)], "permission": "operate",
+         "daemonIdentity": true, "regions": ["us-east-1"], "infraIDPrefixes": ["b-"], "maxUnfinished": 2},
+        {"name": "ro", "tokenSha256": [token_hash(TOKEN_READER)], "permission": "read", "daemonIdentity": true}
+    ]})
+}
+
+/// A daemon on moto serving the API over TLS on a free loopback port.
+fn api() -> Api {
+    let e = Env::new();
+    let ca = TestCa::make(e.s.dir.path());
+    let tenants = e.s.write_json("tenants.json", &tenants());
+    let issuer = Issuer::new(e.s.file("jwks.json"));
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let args = [
+        "--api-listen",
+        listen.as_str(),
+        "--tenants",
+        tenants.to_str().unwrap(),
+        "--tls-cert",
+        ca.cert.to_str().unwrap(),
+        "--tls-key",
+        ca.key.to_str().unwrap(),
+        "--oidc-issuer",
+        ISSUER,
+        "--oidc-audience",
+        AUDIENCE,
+        "--oidc-jwks",
+        issuer.jwks.to_str().unwrap(),
+    ];
+    let daemon = e.daemon_with(&e.moto.endpoint(), &args);
+    let start = Instant::now();
+    while !e.s.daemon_log().contains("serving the API") {
+        assert!(start.elapsed() < Duration::from_secs(30), "no API: {}", e.s.daemon_log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let client = Client::new(port, &ca.ca);
+    Api { e, daemon, client, issuer }
+}
+
+fn provision(infra: &str) -> Value {
+    json!({"name": infra.trim_end_matches("-abcde"), "infraID": infra, "region": "us-east-1",
+           "zones": ["us-east-1a"], "baseDomain": "example.com"})
+}
+
+/// Waits (by the API's long poll) until `id` rests; its status.
+fn rested(a: &Api, token: &str, id: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let r = a.client.get(&format!("/v1/workflows/{id}/wait?timeout=20s"), token);
+        assert_eq!(r.status, 200, "{r:?}");
+        if r.body["rests"] == true {
+            return r.body;
+        }
+        assert!(start.elapsed() < Duration::from_secs(180), "{id} never rested: {}", r.body);
+    }
+}
+
+#[test]
+fn two_tenants_see_and_act_only_on_their_own_workflows_and_clusters() {
+    let a = api();
+    let sub = a.client.post(
+        "/v1/workflows",
+        TOKEN_A,
+        &json!({"workflow": "provision-infra", "input": provision("a-abcde"), "id": "a-prov"}),
+    );
+    assert_eq!(sub.status, 201, "{sub:?}");
+    let done = rested(&a, TOKEN_A, "a-prov");
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["submitter"], "a/token", "the journal records who asked: {done}");
+    // The journal path shows the same submitter.
+    assert_eq!(a.e.s.status("a-prov")["submitter"], "a/token");
+
+    // B: A's workflow is a 404 whatever it asks, and A's cluster is not B's to name.
+    for (method, path) in [
+        ("GET", "/v1/workflows/a-prov"),
+        ("GET", "/v1/workflows/a-prov/history"),
+        ("GET", "/v1/workflows/a-prov/wait?timeout=1s"),
+        ("POST", "/v1/workflows/a-prov/cancel"),
+        ("POST", "/v1/workflows/a-prov/retry"),
+        ("GET", "/v1/clusters/a-abcde/check?region=us-east-1"),
+    ] {
+        let r = a.client.raw(method, path, Some(TOKEN_B), b"");
+        assert_eq!(r.status, 404, "{method} {path}: {r:?}");
+        assert_eq!(r.body["status"], 404, "a problem document: {r:?}");
+    }
+    let list = a.client.get("/v1/workflows", TOKEN_B);
+    assert_eq!(list.status, 200);
+    assert_eq!(list.body, json!([]), "B lists none of A's");
+    let mine = a.client.get("/v1/workflows", TOKEN_A);
+    assert_eq!(mine.body.as_array().map(Vec::len), Some(1), "{}", mine.body);
+
+    let teardown = json!({"infraID": "a-abcde", "region": "us-east-1"});
+    let r = a.client.post("/v1/workflows", TOKEN_B, &json!({"workflow": "teardown", "input": teardown}));
+    assert_eq!(r.status, 403, "{r:?}");
+    assert!(r.body["detail"].as_str().unwrap().contains("may not name infraID a-abcde"), "{r:?}");
+    let r = a.client.post("/v1/teardown-plan", TOKEN_B, &teardown);
+    assert_eq!(r.status, 403, "{r:?}");
+    let r =
+        a.client.post("/v1/workflows", TOKEN_B, &json!({"workflow": "provision-infra", "input": provision("a-abcde")}));
+    assert_eq!(r.status, 403, "{r:?}");
+    let r = a.client.post("/v1/workflows", TOKEN_B,
+        &json!({"workflow": "provision-infra", "input": {"name": "b", "infraID": "b-abcde", "region": "us-west-2", "baseDomain": "example.com"}}));
+    assert_eq!(r.status, 403, "{r:?}");
+    assert!(r.body["detail"].as_str().unwrap().contains("region \"us-west-2\""), "{r:?}");
+    // A role B's tenant does not list.
+    let mut theirs = provision("b-abcde");
+    theirs["roleARN"] = json!("arn:aws:iam::123456789012:role/a-operator");
+    let r = a.client.post("/v1/workflows", TOKEN_B, &json!({"workflow": "provision-infra", "input": theirs}));
+    assert_eq!(r.status, 403, "{r:?}");
+    assert!(r.body["detail"].as_str().unwrap().contains("may not act through role"), "{r:?}");
+    // A reader reads its own (none) and may not submit.
+    let r = a.client.post("/v1/workflows", TOKEN_READER, &json!({"workflow": "canary", "input": {"steps": 1}}));
+    assert_eq!(r.status, 403, "{r:?}");
+
+    // A's own check, then A's teardown: its cluster is gone, B's refusals changed nothing.
+    let check = a.client.get("/v1/clusters/a-abcde/check?region=us-east-1", TOKEN_A);
+    assert_eq!(check.status, 200, "{check:?}");
+    let r =
+        a.client.post("/v1/workflows", TOKEN_A, &json!({"workflow": "teardown", "input": teardown, "id": "a-down"}));
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(rested(&a, TOKEN_A, "a-down")["state"], "completed");
+
+    // Secrets: no token in the journal or the daemon's log; every request audited.
+    let log = a.e.s.daemon_log();
+    let journal = std::fs::read(a.e.s.db()).unwrap();
+    for secret in [TOKEN_A, TOKEN_B, TOKEN_READER] {
+        assert!(!log.contains(secret), "a token in the log");
+        assert!(!String::from_utf8_lossy(&journal).contains(secret), "a token in the journal");
+    }
+    assert!(log.matches("api request").count() >= 15, "{log}");
+    assert!(log.contains("refused") && log.contains("accepted"), "{log}");
+}
+
+#[test]
+fn every_wrong_token_is_a_401_and_journals_nothing() {
+    let mut a = api();
+    let body = json!({"workflow": "canary", "input": {"steps": 1}});
+    let signed = |a: &Api, header: Value, c: Value| a.issuer.sign(header, c);
+    let h = |a: &Api| json!({"alg": "ES256", "kid": a.issuer.kid});
+    let good = a.issuer.token("alice");
+    let mut tampered: Vec<String> = good.split('.').map(str::to_string).collect();
+    tampered[1] = base64_url(&claims("root", now() - 10, now() + 600).to_string());
+    let none = format!(
+        "{}.{}.",
+        base64_url(r#"{"alg":"none"}"#),
+        base64_url(&claims("alice", now() - 10, now() + 600).to_string())
+    );
+    let mut wrong_issuer = claims("alice", now() - 10, now() + 600);
+    wrong_issuer["iss"] = json!("https://elsewhere");
+    let mut wrong_audience = claims("alice", now() - 10, now() + 600);
+    wrong_audience["aud"] = json!("someone-else");
+    let stranger = Issuer::new(a.e.s.file("stranger.json"));
+    let cases: Vec<(&str, Option<String>)> = vec![
+        ("no header", None),
+        ("a wrong token", Some("not-a-token-of-anyone".into())),
+        ("expired", Some(signed(&a, h(&a), claims("alice", now() - 7200, now() - 3600)))),
+        ("not yet valid", Some(signed(&a, h(&a), claims("alice", now() + 3600, now() + 7200)))),
+        ("wrong issuer", Some(signed(&a, h(&a), wrong_issuer))),
+        ("wrong audience", Some(signed(&a, h(&a), wrong_audience))),
+        (
+            "unknown key",
+            Some(stranger.sign(json!({"alg": "ES256", "kid": "k1"}), claims("alice", now() - 10, now() + 600))),
+        ),
+        ("alg none", Some(none)),
+        ("tampered payload", Some(tampered.join("."))),
+        ("a subject of no tenant", Some(a.issuer.token("mallory"))),
+    ];
+    for (what, token) in &cases {
+        let r = a.client.raw("POST", "/v1/workflows", token.as_deref(), body.to_string().as_bytes());
+        assert_eq!(r.status, 401, "{what}: {r:?}");
+        assert!(r.headers.to_ascii_lowercase().contains("www-authenticate: bearer"), "{what}: {}", r.headers);
+    }
+    let st = a.e.s.cli(&["status", "--json"]);
+    assert_eq!(serde_json::from_slice::<Value>(&st.stdout).unwrap(), json!([]), "nothing journaled");
+    // The issuer's own token works; after a rotation, the new key's token does too.
+    let r = a.client.post("/v1/workflows", &good, &body);
+    assert_eq!(r.status, 201, "{r:?}");
+    a.issuer.rotate();
+    std::thread::sleep(Duration::from_millis(1100));
+    let r = a.client.get("/v1/workflows", &a.issuer.token("alice"));
+    assert_eq!(r.status, 200, "a rotated JWKS is honoured: {r:?}");
+    assert_eq!(r.body.as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn malformed_bodies_are_400_problems_that_journal_nothing_and_the_daemon_serves_on() {
+    let a = api();
+    let cases: Vec<(&str, Vec<u8>, u16, Option<&str>)> = vec![
+        ("truncated JSON", br#"{"workflow": "canary", "input": {"st"#.to_vec(), 400, None),
+        ("a wrong type", json!({"workflow": 5, "input": {}}).to_string().into_bytes(), 400, Some("workflow")),
+        ("an unknown field", json!({"workflow": "canary", "input": {}, "priority": 1}).to_string().into_bytes(), 400, None),
+        ("an unknown workflow", json!({"workflow": "reboot", "input": {}}).to_string().into_bytes(), 400, Some("workflow")),
+        ("an invalid infraID", json!({"workflow": "provision-infra", "input": {"name": "b", "infraID": "b_NOT valid", "region": "us-east-1", "baseDomain": "example.com"}}).to_string().into_bytes(), 400, Some("input")),
+        ("ten megabytes", vec![b' '; 10 << 20], 413, None),
+    ];
+    for (what, body, status, field) in cases {
+        let r = a.client.raw("POST", "/v1/workflows", Some(TOKEN_B), &body);
+        assert_eq!(r.status, status, "{what}: {r:?}");
+        assert!(r.headers.contains("application/problem+json"), "{what}: {}", r.headers);
+        assert_eq!(r.body["status"], status, "{what}: {r:?}");
+        if let Some(f) = field {
+            assert_eq!(r.body["field"], f, "{what}: {r:?}");
+        }
+        assert!(!r.body["detail"].as_str().unwrap_or_default().is_empty(), "{what}: {r:?}");
+    }
+    let st = a.e.s.cli(&["status", "--json"]);
+    assert_eq!(serde_json::from_slice::<Value>(&st.stdout).unwrap(), json!([]), "nothing journaled");
+    let r = a.client.get("/v1/workflows", TOKEN_B);
+    assert_eq!(r.status, 200, "the daemon serves on: {r:?}");
+    let doc = a.client.raw("GET", "/v1/openapi.json", None, b"");
+    assert_eq!(doc.body["openapi"], "3.1.0", "{doc:?}");
+}
+
+#[test]
+fn a_tenant_at_its_unfinished_limit_is_told_to_wait_and_a_client_that_keeps_failing_is_slowed() {
+    let a = api();
+    // Two canaries that wait (a long step) hold tenant b's two unfinished places.
+    for id in ["b-1", "b-2"] {
+        let r = a.client.post(
+            "/v1/workflows",
+            TOKEN_B,
+            &json!({"workflow": "canary", "input": {"steps": 1, "stepMillis": 30000}, "id": id}),
+        );
+        assert_eq!(r.status, 201, "{r:?}");
+    }
+    let r = a.client.post("/v1/workflows", TOKEN_B, &json!({"workflow": "canary", "input": {"steps": 1}, "id": "b-3"}));
+    assert_eq!(r.status, 429, "{r:?}");
+    assert!(r.headers.to_ascii_lowercase().contains("retry-after"), "{}", r.headers);
+    for id in ["b-1", "b-2"] {
+        assert_eq!(a.client.post(&format!("/v1/workflows/{id}/cancel"), TOKEN_B, &json!({})).status, 202);
+    }
+    // Twenty failures from one client, then 429 even for a good token.
+    for _ in 0..20 {
+        assert_eq!(a.client.get("/v1/workflows", "wrong").status, 401);
+    }
+    let r = a.client.get("/v1/workflows", TOKEN_A);
+    assert_eq!(r.status, 429, "{r:?}");
+}
+
+#[test]
+fn an_api_off_loopback_without_tls_is_refused_in_one_line() {
+    let s = Scratch::new();
+    let tenants = s.write_json("tenants.json", &tenants());
+    let out = s.cli(&["daemon", "--api-listen", "0.0.0.0:0", "--tenants", tenants.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("is not a loopback address: give --tls-cert and --tls-key") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+    std::fs::write(&tenants, r#"{"tenants": [{"name": "a", "permission": "admin"}]}"#).unwrap();
+    let out = s.cli(&["daemon", "--api-listen", "127.0.0.1:0", "--tenants", tenants.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("tenants[0].permission"), "{}", stderr(&out));
+}
+
+fn base64_url(s: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s)
+}
