@@ -15,12 +15,39 @@ use support::*;
 const TOKEN_A: &str = "tenant-a-secret-token-0001";
 const TOKEN_B: &str = "tenant-b-secret-token-0002";
 const TOKEN_READER: &str = "reader-secret-token-0003";
+const ROLE_B: &str = "arn:aws:iam::222222222222:role/b-operator";
+const EXTERNAL_ID_B: &str = "b-external-7f3c";
 
 struct Api {
     e: Env,
     daemon: std::process::Child,
     client: Client,
     issuer: Issuer,
+    port: u16,
+    ca: std::path::PathBuf,
+}
+
+impl Api {
+    /// `infraflow --server … ARGS` with `token` (no journal: `--db` points nowhere).
+    fn remote(&self, token: &str, args: &[&str]) -> std::process::Output {
+        let url = format!("https://localhost:{}", self.port);
+        let token_file = self.e.s.file(&format!("token-{}", token_hash(token)));
+        std::fs::write(&token_file, token).unwrap();
+        let mut all = vec![
+            "--server",
+            url.as_str(),
+            "--server-ca",
+            self.ca.to_str().unwrap(),
+            "--token-file",
+            token_file.to_str().unwrap(),
+        ];
+        all.extend_from_slice(args);
+        std::process::Command::new(infraflow())
+            .args(&all)
+            .env("INFRAFLOW_DB", "/nonexistent/journal.sqlite3")
+            .output()
+            .unwrap()
+    }
 }
 
 impl Drop for Api {
@@ -35,7 +62,8 @@ fn tenants() -> Value {
         {"name": "a", "tokenSha256": [token_hash(TOKEN_A)], "subjects": ["alice"], "permission": "operate",
          "daemonIdentity": true, "regions": ["us-east-1"], "infraIDPrefixes": ["a-"]},
         {"name": "b", "tokenSha256": [token_hash(TOKEN_B)], "permission": "operate",
-         "daemonIdentity": true, "regions": ["us-east-1"], "infraIDPrefixes": ["b-"], "maxUnfinished": 2},
+         "daemonIdentity": true, "regions": ["us-east-1"], "infraIDPrefixes": ["b-"], "maxUnfinished": 2,
+         "roles": [ROLE_B], "accounts": ["222222222222"], "externalId": EXTERNAL_ID_B},
         {"name": "ro", "tokenSha256": [token_hash(TOKEN_READER)], "permission": "read", "daemonIdentity": true}
     ]})
 }
@@ -64,14 +92,14 @@ fn api() -> Api {
         "--oidc-jwks",
         issuer.jwks.to_str().unwrap(),
     ];
-    let daemon = e.daemon_with(&e.moto.endpoint(), &args);
+    let daemon = e.daemon_with(&e.proxy.endpoint(), &args);
     let start = Instant::now();
     while !e.s.daemon_log().contains("serving the API") {
         assert!(start.elapsed() < Duration::from_secs(30), "no API: {}", e.s.daemon_log());
         std::thread::sleep(Duration::from_millis(20));
     }
     let client = Client::new(port, &ca.ca);
-    Api { e, daemon, client, issuer }
+    Api { e, daemon, client, issuer, port, ca: ca.ca }
 }
 
 fn provision(infra: &str) -> Value {
@@ -166,6 +194,71 @@ fn two_tenants_see_and_act_only_on_their_own_workflows_and_clusters() {
     }
     assert!(log.matches("api request").count() >= 15, "{log}");
     assert!(log.contains("refused") && log.contains("accepted"), "{log}");
+}
+
+#[test]
+fn the_cli_as_a_client_prints_and_exits_as_on_the_journal_path() {
+    let a = api();
+    let input = a.e.input("c.json", json!({"steps": 2}));
+    let sub = a.remote(TOKEN_A, &["submit", "canary", "--input", &input, "--id", "a-canary"]);
+    assert_eq!(sub.status.code(), Some(0), "{}", stderr(&sub));
+    assert_eq!(String::from_utf8_lossy(&sub.stdout).trim(), "a-canary");
+    let waited = a.remote(TOKEN_A, &["wait", "a-canary", "--timeout", "60s"]);
+    assert_eq!(waited.status.code(), Some(0), "{}", stderr(&waited));
+    let remote = a.remote(TOKEN_A, &["status", "a-canary", "--json"]);
+    assert_eq!(remote.status.code(), Some(0), "{}", stderr(&remote));
+    let local = a.e.s.cli(&["status", "a-canary", "--json"]);
+    let (r, l): (Value, Value) =
+        (serde_json::from_slice(&remote.stdout).unwrap(), serde_json::from_slice(&local.stdout).unwrap());
+    assert_eq!(r, l, "the same status --json");
+    // Another tenant's, a bad input, a refused token: the journal path's exit codes.
+    let theirs = a.remote(TOKEN_B, &["status", "a-canary", "--json"]);
+    assert_eq!(theirs.status.code(), Some(2), "{}", stderr(&theirs));
+    let bad = a.e.input("bad.json", json!({"steps": -1}));
+    let refused = a.remote(TOKEN_A, &["submit", "canary", "--input", &bad]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert_eq!(stderr(&refused).trim().lines().count(), 1, "{}", stderr(&refused));
+    let wrong = a.remote("nobody", &["status"]);
+    assert_eq!(wrong.status.code(), Some(2), "{}", stderr(&wrong));
+    let paused_or_failed = a.remote(TOKEN_A, &["retry", "a-canary"]);
+    assert_eq!(
+        paused_or_failed.status.code(),
+        Some(2),
+        "a completed workflow is not retried: {}",
+        stderr(&paused_or_failed)
+    );
+}
+
+/// The daemon, never the input, sets the ExternalId of a tenant's role: an input naming one is
+/// refused (it would be journaled), and the AssumeRole the proxy sees carries the tenants file's.
+#[test]
+fn a_tenants_role_is_assumed_with_the_external_id_the_tenants_file_gives() {
+    let a = api();
+    support::moto::Clients::as_role(&a.e.moto.endpoint(), ROLE_B).create_public_zone("example.com");
+    let mut input = provision("b-abcde");
+    input["roleARN"] = json!(ROLE_B);
+    input["externalID"] = json!("forged-by-the-input");
+    let r = a.client.post("/v1/workflows", TOKEN_B, &json!({"workflow": "provision-infra", "input": input}));
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.body["field"], "input.externalID", "{r:?}");
+    input.as_object_mut().unwrap().remove("externalID");
+    let r = a.client.post(
+        "/v1/workflows",
+        TOKEN_B,
+        &json!({"workflow": "provision-infra", "input": input, "id": "b-prov"}),
+    );
+    assert_eq!(r.status, 201, "{r:?}");
+    let done = rested(&a, TOKEN_B, "b-prov");
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["account"], "222222222222", "{done}");
+    let assumed = a.e.proxy.assume_role_requests();
+    assert!(!assumed.is_empty(), "no AssumeRole went through the proxy");
+    for body in &assumed {
+        assert!(body.contains(&format!("ExternalId={EXTERNAL_ID_B}")), "{body}");
+    }
+    let journal = String::from_utf8_lossy(&std::fs::read(a.e.s.db()).unwrap()).to_string();
+    assert!(!journal.contains(EXTERNAL_ID_B), "the external id is in the journal");
+    assert!(!a.e.s.daemon_log().contains(EXTERNAL_ID_B), "the external id is in the log");
 }
 
 #[test]

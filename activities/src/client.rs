@@ -318,7 +318,13 @@ impl AwsPool {
             (Some(r), Some(list)) if !list.allows(&r.arn) => Some(list.refusal(&r.arn)),
             _ => None,
         };
-        let mut aws = Aws::connect_sharing(region, pacer, self.role.as_ref(), refused.as_deref()).await;
+        // A role the daemon's configuration gives an ExternalId (a tenant's) is assumed with that
+        // one, never the input's: the input is the tenant's to write, the ExternalId is not.
+        let role = self.role.as_ref().map(|r| match self.allowed.as_ref().and_then(|l| l.external_id_for(&r.arn)) {
+            Some(id) => AssumedRole { external_id: Some(id.to_string()), ..r.clone() },
+            None => r.clone(),
+        });
+        let mut aws = Aws::connect_sharing(region, pacer, role.as_ref(), refused.as_deref()).await;
         aws.refused = refused;
         map.insert(key, aws.clone());
         aws

@@ -24,9 +24,17 @@ pub struct RoleAllowList {
     pub patterns: Vec<String>,
     /// What to say of a refused role: where the list came from.
     pub said: String,
+    /// The ExternalId the daemon itself gives an AssumeRole of a role matching each pattern (a
+    /// tenant's, from the tenants file), whatever the workflow's input says: the first match.
+    pub external_ids: Vec<(String, String)>,
 }
 
 impl RoleAllowList {
+    /// The ExternalId the daemon gives role `arn`, if its configuration sets one.
+    pub fn external_id_for(&self, arn: &str) -> Option<&str> {
+        self.external_ids.iter().find(|(p, _)| glob(p, arn)).map(|(_, id)| id.as_str())
+    }
+
     /// Whether `arn` matches one of the patterns.
     pub fn allows(&self, arn: &str) -> bool {
         self.patterns.iter().any(|p| glob(p, arn))
@@ -134,13 +142,24 @@ mod allow_tests {
 
     #[test]
     fn an_allow_list_matches_arn_patterns() {
-        let l = RoleAllowList { patterns: vec!["arn:aws:iam::111111111111:role/*".into()], said: String::new() };
+        let l = RoleAllowList {
+            patterns: vec!["arn:aws:iam::111111111111:role/*".into()],
+            said: String::new(),
+            external_ids: Vec::new(),
+        };
         assert!(l.allows("arn:aws:iam::111111111111:role/infraflow"));
         assert!(!l.allows("arn:aws:iam::222222222222:role/infraflow"));
-        let any = RoleAllowList { patterns: vec!["arn:aws:iam::*:role/infraflow".into()], said: String::new() };
+        let any = RoleAllowList {
+            patterns: vec!["arn:aws:iam::*:role/infraflow".into()],
+            said: String::new(),
+            external_ids: Vec::new(),
+        };
         assert!(any.allows("arn:aws:iam::222222222222:role/infraflow"));
         assert!(!any.allows("arn:aws:iam::222222222222:role/admin"));
-        assert!(!RoleAllowList { patterns: vec![], said: String::new() }.allows("arn:aws:iam::1:role/x"));
+        assert!(
+            !RoleAllowList { patterns: vec![], said: String::new(), external_ids: Vec::new() }
+                .allows("arn:aws:iam::1:role/x")
+        );
     }
 }
 

@@ -260,22 +260,31 @@ impl Schedules {
 
 /// Which roles the daemon acts through: `--allow-role`'s patterns, or the roles of its own
 /// account (read once, here: a daemon that cannot read it acts through no role), said at startup.
-pub async fn allow_roles(patterns: Vec<String>) {
-    let list = if patterns.is_empty() {
+pub async fn allow_roles(patterns: Vec<String>, tenants: crate::api::TenantRoles) {
+    let mut list = if patterns.is_empty() {
         let region = std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty()).unwrap_or_else(|| "us-east-1".into());
         match crate::registry::pool().region(&region).await.environment().await {
             Ok(env) => RoleAllowList {
+                external_ids: Vec::new(),
                 patterns: vec![format!("arn:aws:iam::{}:role/*", env.account)],
                 said: format!("no --allow-role was given: roles of this daemon's own account {} only", env.account),
             },
             Err(e) => RoleAllowList {
+                external_ids: Vec::new(),
                 patterns: Vec::new(),
                 said: format!("no --allow-role was given, and this daemon's own account could not be read ({e})"),
             },
         }
     } else {
-        RoleAllowList { said: format!("--allow-role {}", patterns.join(", ")), patterns }
+        RoleAllowList { said: format!("--allow-role {}", patterns.join(", ")), patterns, external_ids: Vec::new() }
     };
+    // The tenants' roles are theirs to name through the API (their fences hold them to these),
+    // with the ExternalId the tenants file gives.
+    if !tenants.patterns.is_empty() {
+        list.said = format!("{}, and the tenants' roles", list.said);
+        list.patterns.extend(tenants.patterns);
+    }
+    list.external_ids = tenants.external_ids;
     tracing::info!(allowed = ?list.patterns, "roles a workflow may act through ({})", list.said);
     crate::registry::set_allowed_roles(list);
 }
@@ -305,7 +314,7 @@ pub async fn daemon(
     }
     crate::lock::self_test().await?;
     // Before the registry's pool is made: its clients refuse what the list does not allow.
-    allow_roles(allowed_roles).await;
+    allow_roles(allowed_roles, api.as_ref().map(|a| a.tenant_roles()).unwrap_or_default()).await;
     let last_sweep = crate::sweep::SharedSweep::default();
     let last_checks = crate::checked::SharedChecks::default();
     let engine = Arc::new(open_engine(db, full_registry(), metrics.observer(tracing_observer()))?);

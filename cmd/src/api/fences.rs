@@ -58,10 +58,16 @@ fn row_tenant(journal: &Journal, row: &WorkflowRow) -> Option<String> {
 /// role's account, the region, the infraID's prefix. Each refusal is one line naming the rule.
 pub fn may_name(who: &Authenticated, workflow: &str, input: &Value) -> Result<(), Problem> {
     let t = &who.tenant;
+    if input.get("externalID").is_some() && t.external_id.is_some() {
+        return Err(Problem::field(
+            "input.externalID",
+            format!("the daemon gives tenant {}'s roles their ExternalId: leave externalID out", t.name),
+        ));
+    }
     let role = infraflow_workflows::role_of(input);
     match &role {
         Some(r) => {
-            let list = RoleAllowList { patterns: t.roles.clone(), said: String::new() };
+            let list = RoleAllowList { patterns: t.roles.clone(), said: String::new(), external_ids: Vec::new() };
             if !list.allows(&r.arn) {
                 return Err(Problem::forbidden(format!("tenant {} may not act through role {}", t.name, r.arn)));
             }

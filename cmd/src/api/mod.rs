@@ -85,7 +85,25 @@ pub fn prepare(config: ApiConfig) -> Result<Prepared, Failure> {
     Ok(Prepared { listen: config.listen, tls, auth: Authenticator::new(tenants, oidc) })
 }
 
+/// The roles the tenants file lets tenants name, and the ExternalId each tenant's get.
+#[derive(Default)]
+pub struct TenantRoles {
+    pub patterns: Vec<String>,
+    pub external_ids: Vec<(String, String)>,
+}
+
 impl Prepared {
+    pub fn tenant_roles(&self) -> TenantRoles {
+        let mut roles = TenantRoles::default();
+        for t in self.auth.tenants.all().iter() {
+            roles.patterns.extend(t.roles.iter().cloned());
+            if let Some(id) = &t.external_id {
+                roles.external_ids.extend(t.roles.iter().map(|r| (r.clone(), id.clone())));
+            }
+        }
+        roles
+    }
+
     /// Binds and serves in the background.
     pub async fn start(self, engine: Arc<Engine>, db: Location) -> Result<SocketAddr, Failure> {
         let listener = tokio::net::TcpListener::bind(self.listen).await.map_err(|e| {

@@ -66,7 +66,13 @@ impl Routes {
         body: &[u8],
     ) -> (&'static str, Result<Answer, Problem>) {
         use hyper::Method;
-        let segments: Vec<&str> = path.trim_start_matches("/v1/").split('/').filter(|s| !s.is_empty()).collect();
+        let decoded: Vec<String> = path
+            .trim_start_matches("/v1/")
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned())
+            .collect();
+        let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
         match (method, segments.as_slice()) {
             (&Method::POST, ["workflows"]) => ("submit", self.submit(who, body).await),
             (&Method::GET, ["workflows"]) => ("list", self.list(who, query)),

@@ -46,6 +46,10 @@ pub struct Tenant {
     /// How its clusters' infraIDs start (any, if empty).
     #[serde(default, rename = "infraIDPrefixes")]
     pub infra_id_prefixes: Vec<String>,
+    /// The ExternalId the daemon gives an AssumeRole of one of its `roles`, whatever an input
+    /// says (an input naming one is refused). Read at start: a change needs a restart.
+    #[serde(default)]
+    pub external_id: Option<String>,
     /// How many of its workflows may be unfinished at once (no limit, if absent).
     #[serde(default)]
     pub max_unfinished: Option<usize>,
@@ -144,6 +148,11 @@ fn check(tenants: &[Tenant]) -> Result<(), String> {
             }
         }
         for r in &t.roles {
+            if let Some(other) = seen_keys.insert(format!("role:{r}"), t.name.clone())
+                && other != t.name
+            {
+                return Err(format!("tenants {other} and {} both name role {r}: a role is one tenant's", t.name));
+            }
             if !r.starts_with("arn:") {
                 return Err(format!(
                     "tenants[{i}].roles: {r:?} is not a role ARN pattern (arn:aws:iam::ACCOUNT:role/NAME)"

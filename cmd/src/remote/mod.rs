@@ -182,6 +182,10 @@ fn text(v: &Value) -> String {
     }
 }
 
+/// A path segment or query value: what an id or infraID may hold (letters, digits, `-`, `_`,
+/// `.`) as it is, anything else percent-encoded.
 fn enc(s: &str) -> String {
-    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+    const KEEP: &percent_encoding::AsciiSet =
+        &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.');
+    percent_encoding::utf8_percent_encode(s, KEEP).to_string()
 }

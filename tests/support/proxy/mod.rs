@@ -72,6 +72,8 @@ struct State {
     /// The access keys, secrets and session tokens STS issued through this proxy: what must
     /// never be written down.
     issued: Vec<String>,
+    /// The form bodies of the AssumeRole calls sent through (RoleArn, ExternalId, …).
+    assume_role_requests: Vec<String>,
     /// The account of each access key STS issued (a role's): whose buckets its requests take.
     accounts: HashMap<String, String>,
     /// Service Quotas answered and enforced (`quotas.rs`), once a test sets them.
@@ -277,6 +279,11 @@ impl Proxy {
         self.state.lock().unwrap().issued.clone()
     }
 
+    /// The form bodies of the AssumeRole calls sent through this proxy, as sent.
+    pub fn assume_role_requests(&self) -> Vec<String> {
+        self.state.lock().unwrap().assume_role_requests.clone()
+    }
+
     /// Whether the kill armed by `kill_at_action` fired.
     pub fn action_kill_fired(&self) -> bool {
         self.state.lock().unwrap().kill_on.is_none()
@@ -473,6 +480,7 @@ fn serve(
                     if act == "AssumeRole" {
                         let issued = credentials_in(&answer);
                         let mut s = st.lock().unwrap();
+                        s.assume_role_requests.push(String::from_utf8_lossy(&req.body).into_owned());
                         if let (Some(key), Some(account)) = (issued.first(), assumed_account(&answer)) {
                             s.accounts.insert(key.clone(), account);
                         }
