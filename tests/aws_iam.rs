@@ -394,31 +394,14 @@ fn a_worker_profile_holding_another_role_pauses_and_retry_finishes_once_it_is_ou
 fn a_resumed_teardown_pauses_on_a_role_made_again_with_the_clusters_tags_since_it_was_found() {
     use aws_sdk_iam::types::Tag;
     let e = Env::new();
-    let input = e.input("ra.json", iam_input("ra-abcde"));
-    ok(&e.cli(&["run", "create-iam", "--input", &input, "--id", "ra"]));
-    let before = IamState::read(&e.c, "ra-abcde");
-    let in_profiles: Vec<&String> = before.profiles.values().flat_map(|(_, roles)| roles).collect();
-    let reused = before.roles.keys().find(|r| !in_profiles.contains(r)).expect("a role outside the profile").clone();
-    let td = e.input("ra-down.json", json!({"infraID": "ra-abcde", "region": "us-east-1"}));
-    let args = ["run", "teardown", "--input", td.as_str(), "--id", "ra-down"];
-    let mut child = e.spawn_cli_at(&e.proxy.endpoint(), &args);
-    e.proxy.kill_at_action(
-        "RemoveRoleFromInstanceProfile",
-        support::proxy::KillAt { call: 0, after_aws_acts: false, pid: child.id() },
-    );
-    let status = child.wait().unwrap();
-    assert!(e.proxy.action_kill_fired() && !status.success(), "{status:?}");
-    let iam = &e.c.iam;
-    let policies = e.c.block_on(iam.list_role_policies().role_name(&reused).send()).unwrap();
-    for p in policies.policy_names() {
-        e.c.block_on(iam.delete_role_policy().role_name(&reused).policy_name(p).send()).unwrap();
-    }
-    e.c.block_on(iam.delete_role().role_name(&reused).send()).unwrap();
+    let (before, reused, args) = teardown_killed_after_discovery_with_a_role_deleted(&e, "ra");
     let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
     let tags: Vec<Tag> =
         before.roles[&reused].tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build().unwrap()).collect();
+    let iam = &e.c.iam;
     let remade = iam.create_role().role_name(&reused).assume_role_policy_document(trust).set_tags(Some(tags));
     let remade = e.c.block_on(remade.send()).unwrap().role.unwrap().role_id;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let resumed = e.cli(&args);
     assert_eq!(resumed.status.code(), Some(1), "{}", stderr(&resumed));
     let st = e.s.status("ra-down");
@@ -545,34 +528,45 @@ fn the_scoped_policy_allows_the_clusters_own_calls_and_refuses_each_on_another_c
 #[test]
 fn a_resumed_teardown_leaves_a_role_of_its_inventory_that_someone_else_made_anew_since() {
     let e = Env::new();
-    let input = e.input("rn.json", iam_input("rn-abcde"));
-    ok(&e.cli(&["run", "create-iam", "--input", &input, "--id", "rn"]));
-    let before = IamState::read(&e.c, "rn-abcde");
+    let (_, reused, args) = teardown_killed_after_discovery_with_a_role_deleted(&e, "rn");
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    e.c.block_on(e.c.iam.create_role().role_name(&reused).assume_role_policy_document(trust).send()).unwrap();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = ok(&e.cli(&args));
+    let left = IamState::read(&e.c, "rn-abcde");
+    let theirs = left.roles.get(&reused).unwrap_or_else(|| panic!("the re-made {reused} was deleted: {out}"));
+    assert!(theirs.tags.is_empty(), "{}", left.summary());
+    assert_eq!(left.total(), 1, "the cluster's other IAM is gone: {}", left.summary());
+}
+
+/// The cluster `<short>-abcde`'s IAM made by create-iam, and its teardown (`<short>-down`) killed
+/// at the instance profile's first delete call: discovery is journaled, the roles (deleted after
+/// the profile) not yet touched. Then a role outside the profile is deleted, as whoever makes it
+/// again would first. The IAM before, that role's name, and the teardown's arguments.
+fn teardown_killed_after_discovery_with_a_role_deleted(e: &Env, short: &str) -> (IamState, String, Vec<String>) {
+    let infra = format!("{short}-abcde");
+    let input = e.input(&format!("{short}.json"), iam_input(&infra));
+    ok(&e.cli(&["run", "create-iam", "--input", &input, "--id", short]));
+    let before = IamState::read(&e.c, &infra);
     let in_profiles: Vec<&String> = before.profiles.values().flat_map(|(_, roles)| roles).collect();
     let reused = before.roles.keys().find(|r| !in_profiles.contains(r)).expect("a role outside the profile").clone();
-    let td = e.input("rn-down.json", json!({"infraID": "rn-abcde", "region": "us-east-1"}));
-    let args = ["run", "teardown", "--input", td.as_str(), "--id", "rn-down"];
-    // Killed at the profile's first delete call: discovery is journaled, the roles (deleted after
-    // the profile) not yet touched.
-    let mut child = e.spawn_cli_at(&e.proxy.endpoint(), &args);
+    let td = e.input(&format!("{short}-down.json"), json!({"infraID": infra, "region": "us-east-1"}));
+    let id = format!("{short}-down");
+    let args: Vec<String> =
+        ["run", "teardown", "--input", td.as_str(), "--id", id.as_str()].map(str::to_string).to_vec();
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut child = e.spawn_cli_at(&e.proxy.endpoint(), &refs);
     e.proxy.kill_at_action(
         "RemoveRoleFromInstanceProfile",
         support::proxy::KillAt { call: 0, after_aws_acts: false, pid: child.id() },
     );
     let status = child.wait().unwrap();
     assert!(e.proxy.action_kill_fired() && !status.success(), "{status:?}");
-    // Meanwhile the role is deleted and someone makes one of the same name, for something else.
     let iam = &e.c.iam;
     let policies = e.c.block_on(iam.list_role_policies().role_name(&reused).send()).unwrap();
     for p in policies.policy_names() {
         e.c.block_on(iam.delete_role_policy().role_name(&reused).policy_name(p).send()).unwrap();
     }
     e.c.block_on(iam.delete_role().role_name(&reused).send()).unwrap();
-    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
-    e.c.block_on(iam.create_role().role_name(&reused).assume_role_policy_document(trust).send()).unwrap();
-    let out = ok(&e.cli(&args));
-    let left = IamState::read(&e.c, "rn-abcde");
-    let theirs = left.roles.get(&reused).unwrap_or_else(|| panic!("the re-made {reused} was deleted: {out}"));
-    assert!(theirs.tags.is_empty(), "{}", left.summary());
-    assert_eq!(left.total(), 1, "the cluster's other IAM is gone: {}", left.summary());
+    (before, reused, args)
 }

@@ -50,6 +50,34 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The daemon's API for tenants (`daemon --api-listen`).
+#[derive(Debug, clap::Args)]
+pub struct ApiArgs {
+    /// Serve the API for tenants (`/v1`, its OpenAPI at /v1/openapi.json) on this address
+    /// [default: off]. Off loopback it needs --tls-cert and --tls-key.
+    #[arg(long, value_name = "ADDR", requires = "tenants")]
+    pub api_listen: Option<std::net::SocketAddr>,
+    /// The tenants file: who may call the API, with which token or OIDC subject, and what each
+    /// may do and name. Read again on SIGHUP.
+    #[arg(long, value_name = "FILE", requires = "api_listen")]
+    pub tenants: Option<std::path::PathBuf>,
+    /// The API's certificate chain (PEM).
+    #[arg(long, value_name = "FILE", requires = "api_listen")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The API certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "api_listen")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// The OIDC issuer (`iss`) whose tokens the API accepts.
+    #[arg(long, value_name = "URL", requires = "api_listen")]
+    pub oidc_issuer: Option<String>,
+    /// The audience (`aud`) those tokens must name.
+    #[arg(long, value_name = "NAME", requires = "api_listen")]
+    pub oidc_audience: Option<String>,
+    /// The issuer's signing keys, a JWKS file (read again on SIGHUP, and on a key id it lacks).
+    #[arg(long, value_name = "FILE", requires = "api_listen")]
+    pub oidc_jwks: Option<std::path::PathBuf>,
+}
+
 /// `--server`: the CLI as a client of a daemon's API instead of a journal.
 #[derive(Debug, clap::Args)]
 pub struct ServerArgs {
@@ -133,29 +161,8 @@ pub enum Command {
         /// Repeatable [default: the roles of the daemon's own account only].
         #[arg(long = "allow-role", value_name = "ARN-PATTERN")]
         allow_roles: Vec<String>,
-        /// Serve the API for tenants (`/v1`, its OpenAPI at /v1/openapi.json) on this address
-        /// [default: off]. Off loopback it needs --tls-cert and --tls-key.
-        #[arg(long, value_name = "ADDR", requires = "tenants")]
-        api_listen: Option<std::net::SocketAddr>,
-        /// The tenants file: who may call the API, with which token or OIDC subject, and what each
-        /// may do and name. Read again on SIGHUP.
-        #[arg(long, value_name = "FILE", requires = "api_listen")]
-        tenants: Option<std::path::PathBuf>,
-        /// The API's certificate chain (PEM).
-        #[arg(long, value_name = "FILE", requires = "api_listen")]
-        tls_cert: Option<std::path::PathBuf>,
-        /// The API certificate's private key (PEM).
-        #[arg(long, value_name = "FILE", requires = "api_listen")]
-        tls_key: Option<std::path::PathBuf>,
-        /// The OIDC issuer (`iss`) whose tokens the API accepts.
-        #[arg(long, value_name = "URL", requires = "api_listen")]
-        oidc_issuer: Option<String>,
-        /// The audience (`aud`) those tokens must name.
-        #[arg(long, value_name = "NAME", requires = "api_listen")]
-        oidc_audience: Option<String>,
-        /// The issuer's signing keys, a JWKS file (read again on SIGHUP, and on a key id it lacks).
-        #[arg(long, value_name = "FILE", requires = "api_listen")]
-        oidc_jwks: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        api: ApiArgs,
     },
     /// The account janitor: find every cluster of the regions by its ownership tag, class each
     /// as protected, active, expired or unexpired, and submit one teardown per expired cluster

@@ -149,28 +149,11 @@ fn infraflow_command() -> ExitCode {
                         sweep_regions,
                         check_every,
                         allow_roles,
-                        api_listen,
-                        tenants,
-                        tls_cert,
-                        tls_key,
-                        oidc_issuer,
-                        oidc_audience,
-                        oidc_jwks,
+                        api,
                     } => {
                         let sweep = execute::SweepSchedule::new(sweep_every, sweep_regions)?;
                         let schedules = execute::Schedules::new(sweep, check_every)?;
-                        let api = match (api_listen, tenants) {
-                            (Some(listen), Some(tenants)) => Some(api::ApiConfig {
-                                listen,
-                                tenants,
-                                tls_cert,
-                                tls_key,
-                                oidc_issuer,
-                                oidc_audience,
-                                oidc_jwks,
-                            }),
-                            _ => None,
-                        };
+                        let api = api::ApiConfig::from_args(api);
                         let page = execute::PageConfig { listen, allow_remote_actions, page_hosts };
                         execute::daemon(&db, workers, page, api, schedules, allow_roles).await
                     }

@@ -48,6 +48,22 @@ pub struct ApiConfig {
     pub oidc_jwks: Option<PathBuf>,
 }
 
+impl ApiConfig {
+    /// The daemon's `--api-listen` and the flags that go with it; None without `--api-listen`
+    /// (clap requires `--tenants` with it).
+    pub fn from_args(a: crate::cli::ApiArgs) -> Option<ApiConfig> {
+        Some(ApiConfig {
+            listen: a.api_listen?,
+            tenants: a.tenants?,
+            tls_cert: a.tls_cert,
+            tls_key: a.tls_key,
+            oidc_issuer: a.oidc_issuer,
+            oidc_audience: a.oidc_audience,
+            oidc_jwks: a.oidc_jwks,
+        })
+    }
+}
+
 struct Api {
     auth: Authenticator,
     routes: routes::Routes,

@@ -197,44 +197,39 @@ impl Routes {
     }
 
     async fn cancel(&self, who: &Authenticated, id: &str) -> Result<Answer, Problem> {
-        fences::permits(who, Permission::Operate, "cancel")?;
-        fences::own_workflow(self.engine.journal(), who, id)?;
-        let outcome = self.engine.journal().request_cancel(id, SystemClock.now()).await;
-        match outcome.map_err(|e| Problem::internal(format!("cannot write the journal: {e}")))? {
-            RequestOutcome::Done(s) | RequestOutcome::AlreadyRequested(s) => Ok(Answer {
-                status: StatusCode::ACCEPTED,
-                body: json!({ "id": id, "state": s.as_str() }),
-                workflow: Some(id.into()),
-            }),
-            RequestOutcome::NotApplicable(s) => Err(Problem::new(
-                StatusCode::CONFLICT,
-                format!("workflow {id} is {s}; nothing to cancel (a teardown removes what it made)"),
-            )),
-            RequestOutcome::Superseded { by } => {
-                Err(Problem::new(StatusCode::CONFLICT, format!("workflow {id} was superseded by {by}")))
-            }
-        }
+        self.request(who, id, "cancel").await
     }
 
     async fn retry(&self, who: &Authenticated, id: &str) -> Result<Answer, Problem> {
-        fences::permits(who, Permission::Operate, "retry")?;
+        self.request(who, id, "retry").await
+    }
+
+    /// Journals the operator's request (`cancel` or `retry`) of the tenant's workflow `id`: 202
+    /// with its state, or 409 saying why it does not apply.
+    async fn request(&self, who: &Authenticated, id: &str, action: &str) -> Result<Answer, Problem> {
+        fences::permits(who, Permission::Operate, action)?;
         fences::own_workflow(self.engine.journal(), who, id)?;
-        let outcome = self.engine.journal().request_resume(id, SystemClock.now()).await;
+        let journal = self.engine.journal();
+        let outcome = if action == "cancel" {
+            journal.request_cancel(id, SystemClock.now()).await
+        } else {
+            journal.request_resume(id, SystemClock.now()).await
+        };
+        let conflict = |why: String| Err(Problem::new(StatusCode::CONFLICT, why));
         match outcome.map_err(|e| Problem::internal(format!("cannot write the journal: {e}")))? {
             RequestOutcome::Done(s) | RequestOutcome::AlreadyRequested(s) => Ok(Answer {
                 status: StatusCode::ACCEPTED,
                 body: json!({ "id": id, "state": s.as_str() }),
                 workflow: Some(id.into()),
             }),
-            RequestOutcome::NotApplicable(s) => Err(Problem::new(
-                StatusCode::CONFLICT,
-                format!("workflow {id} is {s}; only paused or failed workflows can be retried"),
-            )),
-            RequestOutcome::Superseded { by } => Err(Problem::new(
-                StatusCode::CONFLICT,
-                format!(
-                    "workflow {id} will not resume its compensation: {by}, a later workflow of its cluster, has run since; tear the cluster down instead"
-                ),
+            RequestOutcome::NotApplicable(s) if action == "cancel" => {
+                conflict(format!("workflow {id} is {s}; nothing to cancel (a teardown removes what it made)"))
+            }
+            RequestOutcome::NotApplicable(s) => {
+                conflict(format!("workflow {id} is {s}; only paused or failed workflows can be retried"))
+            }
+            RequestOutcome::Superseded { by } => conflict(format!(
+                "workflow {id} will not resume its compensation: {by}, a later workflow of its cluster, has run since; tear the cluster down instead"
             )),
         }
     }
