@@ -15,6 +15,8 @@ use support::*;
 const TOKEN_A: &str = "tenant-a-secret-token-0001";
 const TOKEN_B: &str = "tenant-b-secret-token-0002";
 const TOKEN_READER: &str = "reader-secret-token-0003";
+/// A tenant with no prefix or region of its own: only cluster ownership keeps it off others'.
+const TOKEN_D: &str = "tenant-d-secret-token-0004";
 const ROLE_B: &str = "arn:aws:iam::222222222222:role/b-operator";
 const EXTERNAL_ID_B: &str = "b-external-7f3c";
 
@@ -64,7 +66,8 @@ fn tenants() -> Value {
         {"name": "b", "tokenSha256": [token_hash(TOKEN_B)], "permission": "operate",
          "daemonIdentity": true, "regions": ["us-east-1"], "infraIDPrefixes": ["b-"], "maxUnfinished": 2,
          "roles": [ROLE_B], "accounts": ["222222222222"], "externalId": EXTERNAL_ID_B},
-        {"name": "ro", "tokenSha256": [token_hash(TOKEN_READER)], "permission": "read", "daemonIdentity": true}
+        {"name": "ro", "tokenSha256": [token_hash(TOKEN_READER)], "permission": "read", "daemonIdentity": true},
+        {"name": "d", "tokenSha256": [token_hash(TOKEN_D)], "permission": "operate", "daemonIdentity": true}
     ]})
 }
 
@@ -173,6 +176,31 @@ fn two_tenants_see_and_act_only_on_their_own_workflows_and_clusters() {
     let r = a.client.post("/v1/workflows", TOKEN_B, &json!({"workflow": "provision-infra", "input": theirs}));
     assert_eq!(r.status, 403, "{r:?}");
     assert!(r.body["detail"].as_str().unwrap().contains("may not act through role"), "{r:?}");
+    // D names no prefix or region: the cluster's first workflow, A's, keeps it off A's cluster,
+    // whether it names a role or not (the journal's cluster keys differ; the infraID does not).
+    for route in ["/v1/workflows", "/v1/teardown-plan"] {
+        let body = if route == "/v1/teardown-plan" {
+            teardown.clone()
+        } else {
+            json!({"workflow": "teardown", "input": teardown})
+        };
+        let r = a.client.post(route, TOKEN_D, &body);
+        assert_eq!(r.status, 403, "{route}: {r:?}");
+        assert!(r.body["detail"].as_str().unwrap().contains("cluster a-abcde belongs to another tenant"), "{r:?}");
+    }
+    // Nothing on the daemon's host is a tenant's to name, and a canary names no cluster.
+    for (input, field) in [
+        (json!({"steps": 1, "effectsFile": "/etc/passwd"}), "input.effectsFile"),
+        (json!({"steps": 1, "cluster": "a-abcde"}), "input.cluster"),
+    ] {
+        let r = a.client.post("/v1/workflows", TOKEN_D, &json!({"workflow": "canary", "input": input}));
+        assert_eq!((r.status, r.body["field"].as_str()), (400, Some(field)), "{r:?}");
+    }
+    let pool = json!({"infraID": "d-abcde", "nodePool": "np", "replicas": 1, "instanceType": "m6i.xlarge",
+        "imageID": "ami-12c6146b", "subnetID": "subnet-0123abcd", "securityGroupIDs": ["sg-0123abcd"],
+        "userDataFile": "/etc/shadow"});
+    let r = a.client.post("/v1/workflows", TOKEN_D, &json!({"workflow": "scale-nodepool", "input": pool}));
+    assert_eq!((r.status, r.body["field"].as_str()), (400, Some("input.userDataFile")), "{r:?}");
     // A reader reads its own (none) and may not submit.
     let r = a.client.post("/v1/workflows", TOKEN_READER, &json!({"workflow": "canary", "input": {"steps": 1}}));
     assert_eq!(r.status, 403, "{r:?}");
@@ -185,10 +213,25 @@ fn two_tenants_see_and_act_only_on_their_own_workflows_and_clusters() {
     assert_eq!(r.status, 201, "{r:?}");
     assert_eq!(rested(&a, TOKEN_A, "a-down")["state"], "completed");
 
+    // The API's submissions leave the daemon's hold on its journal whole: another process's
+    // read (sqlite3) and an operator's submit through the journal path still meet the daemon.
+    let r = a.client.post("/v1/workflows", TOKEN_D, &json!({"workflow": "canary", "input": {"steps": 1}, "id": "d-1"}));
+    assert_eq!(r.status, 201, "{r:?}");
+    let read =
+        std::process::Command::new("sqlite3").arg(a.e.s.db()).arg("select count(*) from workflows").output().unwrap();
+    assert!(read.status.success(), "{read:?}");
+    let wal = format!("{}-wal", a.e.s.db().display());
+    assert!(std::path::Path::new(&wal).exists(), "the daemon's WAL was taken from under it");
+    let op = a.e.input("op.json", json!({"steps": 1}));
+    let out = a.e.s.cli(&["submit", "canary", "--input", &op, "--id", "op-1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let st = a.e.s.wait_for_state("op-1", &["completed"], Duration::from_secs(30));
+    assert_eq!(st["state"], "completed", "the daemon runs the operator's workflow: {st}");
+
     // Secrets: no token in the journal or the daemon's log; every request audited.
     let log = a.e.s.daemon_log();
     let journal = std::fs::read(a.e.s.db()).unwrap();
-    for secret in [TOKEN_A, TOKEN_B, TOKEN_READER] {
+    for secret in [TOKEN_A, TOKEN_B, TOKEN_READER, TOKEN_D] {
         assert!(!log.contains(secret), "a token in the log");
         assert!(!String::from_utf8_lossy(&journal).contains(secret), "a token in the journal");
     }
@@ -251,6 +294,14 @@ fn a_tenants_role_is_assumed_with_the_external_id_the_tenants_file_gives() {
     let done = rested(&a, TOKEN_B, "b-prov");
     assert_eq!(done["state"], "completed", "{done}");
     assert_eq!(done["account"], "222222222222", "{done}");
+    // Tenant d, acting as the daemon itself (no role), may not tear down B's cluster made under
+    // B's role: the journal's cluster keys differ (`b-abcde@222222222222` and `b-abcde`), the
+    // infraID does not (the review's first finding).
+    let theirs = json!({"infraID": "b-abcde", "region": "us-east-1"});
+    let r = a.client.post("/v1/workflows", TOKEN_D, &json!({"workflow": "teardown", "input": theirs}));
+    assert_eq!(r.status, 403, "{r:?}");
+    let r = a.client.post("/v1/teardown-plan", TOKEN_D, &theirs);
+    assert_eq!(r.status, 403, "{r:?}");
     let assumed = a.e.proxy.assume_role_requests();
     assert!(!assumed.is_empty(), "no AssumeRole went through the proxy");
     for body in &assumed {

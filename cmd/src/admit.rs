@@ -11,7 +11,15 @@ use crate::failure::Failure;
 /// The refusals of `check_aws_before_journal` without the store's proof: what the daemon's API
 /// reads before it journals a submission (the daemon proved its store once, at start).
 pub(crate) async fn refuse_before_journal(db: &Location, submission: &Submission) -> Result<(), Failure> {
-    if !already_journaled(db, submission.id.as_deref()) {
+    refuse_unless_journaled(already_journaled(db, submission.id.as_deref()), submission).await
+}
+
+/// The refusals, unless the workflow is `journaled` already (its own steps read the same
+/// again). The daemon's API says which from its own journal handle: a second handle of a SQLite
+/// file in one process would drop the process's locks on it when closed (POSIX locks are the
+/// process's, not the handle's).
+pub(crate) async fn refuse_unless_journaled(journaled: bool, submission: &Submission) -> Result<(), Failure> {
+    if !journaled {
         refuse_protected_teardown(submission).await?;
         refuse_unfit_customer_network(submission).await?;
         if infraflow_workflows::quota::on() {

@@ -339,7 +339,7 @@ pub async fn daemon(
         tokio::spawn(crate::serve::serve(listener, metrics.clone(), engine.journal().clone(), page));
     }
     if let Some(api) = api {
-        api.start(engine.clone(), db.clone()).await?;
+        api.start(engine.clone()).await?;
     }
     if let Some(every) = schedules.check_every {
         tracing::info!(every = ?every, "checking every cluster of the journal for drift");

@@ -4,13 +4,16 @@
 //! to the tenant that submitted its first journaled workflow (an operator's, through the
 //! journal path, belongs to no tenant).
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use infraflow_activities::RoleAllowList;
 use infraflow_journal::{Journal, WorkflowRow};
 use serde_json::Value;
 
 use super::auth::Authenticated;
 use super::problem::Problem;
-use super::tenants::Permission;
+use super::tenants::{Permission, Tenant};
 
 /// Refused unless the caller's permission is at least `needed`.
 pub fn permits(who: &Authenticated, needed: Permission, action: &str) -> Result<(), Problem> {
@@ -43,26 +46,23 @@ pub fn own_workflow(
     }
 }
 
-/// The journal's rows of the caller's tenant, oldest first.
-pub fn own_rows(journal: &Journal, who: &Authenticated) -> Result<Vec<WorkflowRow>, Problem> {
-    let rows = journal.list().map_err(|e| Problem::internal(format!("cannot read the journal: {e}")))?;
-    Ok(rows.into_iter().filter(|r| row_tenant(journal, r).as_deref() == Some(who.tenant.name.as_str())).collect())
-}
-
-fn row_tenant(journal: &Journal, row: &WorkflowRow) -> Option<String> {
-    let view = journal.load(&row.id).ok()??;
-    tenant_of(view.submitter.as_deref()).map(str::to_string)
-}
-
 /// What a submission (or a teardown plan) names, held to the tenant's fences: its role, the
 /// role's account, the region, the infraID's prefix. Each refusal is one line naming the rule.
-pub fn may_name(who: &Authenticated, workflow: &str, input: &Value) -> Result<(), Problem> {
+pub fn may_name(who: &Authenticated, others: &[Tenant], workflow: &str, input: &Value) -> Result<(), Problem> {
     let t = &who.tenant;
-    if input.get("externalID").is_some() && t.external_id.is_some() {
-        return Err(Problem::field(
-            "input.externalID",
-            format!("the daemon gives tenant {}'s roles their ExternalId: leave externalID out", t.name),
-        ));
+    // The daemon's host is not a tenant's: no path on it is read or written for one (a node
+    // pool's user data, a canary's effects file), and a canary names no cluster of its own.
+    for (key, why) in [
+        ("externalID", format!("the daemon gives tenant {}'s roles their ExternalId: leave externalID out", t.name)),
+        ("userDataFile", "names a file on the daemon's host: the API takes none".to_string()),
+        ("effectsFile", "names a file on the daemon's host: the API takes none".to_string()),
+    ] {
+        if let Some(path) = find_key(input, key, "input") {
+            return Err(Problem::field(&path, format!("{path} {why}")));
+        }
+    }
+    if workflow == "canary" && input.get("cluster").is_some() {
+        return Err(Problem::field("input.cluster", "a canary through the API names no cluster"));
     }
     let role = infraflow_workflows::role_of(input);
     match &role {
@@ -70,6 +70,17 @@ pub fn may_name(who: &Authenticated, workflow: &str, input: &Value) -> Result<()
             let list = RoleAllowList { patterns: t.roles.clone(), said: String::new(), external_ids: Vec::new() };
             if !list.allows(&r.arn) {
                 return Err(Problem::forbidden(format!("tenant {} may not act through role {}", t.name, r.arn)));
+            }
+            // A role two tenants' patterns grant is neither's for sure (whose ExternalId?).
+            let shared = others.iter().filter(|o| o.name != t.name).find(|o| {
+                RoleAllowList { patterns: o.roles.clone(), said: String::new(), external_ids: Vec::new() }
+                    .allows(&r.arn)
+            });
+            if let Some(o) = shared {
+                return Err(Problem::forbidden(format!(
+                    "role {} is granted to tenant {} too: the operator must give it to one tenant",
+                    r.arn, o.name
+                )));
             }
             let account = r.arn.split(':').nth(4).unwrap_or_default();
             if !t.accounts.is_empty() && !t.accounts.iter().any(|a| a == account) {
@@ -101,38 +112,91 @@ pub fn may_name(who: &Authenticated, workflow: &str, input: &Value) -> Result<()
     Ok(())
 }
 
-/// A cluster (its journal key) another tenant, or an operator, made first is not the caller's.
-pub fn cluster_is_own(journal: &Journal, who: &Authenticated, cluster: &str) -> Result<(), Problem> {
-    if cluster.is_empty() {
-        return Ok(());
-    }
-    let rows = journal.list().map_err(|e| Problem::internal(format!("cannot read the journal: {e}")))?;
-    if let Some(first) = rows.iter().filter(|r| r.cluster == cluster).min_by_key(|r| r.created_at)
-        && row_tenant(journal, first).as_deref() != Some(who.tenant.name.as_str())
-    {
-        return Err(Problem::forbidden(format!(
-            "cluster {cluster} belongs to another tenant or to the operator: tenant {} may not act on it",
-            who.tenant.name
-        )));
-    }
-    Ok(())
+/// Who each journaled workflow belongs to and which cluster it names, read once a workflow
+/// (a workflow's submitter and input never change) and kept: a listing or a submission reads
+/// the journal's rows, not every workflow's history again.
+#[derive(Default)]
+pub struct Ownership {
+    known: Mutex<HashMap<String, Owner>>,
 }
 
-/// Refused when the tenant already has as many unfinished workflows as it may.
-pub fn has_room(journal: &Journal, who: &Authenticated) -> Result<(), Problem> {
-    let Some(max) = who.tenant.max_unfinished else { return Ok(()) };
-    let unfinished = own_rows(journal, who)?.iter().filter(|r| !r.state.is_finished()).count();
-    if unfinished >= max {
-        return Err(Problem {
-            retry_after: Some(30),
-            ..Problem::new(
-                hyper::StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "tenant {} has {unfinished} unfinished workflows, its limit: wait for one to end",
-                    who.tenant.name
-                ),
-            )
-        });
+#[derive(Clone, Default)]
+struct Owner {
+    tenant: Option<String>,
+    infra_id: Option<String>,
+}
+
+impl Ownership {
+    fn owner(&self, journal: &Journal, row: &WorkflowRow) -> Owner {
+        if let Some(o) = self.known.lock().unwrap().get(&row.id) {
+            return o.clone();
+        }
+        let Ok(Some(view)) = journal.load(&row.id) else { return Owner::default() };
+        let owner = Owner {
+            tenant: tenant_of(view.submitter.as_deref()).map(str::to_string),
+            infra_id: infraflow_workflows::cluster::of(&view.workflow, &view.input).map(|c| c.infra_id),
+        };
+        self.known.lock().unwrap().insert(row.id.clone(), owner.clone());
+        owner
     }
-    Ok(())
+
+    /// The journal's rows of the caller's tenant, oldest first.
+    pub fn own_rows(&self, journal: &Journal, who: &Authenticated) -> Result<Vec<WorkflowRow>, Problem> {
+        let rows = journal.list().map_err(|e| Problem::internal(format!("cannot read the journal: {e}")))?;
+        Ok(rows
+            .into_iter()
+            .filter(|r| self.owner(journal, r).tenant.as_deref() == Some(who.tenant.name.as_str()))
+            .collect())
+    }
+
+    /// A cluster (by its infraID, whatever the account, region or role a workflow named it
+    /// with) whose first journaled workflow is another tenant's, or an operator's, is not the
+    /// caller's: not sure is not theirs.
+    pub fn cluster_is_own(&self, journal: &Journal, who: &Authenticated, infra_id: &str) -> Result<(), Problem> {
+        let rows = journal.list().map_err(|e| Problem::internal(format!("cannot read the journal: {e}")))?;
+        let first = rows
+            .iter()
+            .filter(|r| self.owner(journal, r).infra_id.as_deref() == Some(infra_id))
+            .min_by_key(|r| (r.created_at, r.id.clone()));
+        if let Some(first) = first
+            && self.owner(journal, first).tenant.as_deref() != Some(who.tenant.name.as_str())
+        {
+            return Err(Problem::forbidden(format!(
+                "cluster {infra_id} belongs to another tenant or to the operator: tenant {} may not act on it",
+                who.tenant.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refused when the tenant already has as many unfinished workflows as it may.
+    pub fn has_room(&self, journal: &Journal, who: &Authenticated) -> Result<(), Problem> {
+        let Some(max) = who.tenant.max_unfinished else { return Ok(()) };
+        let unfinished = self.own_rows(journal, who)?.iter().filter(|r| !r.state.is_finished()).count();
+        if unfinished >= max {
+            return Err(Problem {
+                retry_after: Some(30),
+                ..Problem::new(
+                    hyper::StatusCode::TOO_MANY_REQUESTS,
+                    format!(
+                        "tenant {} has {unfinished} unfinished workflows, its limit: wait for one to end",
+                        who.tenant.name
+                    ),
+                )
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Where `key` is in `v` (`input.nodePool.userDataFile`), at any depth.
+fn find_key(v: &Value, key: &str, at: &str) -> Option<String> {
+    match v {
+        Value::Object(m) => m.iter().find_map(|(k, v)| {
+            let here = format!("{at}.{k}");
+            if k == key { Some(here) } else { find_key(v, key, &here) }
+        }),
+        Value::Array(a) => a.iter().enumerate().find_map(|(i, v)| find_key(v, key, &format!("{at}[{i}]"))),
+        _ => None,
+    }
 }

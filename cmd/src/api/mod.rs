@@ -25,7 +25,6 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use infraflow_engine::Engine;
-use infraflow_journal::Location;
 
 use crate::failure::Failure;
 use audit::Caller;
@@ -121,13 +120,17 @@ impl Prepared {
     }
 
     /// Binds and serves in the background.
-    pub async fn start(self, engine: Arc<Engine>, db: Location) -> Result<SocketAddr, Failure> {
+    pub async fn start(self, engine: Arc<Engine>) -> Result<SocketAddr, Failure> {
         let listener = tokio::net::TcpListener::bind(self.listen).await.map_err(|e| {
             Failure::usage(format!("cannot listen on {} for the API: {e}; pick a free port", self.listen))
         })?;
         let bound = listener.local_addr().unwrap_or(self.listen);
         let tls = self.tls.is_some();
-        let api = Arc::new(Api { auth: self.auth, routes: routes::Routes { engine, db } });
+        let tenants = self.auth.tenants.clone();
+        let api = Arc::new(Api {
+            auth: self.auth,
+            routes: routes::Routes { engine, tenants, ownership: fences::Ownership::default() },
+        });
         tokio::spawn(reload_on_hangup(api.clone()));
         tokio::spawn(accept(listener, self.tls, api));
         tracing::info!(address = %bound, tls, "serving the API at /v1");
@@ -135,7 +138,14 @@ impl Prepared {
     }
 }
 
+/// Connections served at once; one more is closed at once (a client that opens thousands and
+/// sends nothing holds no more than this many of the daemon's files).
+const MAX_CONNECTIONS: usize = 512;
+/// How long a connection may take to send a request's headers (TLS handshake apart).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
 async fn accept(listener: tokio::net::TcpListener, tls: Option<tokio_rustls::TlsAcceptor>, api: Arc<Api>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(s) => s,
@@ -145,13 +155,19 @@ async fn accept(listener: tokio::net::TcpListener, tls: Option<tokio_rustls::Tls
                 continue;
             }
         };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(client = %peer.ip(), "API: {MAX_CONNECTIONS} connections open; closing a new one");
+            continue;
+        };
         let (api, tls) = (api.clone(), tls.clone());
         tokio::spawn(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(move |req| {
                 let api = api.clone();
                 async move { Ok::<_, Infallible>(api.respond(peer.ip(), req).await) }
             });
-            let builder = hyper::server::conn::http1::Builder::new();
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
             match tls {
                 Some(acceptor) => {
                     // A handshake that never finishes holds nothing for long.

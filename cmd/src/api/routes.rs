@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hyper::StatusCode;
 use infraflow_engine::{Engine, Submission, SystemClock};
-use infraflow_journal::{Location, RequestOutcome, WorkflowState};
+use infraflow_journal::{RequestOutcome, WorkflowState};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -38,10 +38,11 @@ impl Answer {
     }
 }
 
-/// What the routes share: the daemon's engine and where its journal is.
+/// What the routes share: the daemon's engine, the tenants, and who owns what.
 pub struct Routes {
     pub engine: std::sync::Arc<Engine>,
-    pub db: Location,
+    pub tenants: super::tenants::Tenants,
+    pub ownership: fences::Ownership,
 }
 
 #[derive(Deserialize)]
@@ -111,15 +112,17 @@ impl Routes {
         };
         infraflow_engine::check_id(&id).map_err(|e| Problem::field("id", e))?;
         let validated = def.validate(&id, &b.input).map_err(|e| Problem::field("input", e.to_string()))?;
-        fences::may_name(who, def.name(), &b.input)?;
+        fences::may_name(who, &self.tenants.all(), def.name(), &b.input)?;
         let journal = self.engine.journal();
-        fences::cluster_is_own(journal, who, &validated.cluster)?;
+        if let Some(c) = infraflow_workflows::cluster::of(def.name(), &validated.input) {
+            self.ownership.cluster_is_own(journal, who, &c.infra_id)?;
+        }
         if let Ok(Some(v)) = journal.load(&id)
             && fences::tenant_of(v.submitter.as_deref()) != Some(who.tenant.name.as_str())
         {
             return Err(Problem::new(StatusCode::CONFLICT, format!("workflow id {id} is taken: choose another")));
         }
-        fences::has_room(journal, who)?;
+        self.ownership.has_room(journal, who)?;
         let submission = Submission {
             workflow: b.workflow,
             input: b.input,
@@ -127,7 +130,8 @@ impl Routes {
             no_rollback: b.no_rollback,
             submitter: Some(who.submitter()),
         };
-        crate::admit::refuse_before_journal(&self.db, &submission).await.map_err(|f| {
+        let journaled = journal.row(&id).ok().flatten().is_some();
+        crate::admit::refuse_unless_journaled(journaled, &submission).await.map_err(|f| {
             if f.code == crate::failure::USAGE {
                 Problem::new(StatusCode::UNPROCESSABLE_ENTITY, f.message)
             } else {
@@ -146,7 +150,7 @@ impl Routes {
             None => Vec::new(),
         };
         let journal = self.engine.journal();
-        let mut rows = fences::own_rows(journal, who)?;
+        let mut rows = self.ownership.own_rows(journal, who)?;
         rows.retain(|r| render::row_matches(r, &states, q.get("workflow"), q.get("cluster")));
         let waits = crate::status::waits(journal, &rows).map_err(|e| Problem::internal(e.message))?;
         Ok(Answer::ok(render::list_json(&rows, &waits)))
@@ -239,7 +243,7 @@ impl Routes {
         let region =
             q.get("region").ok_or_else(|| Problem::field("region", "name the cluster's region: ?region=us-east-1"))?;
         let journal = self.engine.journal();
-        let own: Vec<String> = fences::own_rows(journal, who)?.into_iter().map(|r| r.id).collect();
+        let own: Vec<String> = self.ownership.own_rows(journal, who)?.into_iter().map(|r| r.id).collect();
         let made = crate::check::provisioned(journal)
             .map_err(|e| Problem::internal(e.message))?
             .into_iter()
@@ -256,11 +260,9 @@ impl Routes {
     async fn plan(&self, who: &Authenticated, body: &[u8]) -> Result<Answer, Problem> {
         let input: Value =
             serde_json::from_slice(body).map_err(|e| Problem::bad(format!("the body is not JSON: {e}")))?;
-        fences::may_name(who, "teardown", &input)?;
-        if let Some(def) = crate::registry::full_registry().workflow("teardown")
-            && let Ok(v) = def.validate("plan", &input)
-        {
-            fences::cluster_is_own(self.engine.journal(), who, &v.cluster)?;
+        fences::may_name(who, &self.tenants.all(), "teardown", &input)?;
+        if let Some(c) = infraflow_workflows::cluster::of("teardown", &input) {
+            self.ownership.cluster_is_own(self.engine.journal(), who, &c.infra_id)?;
         }
         let plan =
             infraflow_workflows::teardown::plan::plan(&crate::registry::pool(), &input).await.map_err(|e| match e {
