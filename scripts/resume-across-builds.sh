@@ -2,8 +2,9 @@
 # Proves a refactor changed no journal contract: journals written by one build (OLD), killed -9
 # mid-way, are resumed by another (NEW) — create-cluster at three moments, then a teardown, on
 # moto and a fresh SQLite journal. Usage: scripts/resume-across-builds.sh OLD_BINARY NEW_BINARY
-# (build OLD from the commit before the change: `git worktree add /tmp/old HEAD~1 && cargo build
-# --manifest-path /tmp/old/Cargo.toml --bin infraflow`). Exits non-zero on the first failure.
+# (build OLD from the commit before the change — for issue 58's move, 2419595: `git worktree add
+# /tmp/old 2419595 && cargo build --manifest-path /tmp/old/Cargo.toml --bin infraflow`). Exits
+# non-zero on the first failure, and when no kill landed mid-run (nothing would be proven).
 set -euo pipefail
 old=$1 new=$2
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -41,11 +42,15 @@ across() {
   done_before=$("$new" history "$id" 2>/dev/null | grep -c completed || true)
   "$new" run "$@" --id "$id" >/dev/null 2>"$work/$id.err" || { cat "$work/$id.err"; echo "FAILED: $id"; exit 1; }
   echo "$id: killed with $done_before steps done by the old build, completed by the new one"
+  [ "$done_before" -gt 0 ] && midway=$((midway + 1))
+  return 0
 }
+midway=0
 for delay in 0.5 1 1.5; do
   across "$delay" "create-$delay" create-cluster --input scripts/demo/cluster.json
   across 0.7 "teardown-$delay" teardown --input scripts/demo/teardown.json
   n=$(left)
   [ "$n" = 0 ] || { echo "FAILED: $n VPCs or instances left after the teardown"; exit 1; }
 done
-echo "every journal of the old build resumed by the new one; nothing left"
+[ "$midway" -gt 0 ] || { echo "FAILED: no kill landed after a step was journaled; nothing was proven"; exit 1; }
+echo "every journal of the old build resumed by the new one ($midway killed mid-run); nothing left"

@@ -10,13 +10,11 @@ cd "$root"
 # invariant), README stays a page, and every doc link lands.
 scripts/import-circles
 scripts/check-docs
+# The Debian packages the tests use, when missing (strace, iproute2, openssl, sqlite3, chromium…).
+scripts/test-tools.sh
 INFRAFLOW_MOTO_SERVER="$(scripts/moto.sh install)"
 export INFRAFLOW_MOTO_SERVER
 scripts/postgres.sh install >/dev/null
-# The status page's test drives Debian's Chromium, headless (tests/status_page.rs).
-if ! command -v chromium >/dev/null 2>&1; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-fi
 # One build, then the tests from it (scripts/run-tests.py runs the binaries cargo built, several
 # side by side: most of the suite waits on moto, PostgreSQL, leases and kills rather than on the
 # cores; it keeps every test's time and prints the ten slowest at the end).

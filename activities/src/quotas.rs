@@ -20,7 +20,7 @@ pub const IAM_READ: &[&str] = &[
     "ec2:DescribeInternetGateways",
     "ec2:DescribeNatGateways",
     "ec2:DescribeSubnets",
-    // The zone a provision that names none gets (`provision::quota::with_its_zone`).
+    // The zone a provision that names none gets (`quota::provision::with_its_zone`).
     "ec2:DescribeAvailabilityZones",
 ];
 pub const IAM_WRITE: &[&str] = &[];

@@ -229,3 +229,4 @@ pub mod strict;
 pub mod sweep;
 pub mod transitions;
 pub mod wire;
+pub mod xml;

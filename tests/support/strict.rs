@@ -9,7 +9,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::transitions::Transitions;
+use super::transitions::{Refusal, Transitions};
+use super::xml::{between, rewrite_elements};
 
 /// Which strict behaviours are on.
 #[derive(Clone, Debug, Default)]
@@ -119,12 +120,6 @@ pub fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).to_string()
 }
 
-pub fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
-    let start = text.find(open)? + open.len();
-    let end = text[start..].find(close)? + start;
-    Some(&text[start..end])
-}
-
 /// The id a create returns, by action: (XML element of the id).
 fn created_id_tag(action: &str) -> Option<&'static str> {
     Some(match action {
@@ -171,9 +166,6 @@ fn not_found_code(id: &str) -> &'static str {
         _ => "InvalidParameterValue",
     }
 }
-
-/// An answer the strict layer gives instead of forwarding: (HTTP status, error code, message).
-pub type Refusal = (&'static str, &'static str, String);
 
 impl StrictState {
     fn count(&mut self, what: &'static str) {
@@ -406,44 +398,6 @@ fn drop_items(xml: &str, set: &str, own: &str, ids: &[String]) -> String {
 /// Rewrites each top-level `<item>` of `<set>` with `f` (None drops it).
 fn rewrite_items(xml: &str, set: &str, f: impl Fn(&str) -> Option<String>) -> String {
     rewrite_elements(xml, set, "item", f)
-}
-
-/// Rewrites each top-level `<elem>` of `<set>` with `f` (None drops it): `item` in EC2's
-/// answers, `member` in ELB's.
-pub fn rewrite_elements(xml: &str, set: &str, elem: &str, f: impl Fn(&str) -> Option<String>) -> String {
-    let (open_item, close_item) = (format!("<{elem}>"), format!("</{elem}>"));
-    let open = format!("<{set}>");
-    let Some(start) = xml.find(&open).map(|i| i + open.len()) else { return xml.to_string() };
-    let Some(end) = xml[start..].find(&format!("</{set}>")).map(|i| i + start) else { return xml.to_string() };
-    let inner = &xml[start..end];
-    let mut kept = String::new();
-    let mut depth = 0usize;
-    let mut item_start = 0usize;
-    let mut i = 0usize;
-    while i < inner.len() {
-        let rest = &inner[i..];
-        if rest.starts_with(&open_item) {
-            if depth == 0 {
-                item_start = i;
-            }
-            depth += 1;
-            i += open_item.len();
-        } else if rest.starts_with(&close_item) {
-            depth = depth.saturating_sub(1);
-            i += close_item.len();
-            if depth == 0
-                && let Some(item) = f(&inner[item_start..i])
-            {
-                kept.push_str(&item);
-            }
-        } else {
-            if depth == 0 {
-                kept.push_str(&rest[..rest.chars().next().map_or(1, char::len_utf8)]);
-            }
-            i += rest.chars().next().map_or(1, char::len_utf8);
-        }
-    }
-    format!("{}{kept}{}", &xml[..start], &xml[end..])
 }
 
 /// The response with `payload` as its body and a matching Content-Length.

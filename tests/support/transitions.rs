@@ -7,7 +7,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use super::strict::{Refusal, between, rewrite_elements};
+use super::xml::{between, rewrite_elements};
+
+/// An answer the strict layer gives instead of forwarding: (HTTP status, error code, message).
+pub type Refusal = (&'static str, &'static str, String);
 
 #[derive(Default)]
 pub struct Transitions {

@@ -129,7 +129,12 @@ impl Prepared {
         let tenants = self.auth.tenants.clone();
         let api = Arc::new(Api {
             auth: self.auth,
-            routes: routes::Routes { engine, tenants, ownership: fences::Ownership::default() },
+            routes: routes::Routes {
+                engine,
+                tenants,
+                ownership: fences::Ownership::default(),
+                submitting: tokio::sync::Mutex::new(()),
+            },
         });
         tokio::spawn(reload_on_hangup(api.clone()));
         tokio::spawn(accept(listener, self.tls, api));

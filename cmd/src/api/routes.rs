@@ -43,6 +43,7 @@ pub struct Routes {
     pub engine: std::sync::Arc<Engine>,
     pub tenants: super::tenants::Tenants,
     pub ownership: fences::Ownership,
+    pub submitting: tokio::sync::Mutex<()>,
 }
 
 #[derive(Deserialize)]
@@ -113,16 +114,8 @@ impl Routes {
         infraflow_engine::check_id(&id).map_err(|e| Problem::field("id", e))?;
         let validated = def.validate(&id, &b.input).map_err(|e| Problem::field("input", e.to_string()))?;
         fences::may_name(who, &self.tenants.all(), def.name(), &b.input)?;
-        let journal = self.engine.journal();
-        if let Some(c) = infraflow_workflows::cluster::of(def.name(), &validated.input) {
-            self.ownership.cluster_is_own(journal, who, &c.infra_id)?;
-        }
-        if let Ok(Some(v)) = journal.load(&id)
-            && fences::tenant_of(v.submitter.as_deref()) != Some(who.tenant.name.as_str())
-        {
-            return Err(Problem::new(StatusCode::CONFLICT, format!("workflow id {id} is taken: choose another")));
-        }
-        self.ownership.has_room(journal, who)?;
+        let cluster = infraflow_workflows::cluster::of(def.name(), &validated.input).map(|c| c.infra_id);
+        self.journal_checks(who, &id, cluster.as_deref())?;
         let submission = Submission {
             workflow: b.workflow,
             input: b.input,
@@ -130,7 +123,7 @@ impl Routes {
             no_rollback: b.no_rollback,
             submitter: Some(who.submitter()),
         };
-        let journaled = journal.row(&id).ok().flatten().is_some();
+        let journaled = self.engine.journal().row(&id).ok().flatten().is_some();
         crate::admit::refuse_unless_journaled(journaled, &submission).await.map_err(|f| {
             if f.code == crate::failure::USAGE {
                 Problem::new(StatusCode::UNPROCESSABLE_ENTITY, f.message)
@@ -138,9 +131,28 @@ impl Routes {
                 Problem::new(StatusCode::BAD_GATEWAY, f.message)
             }
         })?;
+        // Checked again and journaled one submission at a time: two tenants' first workflows of
+        // one new cluster cannot both pass (AWS was read above, outside the lock).
+        let _one_at_a_time = self.submitting.lock().await;
+        self.journal_checks(who, &id, cluster.as_deref())?;
         let submitted = self.engine.submit(submission).await.map_err(|e| Problem::bad(e.to_string()))?;
         let status = if submitted.created { StatusCode::CREATED } else { StatusCode::OK };
         Ok(Answer { status, body: json!({ "id": id, "created": submitted.created }), workflow: Some(id) })
+    }
+
+    /// What the journal says of a submission: its cluster is the tenant's or no one's yet, its
+    /// id is free or the tenant's own, and the tenant has room for one more unfinished.
+    fn journal_checks(&self, who: &Authenticated, id: &str, cluster: Option<&str>) -> Result<(), Problem> {
+        let journal = self.engine.journal();
+        if let Some(c) = cluster {
+            self.ownership.cluster_is_own(journal, who, c)?;
+        }
+        if let Ok(Some(v)) = journal.load(id)
+            && fences::tenant_of(v.submitter.as_deref()) != Some(who.tenant.name.as_str())
+        {
+            return Err(Problem::new(StatusCode::CONFLICT, format!("workflow id {id} is taken: choose another")));
+        }
+        self.ownership.has_room(journal, who)
     }
 
     fn list(&self, who: &Authenticated, query: &str) -> Result<Answer, Problem> {

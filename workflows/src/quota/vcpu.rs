@@ -2,7 +2,7 @@
 //! quota: the instances it launches beyond what the pool (the cluster) has, times their type's
 //! vCPUs, against the standard families' quota less the vCPUs running and less what workflows
 //! admitted beside it still claim. Checked before it is journaled, and again by its admission
-//! (`quota_hold`). Other families' quotas are not read. AWS publishes no default for this quota
+//! (`hold::admission`). Other families' quotas are not read. AWS publishes no default for this quota
 //! (it sets one per account): when Service Quotas cannot be read, nothing is checked, and the
 //! note says so.
 
@@ -55,7 +55,7 @@ impl VcpuClaim {
         self.wanted.saturating_sub(census.own(&self.mine)) * census.each(&self.instance_type)
     }
 
-    /// Where a "checked before journaling" mark of this claim is kept (`quota_hold`).
+    /// Where a "checked before journaling" mark of this claim is kept (`hold::admission`).
     pub fn checked_key(&self) -> String {
         format!("vcpus {}={}", self.mine.key, self.mine.value)
     }
