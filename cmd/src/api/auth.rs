@@ -41,7 +41,8 @@ impl Authenticator {
         Authenticator { tenants, oidc, failures: Mutex::new(HashMap::new()) }
     }
 
-    /// The caller of a request from `client` with `authorization` (the header's value).
+    /// The caller of a request from `client` with `authorization` (the header's value; None for
+    /// none, or for two: which would it be?).
     pub fn authenticate(&self, client: IpAddr, authorization: Option<&str>) -> Result<Authenticated, Problem> {
         if let Some(wait) = self.slowed(client) {
             return Err(Problem {
@@ -63,9 +64,14 @@ impl Authenticator {
         let Some(value) = authorization else {
             return Err(Problem::unauthorized("no Authorization header: send `Authorization: Bearer TOKEN`"));
         };
-        let Some(token) = value.strip_prefix("Bearer ").map(str::trim).filter(|t| !t.is_empty()) else {
-            return Err(Problem::unauthorized("the Authorization header is not `Bearer TOKEN`"));
+        // The scheme's name is case-insensitive (RFC 9110 §11.1).
+        let token = match value.trim().split_once(' ') {
+            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
+            _ => "",
         };
+        if token.is_empty() || token.contains(char::is_whitespace) {
+            return Err(Problem::unauthorized("the Authorization header is not `Bearer TOKEN`"));
+        }
         if token.matches('.').count() == 2 {
             let Some(oidc) = &self.oidc else {
                 return Err(Problem::unauthorized("an OIDC token, but this daemon trusts no issuer (--oidc-issuer)"));
@@ -100,5 +106,32 @@ impl Authenticator {
             *entry = (Instant::now(), 0);
         }
         entry.1 += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn authenticator() -> (tempfile::TempDir, Authenticator) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.json");
+        let hash = super::super::tenants::sha256_hex("secret-1");
+        let file = serde_json::json!({"tenants": [{"name": "a", "tokenSha256": [hash], "permission": "read"}]});
+        std::fs::write(&p, file.to_string()).unwrap();
+        let tenants = Tenants::load(&p).unwrap();
+        (dir, Authenticator::new(tenants, None))
+    }
+
+    #[test]
+    fn the_scheme_is_case_insensitive_and_anything_else_around_the_token_is_refused() {
+        let (_d, a) = authenticator();
+        for good in ["Bearer secret-1", "bearer secret-1", "BEARER  secret-1 "] {
+            assert_eq!(a.identify(Some(good)).map(|w| w.tenant.name).ok().as_deref(), Some("a"), "{good}");
+        }
+        for bad in ["Basic secret-1", "Bearer", "Bearer secret-1 extra", "secret-1", "Bearer secret-2"] {
+            assert!(a.identify(Some(bad)).is_err(), "{bad}");
+        }
+        assert!(a.identify(None).is_err());
     }
 }

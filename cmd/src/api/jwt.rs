@@ -76,6 +76,10 @@ impl Verifier {
             return Err("not a JWT (three base64url parts)".into());
         };
         let header: Value = decode_json(h).map_err(|e| format!("its header {e}"))?;
+        // A critical extension this verifier does not know must be refused (RFC 7515 §4.1.11).
+        if header.get("crit").is_some() {
+            return Err("its header names critical extensions (crit), which are not supported".into());
+        }
         let alg = header["alg"].as_str().unwrap_or_default();
         if alg != "RS256" && alg != "ES256" {
             return Err(format!("alg {alg:?} is not accepted (RS256 or ES256 only)"));
@@ -107,10 +111,15 @@ impl Verifier {
         if now > exp + LEEWAY_SECS {
             return Err(format!("it expired {}s ago", now - exp));
         }
-        if let Some(nbf) = claims["nbf"].as_i64()
-            && now + LEEWAY_SECS < nbf
-        {
-            return Err(format!("it is not valid for another {}s (nbf)", nbf - now));
+        match &claims["nbf"] {
+            Value::Null => {}
+            v => match v.as_i64() {
+                Some(nbf) if now + LEEWAY_SECS < nbf => {
+                    return Err(format!("it is not valid for another {}s (nbf)", nbf - now));
+                }
+                Some(_) => {}
+                None => return Err("its nbf is not a number of seconds".into()),
+            },
         }
         match claims["sub"].as_str() {
             Some(sub) if !sub.is_empty() => Ok(sub.to_string()),
@@ -253,6 +262,10 @@ mod tests {
             URL_SAFE_NO_PAD.encode(claims().to_string())
         );
         refused(&none, 1_000, "alg \"none\"");
+        refused(&i.token(json!({"alg": "ES256", "kid": "k1", "crit": ["exp"]}), claims()), 1_000, "crit");
+        let mut late = claims();
+        late["nbf"] = json!("soon");
+        refused(&i.token(h.clone(), late), 1_000, "nbf is not a number");
         let good = i.token(h, claims());
         let mut parts: Vec<&str> = good.split('.').collect();
         let forged = URL_SAFE_NO_PAD

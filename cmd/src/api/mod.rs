@@ -204,7 +204,12 @@ impl Api {
         if !path.starts_with("/v1/") {
             return Problem::not_found(format!("no route {path}: the API is under /v1 (/v1/openapi.json)")).response();
         }
-        let authorization = parts.headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        // One Authorization header, or none counts: a second would make the caller ambiguous.
+        let mut given = parts.headers.get_all(hyper::header::AUTHORIZATION).iter();
+        let authorization = match (given.next(), given.next()) {
+            (Some(v), None) => v.to_str().ok(),
+            _ => None,
+        };
         let who = match self.auth.authenticate(client, authorization) {
             Ok(who) => who,
             Err(p) => {
