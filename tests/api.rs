@@ -272,8 +272,9 @@ fn the_cli_as_a_client_prints_and_exits_as_on_the_journal_path() {
     );
 }
 
-/// The daemon, never the input, sets the ExternalId of a tenant's role: an input naming one is
-/// refused (it would be journaled), and the AssumeRole the proxy sees carries the tenants file's.
+/// The daemon, never the input, sets the ExternalId of a tenant's role and the SourceIdentity of
+/// its session: an input naming either is refused (an ExternalId would be journaled), and the
+/// AssumeRole the proxy sees carries the tenants file's ExternalId and the caller's name.
 #[test]
 fn a_tenants_role_is_assumed_with_the_external_id_the_tenants_file_gives() {
     let a = api();
@@ -285,6 +286,11 @@ fn a_tenants_role_is_assumed_with_the_external_id_the_tenants_file_gives() {
     assert_eq!(r.status, 400, "{r:?}");
     assert_eq!(r.body["field"], "input.externalID", "{r:?}");
     input.as_object_mut().unwrap().remove("externalID");
+    input["sourceIdentity"] = json!("b,someone-else");
+    let r = a.client.post("/v1/workflows", TOKEN_B, &json!({"workflow": "provision-infra", "input": input}));
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.body["field"], "input.sourceIdentity", "{r:?}");
+    input.as_object_mut().unwrap().remove("sourceIdentity");
     let r = a.client.post(
         "/v1/workflows",
         TOKEN_B,
@@ -306,6 +312,8 @@ fn a_tenants_role_is_assumed_with_the_external_id_the_tenants_file_gives() {
     assert!(!assumed.is_empty(), "no AssumeRole went through the proxy");
     for body in &assumed {
         assert!(body.contains(&format!("ExternalId={EXTERNAL_ID_B}")), "{body}");
+        // CloudTrail names who asked: tenant b, by its bearer token.
+        assert!(body.contains("SourceIdentity=b%2Ctoken"), "{body}");
     }
     let journal = String::from_utf8_lossy(&std::fs::read(a.e.s.db()).unwrap()).to_string();
     assert!(!journal.contains(EXTERNAL_ID_B), "the external id is in the journal");

@@ -114,7 +114,8 @@ fn the_trust_policy_names_the_daemons_principal_and_its_external_id() {
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["Version"], "2012-10-17");
     let s = &doc["Statement"][0];
-    assert_eq!((s["Effect"].as_str(), s["Action"].as_str()), (Some("Allow"), Some("sts:AssumeRole")));
+    assert_eq!(s["Effect"], "Allow");
+    assert_eq!(s["Action"], serde_json::json!(["sts:AssumeRole", "sts:SetSourceIdentity"]));
     assert_eq!(s["Principal"]["AWS"], "arn:aws:iam::999999999999:role/infraflow-daemon");
     assert_eq!(s["Condition"]["StringEquals"]["sts:ExternalId"], "team-a");
     let plain: Value = serde_json::from_slice(&policy(&["--trust-for", "999999999999"]).stdout).unwrap();

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_config::BehaviorVersion;
-use aws_config::sts::AssumeRoleProvider;
 use aws_smithy_http_client::tls;
 use tokio::sync::Mutex;
 
@@ -91,11 +90,7 @@ impl Aws {
                 RefusedRole(refused.unwrap_or_default().to_string()),
             )),
             Some(role) => {
-                let mut provider = AssumeRoleProvider::builder(&role.arn).session_name(role.session_name());
-                if let Some(id) = &role.external_id {
-                    provider = provider.external_id(id);
-                }
-                let provider = provider.configure(&conf).build().await;
+                let provider = crate::assume::AssumeRole { sts: aws_sdk_sts::Client::new(&conf), role: role.clone() };
                 Some(aws_credential_types::provider::SharedCredentialsProvider::new(provider))
             }
             None => None,

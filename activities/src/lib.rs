@@ -6,6 +6,7 @@ pub mod adopt;
 pub mod anchor;
 pub mod census;
 pub mod classic_elb;
+mod assume;
 mod client;
 pub mod cluster_lease;
 pub mod compute;

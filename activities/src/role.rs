@@ -13,6 +13,10 @@ pub struct AssumedRole {
     pub external_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_name: Option<String>,
+    /// STS's `SourceIdentity`: who asked for the session, set once and carried into every
+    /// CloudTrail record of it (the role's trust must allow `sts:SetSourceIdentity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_identity: Option<String>,
 }
 
 /// The roles a daemon may act through (`daemon --allow-role`): whoever can submit to its journal
@@ -73,16 +77,17 @@ fn glob(pattern: &str, s: &str) -> bool {
 pub const DEFAULT_SESSION_NAME: &str = "infraflow";
 
 impl AssumedRole {
-    /// The role of an input's `roleARN`, `externalID` and `sessionName`: None without a role; an
-    /// error (one line, naming the field) for a value AWS would refuse.
+    /// The role of an input's `roleARN`, `externalID`, `sessionName` and `sourceIdentity`: None
+    /// without a role; an error (one line, naming the field) for a value AWS would refuse.
     pub fn from_input(
         arn: Option<&str>,
         external_id: Option<&str>,
         session_name: Option<&str>,
+        source_identity: Option<&str>,
     ) -> Result<Option<AssumedRole>, String> {
         let Some(arn) = arn else {
-            if external_id.is_some() || session_name.is_some() {
-                return Err("externalID and sessionName need a roleARN: the role they are for".into());
+            if external_id.is_some() || session_name.is_some() || source_identity.is_some() {
+                return Err("externalID, sessionName and sourceIdentity need a roleARN: the role they are for".into());
             }
             return Ok(None);
         };
@@ -101,10 +106,18 @@ impl AssumedRole {
                 return Err(format!("sessionName {name:?} must be 2 to 64 characters of letters, digits and +=,.@-_"));
             }
         }
+        if let Some(who) = source_identity
+            && !is_source_identity(who)
+        {
+            return Err(format!(
+                "sourceIdentity {who:?} must be 2 to 64 characters of letters, digits and +=,.@-_, not starting with aws:"
+            ));
+        }
         Ok(Some(AssumedRole {
             arn: arn.to_string(),
             external_id: external_id.map(str::to_string),
             session_name: session_name.map(str::to_string),
+            source_identity: source_identity.map(str::to_string),
         }))
     }
 
@@ -116,6 +129,24 @@ impl AssumedRole {
     pub fn session_name(&self) -> &str {
         self.session_name.as_deref().unwrap_or(DEFAULT_SESSION_NAME)
     }
+}
+
+/// Whether STS takes `s` as a `SourceIdentity`: 2–64 of letters, digits and `+=,.@-_`, and not
+/// the `aws:` prefix AWS keeps for itself.
+pub fn is_source_identity(s: &str) -> bool {
+    let ok = |c: char| c.is_ascii_alphanumeric() || "+=,.@-_".contains(c);
+    (2..=64).contains(&s.len()) && s.chars().all(ok) && !s.to_ascii_lowercase().starts_with("aws:")
+}
+
+/// The `SourceIdentity` naming `subject` of `tenant` (`<tenant>,<subject>`), made to fit STS's
+/// rule: any other character becomes `-`, and it is cut to 64.
+pub fn source_identity_of(tenant: &str, subject: &str) -> String {
+    let ok = |c: char| c.is_ascii_alphanumeric() || "+=,.@-_".contains(c);
+    let mut s: String = format!("{tenant},{subject}").chars().map(|c| if ok(c) { c } else { '-' }).take(64).collect();
+    while s.len() < 2 {
+        s.push('-');
+    }
+    s
 }
 
 /// The account of a role's ARN (`arn:aws:iam::111111111111:role/path/name`), if it is one.
@@ -169,7 +200,7 @@ mod tests {
 
     #[test]
     fn a_role_arn_names_its_account() {
-        let r = AssumedRole::from_input(Some("arn:aws:iam::111111111111:role/ops/infraflow"), None, None);
+        let r = AssumedRole::from_input(Some("arn:aws:iam::111111111111:role/ops/infraflow"), None, None, None);
         let r = r.unwrap().unwrap();
         assert_eq!(r.account(), "111111111111");
         assert_eq!(r.session_name(), DEFAULT_SESSION_NAME);
@@ -185,12 +216,40 @@ mod tests {
             "arn:aws:iam::111111111111:role/",
             "arn:aws:iam:us-east-1:111111111111:role/x",
         ] {
-            let e = AssumedRole::from_input(Some(bad), None, None).unwrap_err();
+            let e = AssumedRole::from_input(Some(bad), None, None, None).unwrap_err();
             assert!(e.starts_with("roleARN"), "{bad}: {e}");
         }
-        let e = AssumedRole::from_input(None, Some("abc"), None).unwrap_err();
+        let e = AssumedRole::from_input(None, Some("abc"), None, None).unwrap_err();
         assert!(e.contains("need a roleARN"), "{e}");
-        let e = AssumedRole::from_input(Some("arn:aws:iam::111111111111:role/x"), None, Some("has space"));
+        let e = AssumedRole::from_input(Some("arn:aws:iam::111111111111:role/x"), None, Some("has space"), None);
         assert!(e.unwrap_err().starts_with("sessionName"));
+    }
+}
+
+#[cfg(test)]
+mod source_identity_tests {
+    use super::*;
+
+    #[test]
+    fn a_tenant_and_subject_become_a_source_identity_sts_takes() {
+        assert_eq!(source_identity_of("acme", "alice@example.com"), "acme,alice@example.com");
+        let odd = source_identity_of("acme", "auth0|5f7c/ü ok");
+        assert!(is_source_identity(&odd), "{odd}");
+        assert_eq!(odd, "acme,auth0-5f7c---ok");
+        assert_eq!(source_identity_of("t", &"x".repeat(100)).len(), 64);
+        assert!(is_source_identity(&source_identity_of("", "")));
+    }
+
+    #[test]
+    fn a_source_identity_sts_would_refuse_is_refused_naming_the_field() {
+        let arn = Some("arn:aws:iam::111111111111:role/x");
+        for bad in ["a", "has space", "aws:me", &"x".repeat(65)] {
+            let e = AssumedRole::from_input(arn, None, None, Some(bad)).unwrap_err();
+            assert!(e.starts_with("sourceIdentity"), "{bad}: {e}");
+        }
+        let r = AssumedRole::from_input(arn, None, None, Some("acme,alice")).unwrap().unwrap();
+        assert_eq!(r.source_identity.as_deref(), Some("acme,alice"));
+        let e = AssumedRole::from_input(None, None, None, Some("acme,alice")).unwrap_err();
+        assert!(e.contains("need a roleARN"), "{e}");
     }
 }

@@ -71,6 +71,7 @@ impl IamSpec {
             role_arn: None,
             external_id: None,
             session_name: None,
+            source_identity: None,
             name: Some(infra.name.clone()),
             infra_id: infra.infra_id().to_string(),
             region: infra.region.clone(),
@@ -100,6 +101,10 @@ pub struct CreateClusterInput {
     pub external_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_name: Option<String>,
+    /// STS's `SourceIdentity`: who asked, as CloudTrail shows it on every call of the session
+    /// (the daemon's API sets it to the tenant and subject; a tenant may not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_identity: Option<String>,
     pub node_pool: NodePoolSpec,
     #[serde(default)]
     pub private_link: PrivateLinkSpec,
@@ -138,6 +143,7 @@ fn scale_input(
         role_arn: None,
         external_id: None,
         session_name: None,
+        source_identity: None,
         infra_id: infra.infra_id.clone(),
         node_pool: format!("{}-{zone}", c.infra.name),
         replicas: c.node_pool.replicas,
@@ -197,7 +203,11 @@ impl WorkflowDef for CreateCluster {
             }
             c.infra.expires_in = Some(whole);
         }
-        if c.infra.role_arn.is_some() || c.infra.external_id.is_some() || c.infra.session_name.is_some() {
+        if c.infra.role_arn.is_some()
+            || c.infra.external_id.is_some()
+            || c.infra.session_name.is_some()
+            || c.infra.source_identity.is_some()
+        {
             return Err(InputError::field(
                 "infra.roleARN",
                 "give roleARN at the top of the input: every part acts through it",
@@ -225,6 +235,7 @@ impl WorkflowDef for CreateCluster {
             role_arn: None,
             external_id: None,
             session_name: None,
+            source_identity: None,
         };
         probe.check().map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: nodePool.", 1)))?;
         if let Some(iam) = &c.iam {
@@ -266,6 +277,7 @@ impl WorkflowDef for CreateCluster {
                     role_arn: None,
                     external_id: None,
                     session_name: None,
+                    source_identity: None,
                     name: c.infra.name.clone(),
                     infra_id: infra.infra_id.clone(),
                     region: infra.region.clone(),

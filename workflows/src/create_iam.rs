@@ -36,6 +36,10 @@ pub struct CreateIamInput {
     pub external_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_name: Option<String>,
+    /// STS's `SourceIdentity`: who asked, as CloudTrail shows it on every call of the session
+    /// (the daemon's API sets it to the tenant and subject; a tenant may not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_identity: Option<String>,
     /// The issuer, when it is not `https://<oidcBucket>.s3.<oidcBucketRegion>.amazonaws.com/<infraID>`.
     #[serde(rename = "issuerURL", default, skip_serializing_if = "Option::is_none")]
     pub issuer_url: Option<String>,

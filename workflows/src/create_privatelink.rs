@@ -60,6 +60,10 @@ pub struct PrivateLinkInput {
     pub external_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_name: Option<String>,
+    /// STS's `SourceIdentity`: who asked, as CloudTrail shows it on every call of the session
+    /// (the daemon's API sets it to the tenant and subject; a tenant may not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_identity: Option<String>,
     pub management: ManagementSide,
     pub guest: GuestSide,
     #[serde(default)]

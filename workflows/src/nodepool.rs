@@ -54,6 +54,10 @@ pub struct ScaleInput {
     pub external_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_name: Option<String>,
+    /// STS's `SourceIdentity`: who asked, as CloudTrail shows it on every call of the session
+    /// (the daemon's API sets it to the tenant and subject; a tenant may not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_identity: Option<String>,
     /// `expirationDate` on what this workflow creates: submission + this (`6h`, `3d`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_in: Option<String>,

@@ -189,12 +189,12 @@ fn reserved_tag(key: &str) -> Option<&'static str> {
     }
 }
 
-/// The role an input names: `roleARN`, `externalID` and `sessionName`, alike at the top of every
-/// AWS workflow's input. Each input struct declares the three fields itself: serde cannot
+/// The role an input names: `roleARN`, `externalID`, `sessionName` and `sourceIdentity`, alike at
+/// the top of every AWS workflow's input. Each input struct declares the four fields itself: serde cannot
 /// flatten a shared struct into one that refuses unknown fields, as every input does.
 pub fn role(input: &Value) -> Result<Option<AssumedRole>, InputError> {
     let s = |k: &str| input.get(k).and_then(Value::as_str);
-    AssumedRole::from_input(s("roleARN"), s("externalID"), s("sessionName"))
+    AssumedRole::from_input(s("roleARN"), s("externalID"), s("sessionName"), s("sourceIdentity"))
         .map_err(|e| InputError(format!("invalid input: {e}")))
 }
 

@@ -28,6 +28,11 @@ impl Authenticated {
     pub fn submitter(&self) -> String {
         format!("{}/{}", self.tenant.name, self.subject)
     }
+
+    /// `<tenant>,<subject>` as STS takes a SourceIdentity: what CloudTrail shows of the caller.
+    pub fn source_identity(&self) -> String {
+        infraflow_activities::role::source_identity_of(&self.tenant.name, &self.subject)
+    }
 }
 
 pub struct Authenticator {

@@ -46,6 +46,18 @@ pub fn own_workflow(
     }
 }
 
+/// `input` with the SourceIdentity of its role's session set to the caller (`<tenant>,<subject>`),
+/// so that CloudTrail names who asked in every record of the session; an input without a role
+/// (the daemon's own identity) is left as it is.
+pub fn naming_the_caller(who: &Authenticated, mut input: Value) -> Value {
+    if let Some(m) = input.as_object_mut()
+        && m.get("roleARN").is_some_and(Value::is_string)
+    {
+        m.insert("sourceIdentity".into(), Value::String(who.source_identity()));
+    }
+    input
+}
+
 /// What a submission (or a teardown plan) names, held to the tenant's fences: its role, the
 /// role's account, the region, the infraID's prefix. Each refusal is one line naming the rule.
 pub fn may_name(who: &Authenticated, others: &[Tenant], workflow: &str, input: &Value) -> Result<(), Problem> {
@@ -54,6 +66,10 @@ pub fn may_name(who: &Authenticated, others: &[Tenant], workflow: &str, input: &
     // pool's user data, a canary's effects file), and a canary names no cluster of its own.
     for (key, why) in [
         ("externalID", format!("the daemon gives tenant {}'s roles their ExternalId: leave externalID out", t.name)),
+        (
+            "sourceIdentity",
+            format!("the daemon names tenant {} and its subject as the session's SourceIdentity: leave sourceIdentity out", t.name),
+        ),
         ("userDataFile", "names a file on the daemon's host: the API takes none".to_string()),
         ("effectsFile", "names a file on the daemon's host: the API takes none".to_string()),
     ] {

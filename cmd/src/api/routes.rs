@@ -118,7 +118,7 @@ impl Routes {
         self.journal_checks(who, &id, cluster.as_deref())?;
         let submission = Submission {
             workflow: b.workflow,
-            input: b.input,
+            input: fences::naming_the_caller(who, b.input),
             id: Some(id.clone()),
             no_rollback: b.no_rollback,
             submitter: Some(who.submitter()),
@@ -263,6 +263,8 @@ impl Routes {
             .ok_or_else(|| {
                 Problem::not_found(format!("no cluster {infra} in {region} of tenant {}", who.tenant.name))
             })?;
+        // The reads go through the cluster's role in the caller's name, not its first submitter's.
+        let made = made.asked_by(&who.source_identity());
         let report = infraflow_workflows::check::check(&crate::registry::pool(), &made)
             .await
             .map_err(|e| Problem::new(StatusCode::BAD_GATEWAY, e.to_string()))?;
@@ -277,7 +279,9 @@ impl Routes {
             self.ownership.cluster_is_own(self.engine.journal(), who, &c.infra_id)?;
         }
         let plan =
-            infraflow_workflows::teardown::plan::plan(&crate::registry::pool(), &input).await.map_err(|e| match e {
+            infraflow_workflows::teardown::plan::plan(&crate::registry::pool(), &fences::naming_the_caller(who, input))
+                .await
+                .map_err(|e| match e {
                 infraflow_workflows::teardown::plan::PlanError::Input(e) => Problem::field("input", e.to_string()),
                 e => Problem::new(StatusCode::BAD_GATEWAY, e.to_string()),
             })?;

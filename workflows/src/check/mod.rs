@@ -55,6 +55,17 @@ impl Provisioned {
         })
     }
 
+    /// The provision read through its role in the name of `source_identity` (the API's caller),
+    /// not its first submitter's; a provision without a role is read as it is.
+    pub fn asked_by(mut self, source_identity: &str) -> Provisioned {
+        if let Some(m) = self.role_input.as_object_mut()
+            && m.get("roleARN").is_some_and(Value::is_string)
+        {
+            m.insert("sourceIdentity".into(), Value::String(source_identity.to_string()));
+        }
+        self
+    }
+
     /// The provision as made in `account` (its journaled environment's).
     pub fn made_in(self, account: Option<&str>) -> Provisioned {
         Provisioned { account: account.map(str::to_string), ..self }

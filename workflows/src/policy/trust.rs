@@ -58,7 +58,9 @@ pub fn document(principal: &str, external_id: Option<&str>) -> Result<Value, Tru
     let mut statement = json!({
         "Effect": "Allow",
         "Principal": {"AWS": principal},
-        "Action": "sts:AssumeRole",
+        // SetSourceIdentity: the daemon's API names the tenant and subject who asked in each
+        // session (`sourceIdentity`), which STS refuses unless the trust allows it.
+        "Action": ["sts:AssumeRole", "sts:SetSourceIdentity"],
     });
     if let Some(id) = external_id {
         check_external_id(id)?;
@@ -75,7 +77,7 @@ mod tests {
     fn the_trust_policy_lets_the_principal_assume_the_role_with_its_external_id_only() {
         let p = document("arn:aws:iam::999999999999:role/daemon", Some("team-a")).unwrap();
         let s = &p["Statement"][0];
-        assert_eq!(s["Action"], "sts:AssumeRole");
+        assert_eq!(s["Action"], json!(["sts:AssumeRole", "sts:SetSourceIdentity"]));
         assert_eq!(s["Principal"]["AWS"], "arn:aws:iam::999999999999:role/daemon");
         assert_eq!(s["Condition"]["StringEquals"]["sts:ExternalId"], "team-a");
         let plain = document("arn:aws:iam::999999999999:root", None).unwrap();

@@ -37,6 +37,10 @@ pub struct ProvisionInput {
     pub external_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_name: Option<String>,
+    /// STS's `SourceIdentity`: who asked, as CloudTrail shows it on every call of the session
+    /// (the daemon's API sets it to the tenant and subject; a tenant may not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_identity: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zones: Option<Vec<String>>,
     /// Bring your own VPC: the customer's VPC the cluster goes into, with `subnets`. infraflow
