@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::api::{AUDIENCE, Client, ISSUER, Issuer, TestCa, claims, now, token_hash};
+use support::api::{AUDIENCE, Client, ISSUER, Issuer, JwksServer, TestCa, claims, now, token_hash};
 use support::aws::AwsEnv as Env;
 use support::*;
 
@@ -73,10 +73,16 @@ fn tenants() -> Value {
 
 /// A daemon on moto serving the API over TLS on a free loopback port.
 fn api() -> Api {
+    api_with_jwks(|issuer| issuer.jwks.to_str().unwrap().to_string())
+}
+
+/// The same, the daemon's `--oidc-jwks` being what `jwks` makes of the issuer.
+fn api_with_jwks(jwks: impl FnOnce(&Issuer) -> String) -> Api {
     let e = Env::new();
     let ca = TestCa::make(e.s.dir.path());
     let tenants = e.s.write_json("tenants.json", &tenants());
     let issuer = Issuer::new(e.s.file("jwks.json"));
+    let jwks = jwks(&issuer);
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let args = [
@@ -93,7 +99,7 @@ fn api() -> Api {
         "--oidc-audience",
         AUDIENCE,
         "--oidc-jwks",
-        issuer.jwks.to_str().unwrap(),
+        jwks.as_str(),
     ];
     let daemon = e.daemon_with(&e.proxy.endpoint(), &args);
     let start = Instant::now();
@@ -446,4 +452,46 @@ fn an_api_off_loopback_without_tls_is_refused_in_one_line() {
 fn base64_url(s: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s)
+}
+
+/// The issuer's keys from its jwks_uri: fetched at start, again when a token names a key id
+/// the daemon lacks (a rotation) but at most once in five seconds, however many such tokens
+/// come; an unreachable URL at start is the operator's one-line error.
+#[test]
+fn a_jwks_url_is_fetched_again_on_a_rotation_and_not_for_every_unknown_key() {
+    let mut server = None;
+    let mut a = api_with_jwks(|issuer| {
+        let s = JwksServer::serve(issuer.jwks.clone());
+        let url = s.url.clone();
+        server = Some(s);
+        url
+    });
+    let server = server.unwrap();
+    assert_eq!(server.fetched(), 1, "fetched once at start");
+    let r = a.client.get("/v1/workflows", &a.issuer.token("alice"));
+    assert_eq!(r.status, 200, "{r:?}");
+    a.issuer.rotate();
+    // A stream of tokens under the new key id within the five seconds: refused, one fetch.
+    for _ in 0..5 {
+        let r = a.client.get("/v1/workflows", &a.issuer.token("alice"));
+        assert!(r.status == 401 || r.status == 200, "{r:?}");
+    }
+    assert!(server.fetched() <= 2, "{} fetches for one rotation", server.fetched());
+    std::thread::sleep(Duration::from_millis(5100));
+    let r = a.client.get("/v1/workflows", &a.issuer.token("alice"));
+    assert_eq!(r.status, 200, "the rotated key, fetched from the URL: {r:?}");
+    let before = server.fetched();
+    let r = a.client.get("/v1/workflows", &a.issuer.token("alice"));
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(server.fetched(), before, "a known key fetches nothing");
+    // A URL nothing answers at: the daemon does not start, and says why in one line.
+    let dead = format!("http://127.0.0.1:{}/jwks.json", free_port());
+    let tenants = a.e.s.write_json("tenants2.json", &tenants());
+    let out = a.e.s.cli(&[
+        "daemon", "--api-listen", "127.0.0.1:0", "--tenants", tenants.to_str().unwrap(), "--oidc-issuer", ISSUER,
+        "--oidc-audience", AUDIENCE, "--oidc-jwks", &dead,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("JWKS") && stderr(&out).contains(&dead), "{}", stderr(&out));
+    assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
 }

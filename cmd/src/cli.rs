@@ -73,9 +73,11 @@ pub struct ApiArgs {
     /// The audience (`aud`) those tokens must name.
     #[arg(long, value_name = "NAME", requires = "api_listen")]
     pub oidc_audience: Option<String>,
-    /// The issuer's signing keys, a JWKS file (read again on SIGHUP, and on a key id it lacks).
-    #[arg(long, value_name = "FILE", requires = "api_listen")]
-    pub oidc_jwks: Option<std::path::PathBuf>,
+    /// The issuer's signing keys: a JWKS file (read again on SIGHUP, and on a key id it lacks)
+    /// or the issuer's `https://` jwks_uri (fetched again every 15 minutes and on a key id it
+    /// lacks, trusting the system's roots or SSL_CERT_FILE).
+    #[arg(long, value_name = "FILE|URL", requires = "api_listen")]
+    pub oidc_jwks: Option<String>,
 }
 
 /// `--server`: the CLI as a client of a daemon's API instead of a journal.

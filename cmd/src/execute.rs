@@ -305,7 +305,10 @@ pub async fn daemon(
     allowed_roles: Vec<String>,
 ) -> CmdResult {
     let PageConfig { listen, allow_remote_actions, page_hosts } = page;
-    let api = api.map(crate::api::prepare).transpose()?;
+    let api = match api {
+        Some(config) => Some(crate::api::prepare(config).await?),
+        None => None,
+    };
     let shutdown = Arc::new(Signals::default());
     forward_interrupts(shutdown.clone(), "the daemon");
     let metrics = crate::metrics::Metrics::new();

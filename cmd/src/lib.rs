@@ -12,6 +12,7 @@ pub mod cli;
 mod execute;
 mod failure;
 mod graph;
+mod http_client;
 mod input;
 mod lock;
 mod metrics;
@@ -101,7 +102,7 @@ fn infraflow_command() -> ExitCode {
             if token.is_empty() {
                 return Err(Failure::usage("--server needs a token: --token-file FILE or INFRAFLOW_TOKEN"));
             }
-            let server = remote::Server::new(url, token, cli.server.server_ca.as_deref())?;
+            let server = remote::Server::new("--server", url, Some(token), cli.server.server_ca.as_deref())?;
             return runtime()?.block_on(remote::run(&server, cli.command));
         }
         let db = paths::journal_location(cli.db)?;

@@ -205,3 +205,43 @@ impl Client {
         self.raw("POST", path, Some(token), body.to_string().as_bytes())
     }
 }
+
+/// An issuer's `jwks_uri` on loopback: serves the JWKS file as it is at each request (so a
+/// rotation there is seen), counting the requests.
+pub struct JwksServer {
+    pub url: String,
+    pub fetches: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl JwksServer {
+    pub fn serve(jwks: PathBuf) -> JwksServer {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://127.0.0.1:{}/.well-known/jwks.json", listener.local_addr().unwrap().port());
+        let fetches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = fetches.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { continue };
+                let mut head = [0u8; 4096];
+                let n = s.read(&mut head).unwrap_or(0);
+                let asked = String::from_utf8_lossy(&head[..n]);
+                let (status, body) = if asked.starts_with("GET /.well-known/jwks.json ") {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    ("200 OK", std::fs::read_to_string(&jwks).unwrap_or_default())
+                } else {
+                    ("404 Not Found", String::new())
+                };
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        JwksServer { url, fetches }
+    }
+
+    pub fn fetched(&self) -> usize {
+        self.fetches.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}

@@ -48,7 +48,7 @@ impl Authenticator {
 
     /// The caller of a request from `client` with `authorization` (the header's value; None for
     /// none, or for two: which would it be?).
-    pub fn authenticate(&self, client: IpAddr, authorization: Option<&str>) -> Result<Authenticated, Problem> {
+    pub async fn authenticate(&self, client: IpAddr, authorization: Option<&str>) -> Result<Authenticated, Problem> {
         if let Some(wait) = self.slowed(client) {
             return Err(Problem {
                 retry_after: Some(wait.as_secs().max(1)),
@@ -58,14 +58,14 @@ impl Authenticator {
                 )
             });
         }
-        let r = self.identify(authorization);
+        let r = self.identify(authorization).await;
         if r.is_err() {
             self.failed(client);
         }
         r
     }
 
-    fn identify(&self, authorization: Option<&str>) -> Result<Authenticated, Problem> {
+    async fn identify(&self, authorization: Option<&str>) -> Result<Authenticated, Problem> {
         let Some(value) = authorization else {
             return Err(Problem::unauthorized("no Authorization header: send `Authorization: Bearer TOKEN`"));
         };
@@ -81,7 +81,7 @@ impl Authenticator {
             let Some(oidc) = &self.oidc else {
                 return Err(Problem::unauthorized("an OIDC token, but this daemon trusts no issuer (--oidc-issuer)"));
             };
-            let subject = oidc.verify(token).map_err(|e| Problem::unauthorized(format!("token refused: {e}")))?;
+            let subject = oidc.verify(token).await.map_err(|e| Problem::unauthorized(format!("token refused: {e}")))?;
             let tenant = self
                 .tenants
                 .by_subject(&subject)
@@ -128,15 +128,15 @@ mod tests {
         (dir, Authenticator::new(tenants, None))
     }
 
-    #[test]
-    fn the_scheme_is_case_insensitive_and_anything_else_around_the_token_is_refused() {
+    #[tokio::test]
+    async fn the_scheme_is_case_insensitive_and_anything_else_around_the_token_is_refused() {
         let (_d, a) = authenticator();
         for good in ["Bearer secret-1", "bearer secret-1", "BEARER  secret-1 "] {
-            assert_eq!(a.identify(Some(good)).map(|w| w.tenant.name).ok().as_deref(), Some("a"), "{good}");
+            assert_eq!(a.identify(Some(good)).await.map(|w| w.tenant.name).ok().as_deref(), Some("a"), "{good}");
         }
         for bad in ["Basic secret-1", "Bearer", "Bearer secret-1 extra", "secret-1", "Bearer secret-2"] {
-            assert!(a.identify(Some(bad)).is_err(), "{bad}");
+            assert!(a.identify(Some(bad)).await.is_err(), "{bad}");
         }
-        assert!(a.identify(None).is_err());
+        assert!(a.identify(None).await.is_err());
     }
 }

@@ -1,8 +1,9 @@
-//! OIDC tokens the daemon trusts (`--oidc-issuer`, `--oidc-audience`, `--oidc-jwks FILE`): a
+//! OIDC tokens the daemon trusts (`--oidc-issuer`, `--oidc-audience`, `--oidc-jwks FILE|URL`): a
 //! JWT signed RS256 or ES256 by a key of the issuer's JWKS, for this audience, within its
 //! validity. Anything else — `alg: none`, HMAC, an unknown key, a tampered payload, another
 //! issuer or audience, expired or not yet valid — is refused, naming which. A key id the JWKS
-//! does not hold reads the file again (a rotation), at most once a second.
+//! does not hold reads it again (a rotation), a file at most once a second, a URL at most once
+//! in five; a URL is also read again every fifteen minutes.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -16,8 +17,15 @@ use serde_json::Value;
 
 /// How far apart the issuer's clock and ours may be for `exp` and `nbf`.
 const LEEWAY_SECS: i64 = 60;
-/// How often an unknown key id may make the JWKS be read again.
+/// How often an unknown key id may make the JWKS file be read again.
 const RELOAD_AT_MOST_EVERY: Duration = Duration::from_secs(1);
+/// How often an unknown key id may make the JWKS URL be fetched again: a stream of made-up key
+/// ids must not become a stream of requests to the issuer.
+const FETCH_AT_MOST_EVERY: Duration = Duration::from_secs(5);
+/// How often a JWKS URL is fetched again whatever the tokens say (`refresh_periodically`).
+pub const FETCH_EVERY: Duration = Duration::from_secs(15 * 60);
+/// The longest a JWKS fetch may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug, Deserialize)]
 struct Jwk {
@@ -43,34 +51,74 @@ struct Jwks {
     keys: Vec<Jwk>,
 }
 
+/// Where the issuer's keys are: a file the operator keeps fresh, or the issuer's `jwks_uri`.
+#[derive(Clone, Debug)]
+pub enum JwksSource {
+    File(PathBuf),
+    /// `https://` (or `http://` to loopback), trusting the system's roots (`SSL_CERT_FILE`).
+    Url(String),
+}
+
+impl JwksSource {
+    /// `--oidc-jwks`: a URL when it starts with a scheme, else a file's path.
+    pub fn parse(s: &str) -> JwksSource {
+        if s.starts_with("https://") || s.starts_with("http://") {
+            JwksSource::Url(s.to_string())
+        } else {
+            JwksSource::File(PathBuf::from(s))
+        }
+    }
+
+    fn reread_at_most_every(&self) -> Duration {
+        match self {
+            JwksSource::File(_) => RELOAD_AT_MOST_EVERY,
+            JwksSource::Url(_) => FETCH_AT_MOST_EVERY,
+        }
+    }
+
+    async fn read(&self) -> Result<Vec<Jwk>, String> {
+        match self {
+            JwksSource::File(path) => read_jwks(path),
+            JwksSource::Url(url) => fetch_jwks(url).await,
+        }
+    }
+}
+
 pub struct Verifier {
     issuer: String,
     audience: String,
-    jwks: PathBuf,
+    jwks: JwksSource,
+    /// The keys, and when they were last read (or last tried).
     keys: Mutex<(Vec<Jwk>, Instant)>,
 }
 
 impl Verifier {
-    pub fn new(issuer: String, audience: String, jwks: PathBuf) -> Result<Verifier, String> {
-        let keys = read_jwks(&jwks)?;
+    /// A verifier with the JWKS read now: a source that cannot be read is the operator's error.
+    pub async fn new(issuer: String, audience: String, jwks: JwksSource) -> Result<Verifier, String> {
+        let keys = jwks.read().await?;
         Ok(Verifier { issuer, audience, jwks, keys: Mutex::new((keys, Instant::now())) })
     }
 
-    /// Reads the JWKS file again (SIGHUP); on an error the keys before stay.
-    pub fn reload(&self) -> Result<usize, String> {
-        let keys = read_jwks(&self.jwks)?;
+    /// Whether the keys come from a URL (and so are fetched again every `FETCH_EVERY`).
+    pub fn fetched(&self) -> bool {
+        matches!(self.jwks, JwksSource::Url(_))
+    }
+
+    /// Reads the JWKS again (SIGHUP, the periodic fetch); on an error the keys before stay.
+    pub async fn reload(&self) -> Result<usize, String> {
+        let keys = self.jwks.read().await?;
         let n = keys.len();
         *self.keys.lock().unwrap() = (keys, Instant::now());
         Ok(n)
     }
 
     /// The token's subject, if the issuer signed it for this audience and it is valid now.
-    pub fn verify(&self, token: &str) -> Result<String, String> {
+    pub async fn verify(&self, token: &str) -> Result<String, String> {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-        self.verify_at(token, now)
+        self.verify_at(token, now).await
     }
 
-    fn verify_at(&self, token: &str, now: i64) -> Result<String, String> {
+    async fn verify_at(&self, token: &str, now: i64) -> Result<String, String> {
         let mut parts = token.split('.');
         let (Some(h), Some(p), Some(s), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
             return Err("not a JWT (three base64url parts)".into());
@@ -87,8 +135,8 @@ impl Verifier {
         let signature = URL_SAFE_NO_PAD.decode(s).map_err(|_| "its signature is not base64url".to_string())?;
         let kid = header["kid"].as_str();
         let signed = &token.as_bytes()[..h.len() + 1 + p.len()];
-        if !self.signed_by_a_key(alg, kid, signed, &signature, false)
-            && !self.signed_by_a_key(alg, kid, signed, &signature, true)
+        if !self.signed_by_a_key(alg, kid, signed, &signature, false).await
+            && !self.signed_by_a_key(alg, kid, signed, &signature, true).await
         {
             return Err(match kid {
                 Some(k) => format!("no key {k:?} of the issuer's JWKS signed it"),
@@ -127,19 +175,29 @@ impl Verifier {
         }
     }
 
-    /// Whether a key of the JWKS (`fresh`: read again first, if not read in the last second)
-    /// of `alg`, and of `kid` when the token names one, verifies `signature` over `signed`.
-    fn signed_by_a_key(&self, alg: &str, kid: Option<&str>, signed: &[u8], signature: &[u8], fresh: bool) -> bool {
+    /// Whether a key of the JWKS (`fresh`: read again first, unless read too recently) of
+    /// `alg`, and of `kid` when the token names one, verifies `signature` over `signed`.
+    async fn signed_by_a_key(
+        &self,
+        alg: &str,
+        kid: Option<&str>,
+        signed: &[u8],
+        signature: &[u8],
+        fresh: bool,
+    ) -> bool {
         if fresh {
-            let mut keys = self.keys.lock().unwrap();
-            if keys.1.elapsed() < RELOAD_AT_MOST_EVERY {
-                return false;
+            // Claimed before the read, so that the requests of one rotation read it once.
+            {
+                let mut keys = self.keys.lock().unwrap();
+                if keys.1.elapsed() < self.jwks.reread_at_most_every() {
+                    return false;
+                }
+                keys.1 = Instant::now();
             }
-            match read_jwks(&self.jwks) {
-                Ok(k) => *keys = (k, Instant::now()),
+            match self.jwks.read().await {
+                Ok(k) => *self.keys.lock().unwrap() = (k, Instant::now()),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read the JWKS again; keeping the keys read before");
-                    keys.1 = Instant::now();
                     return false;
                 }
             }
@@ -174,6 +232,18 @@ fn verifies(k: &Jwk, alg: &str, signed: &[u8], sig: &[u8]) -> bool {
 fn decode_json(part: &str) -> Result<Value, String> {
     let bytes = URL_SAFE_NO_PAD.decode(part).map_err(|_| "is not base64url".to_string())?;
     serde_json::from_slice(&bytes).map_err(|_| "is not JSON".to_string())
+}
+
+async fn fetch_jwks(url: &str) -> Result<Vec<Jwk>, String> {
+    let server = crate::http_client::Server::new("--oidc-jwks", url, None, None)
+        .map_err(|f| f.message)?
+        .within(FETCH_TIMEOUT);
+    let reply = server.call("GET", &server.path, None).await.map_err(|f| format!("JWKS {url}: {}", f.message))?;
+    if reply.status != 200 {
+        return Err(format!("JWKS {url} answered {}", reply.status));
+    }
+    let jwks: Jwks = serde_json::from_value(reply.body).map_err(|e| format!("JWKS {url}: {e}"))?;
+    Ok(jwks.keys)
 }
 
 fn read_jwks(path: &std::path::Path) -> Result<Vec<Jwk>, String> {
@@ -211,8 +281,9 @@ mod tests {
             std::fs::write(self.dir.path().join("jwks.json"), jwks.to_string()).unwrap();
         }
 
-        fn verifier(&self) -> Verifier {
-            Verifier::new("https://idp".into(), "infraflow".into(), self.dir.path().join("jwks.json")).unwrap()
+        async fn verifier(&self) -> Verifier {
+            let file = JwksSource::File(self.dir.path().join("jwks.json"));
+            Verifier::new("https://idp".into(), "infraflow".into(), file).await.unwrap()
         }
 
         fn token(&self, header: Value, claims: Value) -> String {
@@ -227,57 +298,57 @@ mod tests {
         json!({"iss": "https://idp", "aud": "infraflow", "sub": "alice", "exp": 2_000, "nbf": 900})
     }
 
-    #[test]
-    fn a_token_of_the_issuer_for_this_audience_names_its_subject() {
+    #[tokio::test]
+    async fn a_token_of_the_issuer_for_this_audience_names_its_subject() {
         let i = Issuer::new();
         let t = i.token(json!({"alg": "ES256", "kid": "k1"}), claims());
-        assert_eq!(i.verifier().verify_at(&t, 1_000), Ok("alice".to_string()));
+        assert_eq!(i.verifier().await.verify_at(&t, 1_000).await, Ok("alice".to_string()));
     }
 
-    #[test]
-    fn each_wrong_token_is_refused_naming_why() {
+    #[tokio::test]
+    async fn each_wrong_token_is_refused_naming_why() {
         let i = Issuer::new();
-        let v = i.verifier();
+        let v = i.verifier().await;
         let h = json!({"alg": "ES256", "kid": "k1"});
-        let refused = |t: &str, now: i64, why: &str| {
-            let e = v.verify_at(t, now).unwrap_err();
+        let refused = async |t: &str, now: i64, why: &str| {
+            let e = v.verify_at(t, now).await.unwrap_err();
             assert!(e.contains(why), "{e} (expected {why})");
         };
-        refused(&i.token(h.clone(), claims()), 2_100, "expired");
-        refused(&i.token(h.clone(), claims()), 800, "not valid for another");
+        refused(&i.token(h.clone(), claims()), 2_100, "expired").await;
+        refused(&i.token(h.clone(), claims()), 800, "not valid for another").await;
         refused(
             &i.token(h.clone(), json!({"iss": "https://other", "aud": "infraflow", "sub": "a", "exp": 2_000})),
             1_000,
             "issuer",
-        );
+        ).await;
         refused(
             &i.token(h.clone(), json!({"iss": "https://idp", "aud": "else", "sub": "a", "exp": 2_000})),
             1_000,
             "audience",
-        );
-        refused(&i.token(json!({"alg": "ES256", "kid": "k9"}), claims()), 1_000, "no key \"k9\"");
+        ).await;
+        refused(&i.token(json!({"alg": "ES256", "kid": "k9"}), claims()), 1_000, "no key \"k9\"").await;
         let none = format!(
             "{}.{}.",
             URL_SAFE_NO_PAD.encode(json!({"alg": "none"}).to_string()),
             URL_SAFE_NO_PAD.encode(claims().to_string())
         );
-        refused(&none, 1_000, "alg \"none\"");
-        refused(&i.token(json!({"alg": "ES256", "kid": "k1", "crit": ["exp"]}), claims()), 1_000, "crit");
+        refused(&none, 1_000, "alg \"none\"").await;
+        refused(&i.token(json!({"alg": "ES256", "kid": "k1", "crit": ["exp"]}), claims()), 1_000, "crit").await;
         let mut late = claims();
         late["nbf"] = json!("soon");
-        refused(&i.token(h.clone(), late), 1_000, "nbf is not a number");
+        refused(&i.token(h.clone(), late), 1_000, "nbf is not a number").await;
         let good = i.token(h, claims());
         let mut parts: Vec<&str> = good.split('.').collect();
         let forged = URL_SAFE_NO_PAD
             .encode(json!({"iss": "https://idp", "aud": "infraflow", "sub": "root", "exp": 2_000}).to_string());
         parts[1] = &forged;
-        refused(&parts.join("."), 1_000, "signed it");
+        refused(&parts.join("."), 1_000, "signed it").await;
     }
 
-    #[test]
-    fn a_rotated_key_is_read_from_the_jwks_file_again() {
+    #[tokio::test]
+    async fn a_rotated_key_is_read_from_the_jwks_file_again() {
         let i = Issuer::new();
-        let v = i.verifier();
+        let v = i.verifier().await;
         let old = Issuer {
             key: EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).unwrap(),
             dir: tempfile::tempdir().unwrap(),
@@ -285,8 +356,8 @@ mod tests {
         // The issuer rotates: a new key under a new id, published in the same file.
         let rotated = Issuer { key: old.key, dir: i.dir };
         rotated.publish("k2");
-        std::thread::sleep(RELOAD_AT_MOST_EVERY);
+        tokio::time::sleep(RELOAD_AT_MOST_EVERY).await;
         let t = rotated.token(json!({"alg": "ES256", "kid": "k2"}), claims());
-        assert_eq!(v.verify_at(&t, 1_000), Ok("alice".to_string()));
+        assert_eq!(v.verify_at(&t, 1_000).await, Ok("alice".to_string()));
     }
 }

@@ -44,7 +44,7 @@ pub struct ApiConfig {
     pub tls_key: Option<PathBuf>,
     pub oidc_issuer: Option<String>,
     pub oidc_audience: Option<String>,
-    pub oidc_jwks: Option<PathBuf>,
+    pub oidc_jwks: Option<String>,
 }
 
 impl ApiConfig {
@@ -77,7 +77,7 @@ pub struct Prepared {
 
 /// Checks the configuration before the daemon does anything else (so a wrong flag changes and
 /// calls nothing); refusals are usage errors (exit 2) naming the flag.
-pub fn prepare(config: ApiConfig) -> Result<Prepared, Failure> {
+pub async fn prepare(config: ApiConfig) -> Result<Prepared, Failure> {
     let tls = match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key).map_err(Failure::usage)?),
         (None, None) if config.listen.ip().is_loopback() => None,
@@ -92,7 +92,7 @@ pub fn prepare(config: ApiConfig) -> Result<Prepared, Failure> {
     let tenants = tenants::Tenants::load(&config.tenants).map_err(Failure::usage)?;
     let oidc = match (config.oidc_issuer, config.oidc_audience, config.oidc_jwks) {
         (Some(issuer), Some(audience), Some(jwks)) => {
-            Some(jwt::Verifier::new(issuer, audience, jwks).map_err(Failure::usage)?)
+            Some(jwt::Verifier::new(issuer, audience, jwt::JwksSource::parse(&jwks)).await.map_err(Failure::usage)?)
         }
         (None, None, None) => None,
         _ => return Err(Failure::usage("--oidc-issuer, --oidc-audience and --oidc-jwks go together")),
@@ -137,6 +137,7 @@ impl Prepared {
             },
         });
         tokio::spawn(reload_on_hangup(api.clone()));
+        tokio::spawn(fetch_jwks_periodically(api.clone()));
         tokio::spawn(accept(listener, self.tls, api));
         tracing::info!(address = %bound, tls, "serving the API at /v1");
         Ok(bound)
@@ -210,7 +211,7 @@ impl Api {
             (Some(v), None) => v.to_str().ok(),
             _ => None,
         };
-        let who = match self.auth.authenticate(client, authorization) {
+        let who = match self.auth.authenticate(client, authorization).await {
             Ok(who) => who,
             Err(p) => {
                 audit::record(client, &Caller::default(), "authenticate", None, p.status.as_u16(), &p.detail);
@@ -260,10 +261,22 @@ async fn reload_on_hangup(api: Arc<Api>) {
             Err(e) => tracing::error!(error = %e, "tenants file not read again; keeping the tenants before"),
         }
         if let Some(oidc) = &api.auth.oidc {
-            match oidc.reload() {
+            match oidc.reload().await {
                 Ok(n) => tracing::info!(keys = n, "JWKS read again"),
                 Err(e) => tracing::error!(error = %e, "JWKS not read again; keeping the keys before"),
             }
+        }
+    }
+}
+
+/// A JWKS URL is fetched again every `jwt::FETCH_EVERY`: a key the issuer retired stops being
+/// honoured without a token naming another (a key id it lacks fetches it at once).
+async fn fetch_jwks_periodically(api: Arc<Api>) {
+    let Some(oidc) = api.auth.oidc.as_ref().filter(|o| o.fetched()) else { return };
+    loop {
+        tokio::time::sleep(jwt::FETCH_EVERY).await;
+        if let Err(e) = oidc.reload().await {
+            tracing::warn!(error = %e, "JWKS not fetched again; keeping the keys before");
         }
     }
 }

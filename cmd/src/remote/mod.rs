@@ -4,7 +4,6 @@
 //! Refusals (a problem document) are one line with the exit code of the same refusal on the
 //! journal path: 2 for what the caller asked wrong, 1 otherwise.
 
-mod http;
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::cli::{Command, StatusArgs, SubmitArgs};
 use crate::failure::{CHECK_FAILED, CmdResult, DRIFTED, Failure, OK, PAUSED, TIMED_OUT, USAGE, WORKFLOW_FAILED};
-pub use http::Server;
+pub use crate::http_client::Server;
 
 /// Runs `command` against the API.
 pub async fn run(server: &Server, command: Command) -> CmdResult {
@@ -146,7 +145,7 @@ async fn operate(server: &Server, id: &str, action: &str, detach: bool, success:
 
 /// The body of an answer of `want`; a problem document as one line, with the journal path's
 /// exit code for the same refusal.
-fn expect(r: http::Reply, want: u16) -> Result<Value, Failure> {
+fn expect(r: crate::http_client::Reply, want: u16) -> Result<Value, Failure> {
     if r.status == want {
         return Ok(r.body);
     }

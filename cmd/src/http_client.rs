@@ -1,5 +1,6 @@
-//! HTTP/1.1 to the daemon's API (`--server URL`): one request a connection, TLS (rustls) for
-//! `https://`, trusting `--server-ca` or the system's roots; plain `http://` only to loopback.
+//! HTTP/1.1 out of this process — the CLI to the daemon's API (`--server URL`), the daemon to an
+//! OIDC issuer's JWKS — one request a connection, TLS (rustls) for `https://`, trusting a given CA
+//! or the system's roots (`SSL_CERT_FILE` too); plain `http://` only to loopback.
 
 use std::sync::Arc;
 
@@ -10,12 +11,21 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::failure::Failure;
 
-/// Where the API is and how to reach it.
+/// The longest answer read: a JWKS or an API document is far smaller.
+const ANSWER_LIMIT: u64 = 16 << 20;
+
+/// Where a server is and how to reach it.
 pub struct Server {
     host: String,
     port: u16,
     tls: Option<Arc<rustls::ClientConfig>>,
-    token: String,
+    /// Sent as `Authorization: Bearer`; none for a public document (a JWKS).
+    token: Option<String>,
+    /// What the URL names after its authority (`/` when nothing).
+    pub path: String,
+    /// The longest a call may take, connecting included; None: as long as the server takes (a
+    /// `wait`'s long poll).
+    timeout: Option<std::time::Duration>,
 }
 
 /// An answer: its status and JSON body (a problem document on an error).
@@ -25,14 +35,18 @@ pub struct Reply {
 }
 
 impl Server {
-    pub fn new(url: &str, token: String, ca: Option<&std::path::Path>) -> Result<Server, Failure> {
-        let bad = |why: &str| Failure::usage(format!("--server {url}: {why}"));
+    /// The server of `url` (`what`: the flag that named it, for errors).
+    pub fn new(what: &str, url: &str, token: Option<String>, ca: Option<&std::path::Path>) -> Result<Server, Failure> {
+        let bad = |why: &str| Failure::usage(format!("{what} {url}: {why}"));
         let (https, rest) = match url.split_once("://") {
             Some(("https", rest)) => (true, rest),
             Some(("http", rest)) => (false, rest),
             _ => return Err(bad("give https://HOST:PORT (or http:// to a loopback address)")),
         };
-        let authority = rest.split('/').next().unwrap_or_default();
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], rest[i..].to_string()),
+            None => (rest, "/".to_string()),
+        };
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) => (h.to_string(), p.parse().map_err(|_| bad("the port is not a number"))?),
             None => (authority.to_string(), if https { 443 } else { 80 }),
@@ -45,18 +59,37 @@ impl Server {
             return Err(bad("plain http only to a loopback address: a token must not cross a network in clear"));
         }
         let tls = if https { Some(Arc::new(client_config(ca)?)) } else { None };
-        Ok(Server { host, port, tls, token })
+        Ok(Server { host, port, tls, token, path, timeout: None })
+    }
+
+    /// This server, each call given up after `limit`.
+    pub fn within(self, limit: std::time::Duration) -> Server {
+        Server { timeout: Some(limit), ..self }
     }
 
     pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply, Failure> {
+        match self.timeout {
+            Some(limit) => tokio::time::timeout(limit, self.exchange(method, path, body)).await.unwrap_or_else(|_| {
+                Err(Failure::other(format!(
+                    "no answer from {}:{} within {}s",
+                    self.host,
+                    self.port,
+                    limit.as_secs()
+                )))
+            }),
+            None => self.exchange(method, path, body).await,
+        }
+    }
+
+    async fn exchange(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply, Failure> {
         let unreachable =
             |e: std::io::Error| Failure::other(format!("cannot reach the API at {}:{}: {e}", self.host, self.port));
         let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port)).await.map_err(unreachable)?;
         let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let authorization = self.token.as_ref().map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
         let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{authorization}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             self.host,
-            self.token,
             body.len()
         );
         let raw = match &self.tls {
@@ -81,7 +114,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, request: String) 
     s.write_all(request.as_bytes()).await?;
     s.flush().await?;
     let mut raw = Vec::new();
-    match s.read_to_end(&mut raw).await {
+    match (&mut s).take(ANSWER_LIMIT).read_to_end(&mut raw).await {
         Ok(_) => Ok(raw),
         // A server that closes without TLS's close_notify has still said all it had to.
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => Ok(raw),
