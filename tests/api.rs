@@ -495,3 +495,84 @@ fn a_jwks_url_is_fetched_again_on_a_rotation_and_not_for_every_unknown_key() {
     assert!(stderr(&out).contains("JWKS") && stderr(&out).contains(&dead), "{}", stderr(&out));
     assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
 }
+
+/// The session cookie a sign-in set (`infraflow_session=…`), from its `Set-Cookie`.
+fn session_cookie(r: &support::api::Reply) -> String {
+    let line = r.headers.lines().find(|l| l.to_ascii_lowercase().starts_with("set-cookie:")).expect("a Set-Cookie");
+    line.split_once(':').unwrap().1.trim().split(';').next().unwrap().to_string()
+}
+
+/// The status page on the API's listener sits behind a sign-in: a token exchanged for a cookie
+/// a script cannot read and another site cannot send; the tenant sees and acts on its own
+/// workflows only, and sees the submitter of each; signing out ends the session.
+#[test]
+fn the_page_on_the_api_shows_a_signed_in_tenant_its_own_workflows_only() {
+    let a = api();
+    for (token, id) in [(TOKEN_A, "a-canary"), (TOKEN_B, "b-canary")] {
+        let r = a.client.post("/v1/workflows", token, &json!({"workflow": "canary", "input": {"steps": 1}, "id": id}));
+        assert_eq!(r.status, 201, "{r:?}");
+        rested(&a, token, id);
+    }
+    let origin = format!("https://localhost:{}", a.port);
+    let form = "application/x-www-form-urlencoded";
+    let sign_in = |token: &str| {
+        let body = format!("token={}", token.replace('-', "%2D"));
+        a.client.request("POST", "/login", &[("Origin", &origin)], form, body.as_bytes())
+    };
+    // Not signed in: the page sends the browser to sign in; nothing of the journal shows.
+    let r = a.client.request("GET", "/", &[], "text/html", b"");
+    assert_eq!(r.status, 303, "{r:?}");
+    assert!(r.headers.contains("location: /login") || r.headers.contains("Location: /login"), "{}", r.headers);
+    let r = sign_in("no-such-token");
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(!r.headers.to_ascii_lowercase().contains("set-cookie"), "{}", r.headers);
+    // From another site, even the right token signs no one in.
+    let r = a.client.request("POST", "/login", &[("Origin", "https://evil.example")], form, format!("token={TOKEN_A}").as_bytes());
+    assert_eq!(r.status, 403, "{r:?}");
+    let r = sign_in(TOKEN_A);
+    assert_eq!(r.status, 303, "{r:?}");
+    let set = r.headers.to_ascii_lowercase();
+    for attr in ["httponly", "secure", "samesite=strict"] {
+        assert!(set.contains(attr), "the cookie lacks {attr}: {}", r.headers);
+    }
+    let cookie = session_cookie(&r);
+    let get = |path: &str, cookie: &str| a.client.request("GET", path, &[("Cookie", cookie)], "text/html", b"");
+    let list = get("/", &cookie);
+    assert_eq!(list.status, 200, "{list:?}");
+    let text = list.body.as_str().unwrap_or_default().to_string();
+    // minijinja escapes the slash of `a/token`.
+    assert!(text.contains("a-canary") && text.contains("signed in as <span class=\"who\">a&#x2f;token"), "{text}");
+    assert!(!text.contains("b-canary"), "another tenant's workflow on the page: {text}");
+    assert!(!text.contains(a.e.s.db().to_str().unwrap()), "the daemon's journal shown to a tenant");
+    let own = get("/workflows/a-canary", &cookie);
+    assert_eq!(own.status, 200, "{own:?}");
+    assert!(own.body.as_str().unwrap_or_default().contains("class=\"submitter\">a&#x2f;token<"), "{:?}", own.body);
+    assert_eq!(get("/workflows/b-canary", &cookie).status, 404, "another tenant's is as absent as none");
+    assert_eq!(get("/workflows/b-canary/cancel", &cookie).status, 404);
+    // An action on its own workflow goes through the page's confirmation and token.
+    let confirm = get("/workflows/a-canary/retry", &cookie);
+    assert_eq!(confirm.status, 200, "{confirm:?}");
+    let html = confirm.body.as_str().unwrap_or_default().to_string();
+    let csrf = html.split("name=\"csrf\" value=\"").nth(1).and_then(|s| s.split('"').next()).unwrap().to_string();
+    let post = |path: &str, cookie: &str, body: &str| {
+        a.client.request("POST", path, &[("Cookie", cookie), ("Origin", &origin)], form, body.as_bytes())
+    };
+    assert_eq!(post("/workflows/b-canary/cancel", &cookie, &format!("csrf={csrf}")).status, 404);
+    let retried = post("/workflows/a-canary/retry", &cookie, &format!("csrf={csrf}"));
+    assert_eq!(retried.status, 409, "a completed workflow is not retried, and the page says so: {retried:?}");
+    // Signing out ends the session: the old cookie is a stranger's.
+    let out = post("/logout", &cookie, "");
+    assert_eq!(out.status, 303, "{out:?}");
+    assert!(out.headers.to_ascii_lowercase().contains("max-age=0"), "{}", out.headers);
+    assert_eq!(get("/", &cookie).status, 303);
+    assert_eq!(post("/workflows/a-canary/cancel", &cookie, &format!("csrf={csrf}")).status, 401);
+    // B signed in sees B's alone; nothing of the token or the cookie reaches the log.
+    let b = session_cookie(&sign_in(TOKEN_B));
+    let text = get("/", &b).body.as_str().unwrap_or_default().to_string();
+    assert!(text.contains("b-canary") && !text.contains("a-canary"), "{text}");
+    let log = a.e.s.daemon_log();
+    for secret in [TOKEN_A, TOKEN_B, cookie.split('=').nth(1).unwrap(), b.split('=').nth(1).unwrap()] {
+        assert!(!log.contains(secret), "a secret in the log");
+    }
+    assert!(log.contains("sign-in") && log.contains("page-view"), "the page's requests are audited");
+}

@@ -335,7 +335,7 @@ pub async fn daemon(
         let bound = listener.local_addr().unwrap_or(addr);
         let hosts = crate::page::allowed_hosts(bound, &page_hosts);
         let page = Arc::new(
-            crate::page::Page::new(engine.journal().clone(), actions, hosts)
+            crate::page::Page::new(engine.journal().clone(), actions, crate::page::Guard::for_hosts(hosts))
                 .with_sweep(last_sweep.clone())
                 .with_checks(last_checks.clone()),
         );

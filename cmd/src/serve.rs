@@ -39,7 +39,7 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>, jou
                     // Only the page's action forms have a body worth reading (their token).
                     let form = if parts.method == Method::POST { read_form(body).await } else { Bytes::new() };
                     let req = Request::from_parts(parts, ());
-                    if let Some(answer) = page.respond(&req, &form).await {
+                    if let Some(answer) = page.respond(&req, &form, &crate::page::Viewer::Operator).await {
                         return Ok::<_, Infallible>(answer);
                     }
                     Ok::<_, Infallible>(respond(&req, &metrics, &journal).await)

@@ -172,14 +172,22 @@ impl Client {
 
     /// `method path` with `token` (if any) and `body` (raw bytes).
     pub fn raw(&self, method: &str, path: &str, token: Option<&str>, body: &[u8]) -> Reply {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+        self.request(method, path, &headers, "application/json", body)
+    }
+
+    /// A request with these `headers` besides Host, Content-Type and Content-Length.
+    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], content_type: &str, body: &[u8]) -> Reply {
         let mut tcp = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         tcp.set_read_timeout(Some(std::time::Duration::from_secs(90))).unwrap();
         let name = ServerName::try_from("localhost").unwrap();
         let mut conn = rustls::ClientConnection::new(self.config.clone(), name).unwrap();
         let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
-        let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+        let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
         let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: localhost:{}\r\n{extra}Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            self.port,
             body.len()
         );
         tls.write_all(head.as_bytes()).unwrap();

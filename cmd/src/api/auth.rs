@@ -65,7 +65,7 @@ impl Authenticator {
         r
     }
 
-    async fn identify(&self, authorization: Option<&str>) -> Result<Authenticated, Problem> {
+    pub(super) async fn identify(&self, authorization: Option<&str>) -> Result<Authenticated, Problem> {
         let Some(value) = authorization else {
             return Err(Problem::unauthorized("no Authorization header: send `Authorization: Bearer TOKEN`"));
         };

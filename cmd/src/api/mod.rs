@@ -11,6 +11,8 @@ mod fences;
 mod jwt;
 mod problem;
 mod routes;
+mod session;
+mod signin;
 mod tenants;
 mod tls;
 
@@ -66,6 +68,9 @@ impl ApiConfig {
 struct Api {
     auth: Authenticator,
     routes: routes::Routes,
+    /// The status page as a signed-in tenant sees it (`signin`).
+    page: crate::page::Page,
+    sessions: session::Sessions,
 }
 
 /// The API checked and ready to bind: its TLS, tenants and OIDC issuer read.
@@ -127,7 +132,10 @@ impl Prepared {
         let bound = listener.local_addr().unwrap_or(self.listen);
         let tls = self.tls.is_some();
         let tenants = self.auth.tenants.clone();
+        let page = crate::page::Page::new(engine.journal().clone(), true, crate::page::Guard::signed_in());
         let api = Arc::new(Api {
+            page,
+            sessions: session::Sessions::default(),
             auth: self.auth,
             routes: routes::Routes {
                 engine,
@@ -193,6 +201,9 @@ async fn accept(listener: tokio::net::TcpListener, tls: Option<tokio_rustls::Tls
 
 impl Api {
     async fn respond(&self, client: IpAddr, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        if !req.uri().path().starts_with("/v1/") {
+            return self.page_door(client, req).await;
+        }
         let (parts, body) = req.into_parts();
         let path = parts.uri.path().to_string();
         let query = parts.uri.query().unwrap_or_default().to_string();
@@ -201,9 +212,6 @@ impl Api {
             r.headers_mut()
                 .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
             return r;
-        }
-        if !path.starts_with("/v1/") {
-            return Problem::not_found(format!("no route {path}: the API is under /v1 (/v1/openapi.json)")).response();
         }
         // One Authorization header, or none counts: a second would make the caller ambiguous.
         let mut given = parts.headers.get_all(hyper::header::AUTHORIZATION).iter();

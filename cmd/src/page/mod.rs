@@ -1,20 +1,24 @@
-//! The status page `daemon --listen` serves at `/`: the workflows (filtered by state, workflow,
-//! cluster, searched by id and error, newest change first, a page at a time), one workflow's
-//! timeline, run graph, steps, output, input and journal events, and cancel / retry behind a
-//! confirmation. Server-rendered from minijinja templates (`templates/`), the data the
-//! CLI's `status --json` prints; no JavaScript, nothing fetched from elsewhere: it works offline.
+//! The status page `daemon --listen` serves at `/` (and `--api-listen`, behind a sign-in): the
+//! workflows (filtered by state, workflow, cluster, searched by id and error, newest change
+//! first, a page at a time), one workflow's timeline, run graph, steps, output, input and journal
+//! events, and cancel / retry behind a confirmation. Server-rendered from minijinja templates
+//! (`templates/`), the data the CLI's `status --json` prints; no JavaScript, nothing fetched from
+//! elsewhere: it works offline.
 //!
-//! Why this file is one (577 lines): one concept, the page's HTTP surface — routing and the guards
-//! every route passes (Host allow-list, Origin, token), which must sit where every route is
-//! dispatched, and each route's gathering of what its template draws (the list's rows and waits, a
-//! workflow's view); split, the guards would have to be repeated or passed around. What each view
-//! shows is `history`, `svg`, `timeline`, `schedules` (the daemon's last sweep and drift checks)
-//! and the templates.
+//! This file is the page's routes and each route's gathering of what its template draws; every
+//! route passes the `guard` (Host, Origin, token) and shows what its `viewer` may see. What each
+//! view shows is `history`, `svg`, `timeline`, `schedules` (the daemon's last sweep and drift
+//! checks) and the templates.
 
+mod guard;
 mod history;
 mod schedules;
 mod svg;
 mod timeline;
+mod viewer;
+
+pub use guard::{Guard, allowed_hosts};
+pub use viewer::Viewer;
 
 use std::collections::BTreeSet;
 
@@ -38,61 +42,18 @@ pub struct Page {
     templates: Environment<'static>,
     /// Whether the cancel and retry buttons exist (loopback, or `--allow-remote-actions`).
     actions: bool,
-    /// The `Host` values the page answers for (`allowed_hosts`): a page reached under any other
-    /// name (a DNS-rebound attacker's) answers 421, reads included.
-    hosts: Vec<String>,
-    /// Drawn once per daemon: every action form carries it, every action must.
-    csrf: String,
+    guard: Guard,
     /// The daemon's last sweep (`--sweep-every`), shown under the list.
     sweep: crate::sweep::SharedSweep,
     /// The daemon's last drift check of each cluster (`--check-every`), shown under the list.
     checks: crate::checked::SharedChecks,
 }
 
-/// The `Host` header values a page listening on `addr` answers for: the address itself, the
-/// loopback names when it is a loopback address, and `names` (`--page-host`), each with the port
-/// (and without it on port 80).
-pub fn allowed_hosts(addr: std::net::SocketAddr, names: &[String]) -> Vec<String> {
-    let literal = match addr.ip() {
-        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
-        ip => ip.to_string(),
-    };
-    let mut bare = vec![literal];
-    if addr.ip().is_loopback() {
-        bare.extend(["127.0.0.1", "localhost", "[::1]"].map(String::from));
-    }
-    bare.extend(names.iter().map(|n| n.to_ascii_lowercase()));
-    let mut hosts = Vec::new();
-    for name in bare {
-        hosts.push(format!("{name}:{}", addr.port()));
-        if addr.port() == 80 {
-            hosts.push(name);
-        }
-    }
-    hosts.dedup();
-    hosts
-}
-
-/// 128 random bits from the kernel, hex: the page's CSRF token.
-fn random_token() -> String {
-    use std::io::Read;
-    let mut bytes = [0u8; 16];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    if read.is_err() {
-        // No /dev/urandom (a sandbox without /dev): std's hasher keys, drawn from the OS.
-        use std::hash::{BuildHasher, Hasher};
-        for half in bytes.chunks_mut(8) {
-            let h = std::collections::hash_map::RandomState::new().build_hasher().finish();
-            half.copy_from_slice(&h.to_le_bytes());
-        }
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 type Reply = Response<Full<Bytes>>;
 
 impl Page {
-    pub fn new(journal: Journal, actions: bool, hosts: Vec<String>) -> Page {
+    pub fn new(journal: Journal, actions: bool, guard: Guard) -> Page {
         let mut templates = Environment::new();
         // minijinja's core has no `truncate`: the page's own, by characters, never mid-character.
         templates.add_filter("truncate", |s: String, n: usize| -> String {
@@ -111,11 +72,14 @@ impl Page {
             journal,
             templates,
             actions,
-            hosts,
-            csrf: random_token(),
+            guard,
             sweep: Default::default(),
             checks: Default::default(),
         }
+    }
+
+    pub fn guard(&self) -> &Guard {
+        &self.guard
     }
 
     /// The page with the daemon's last sweep under the list.
@@ -130,22 +94,22 @@ impl Page {
         self
     }
 
-    /// The page's answer to `req` (`form`: its body, read for POSTs only), or None when the path
-    /// is not the page's.
-    pub async fn respond<B>(&self, req: &Request<B>, form: &[u8]) -> Option<Reply> {
+    /// The page's answer to `req` (`form`: its body, read for POSTs only) as `viewer` sees it, or
+    /// None when the path is not the page's.
+    pub async fn respond<B>(&self, req: &Request<B>, form: &[u8], viewer: &Viewer) -> Option<Reply> {
         let path = req.uri().path();
         let query = req.uri().query().unwrap_or_default();
         if path != "/" && !path.starts_with("/workflows/") {
             return None;
         }
-        if !self.host_allowed(req) {
+        if !self.guard.host_allowed(req) {
             return Some(html(
                 StatusCode::MISDIRECTED_REQUEST,
                 "<p>refused: this page answers only for the names it is served under (the --listen address, loopback names, --page-host)</p>".into(),
             ));
         }
         if path == "/" {
-            return Some(if req.method() == Method::GET { self.list(query) } else { only_get() });
+            return Some(if req.method() == Method::GET { self.list(query, viewer) } else { only_get() });
         }
         let events_page = param(query, "events").parse().unwrap_or(0);
         let rest = path.strip_prefix("/workflows/")?;
@@ -153,9 +117,13 @@ impl Page {
             Some((id, a @ ("cancel" | "retry"))) => (decode(id), Some(a)),
             _ => (decode(rest), None),
         };
+        if !viewer.sees(&id) {
+            return Some(not_found(&id));
+        }
         Some(match (req.method(), action) {
-            (&Method::GET, None) => self.workflow(&id, events_page),
-            (&Method::GET, Some(action)) => self.confirm(&id, action),
+            (&Method::GET, None) => self.workflow(&id, events_page, viewer),
+            (_, Some(_)) if !self.actions || !viewer.may_act_on(&id) => forbidden_actions(viewer),
+            (&Method::GET, Some(action)) => self.confirm(&id, action, viewer),
             (&Method::POST, Some(action)) => self.act(req, form, &id, action).await,
             _ => only_get(),
         })
@@ -172,25 +140,6 @@ impl Page {
         }))
     }
 
-    fn host_allowed<B>(&self, req: &Request<B>) -> bool {
-        let host = req.headers().get("host").and_then(|v| v.to_str().ok()).map(str::to_ascii_lowercase);
-        host.is_some_and(|h| self.hosts.contains(&h))
-    }
-
-    /// A POST from this page: its `Origin` is one of the page's own names (never merely the
-    /// request's own `Host`, which a rebound name sets too), or, without an `Origin` (old
-    /// browsers, curl), `Sec-Fetch-Site: same-origin`.
-    fn same_origin<B>(&self, req: &Request<B>) -> bool {
-        let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
-        match header("origin") {
-            Some(origin) => {
-                let origin = origin.to_ascii_lowercase();
-                self.hosts.iter().any(|h| origin == format!("http://{h}") || origin == format!("https://{h}"))
-            }
-            None => header("sec-fetch-site") == Some("same-origin"),
-        }
-    }
-
     fn render(&self, name: &str, ctx: minijinja::Value) -> Reply {
         match self.templates.get_template(name).and_then(|t| t.render(ctx)) {
             Ok(body) => html(StatusCode::OK, body),
@@ -201,7 +150,10 @@ impl Page {
         }
     }
 
-    fn base(&self) -> Value {
+    fn base(&self, viewer: &Viewer) -> Value {
+        if let Some(who) = viewer.signed_in_as() {
+            return json!({"who": who, "actions": self.actions});
+        }
         let waiting: Vec<String> = infraflow_activities::pacing::waiting_now()
             .into_iter()
             .filter(|(_, n)| *n > 0)
@@ -210,9 +162,9 @@ impl Page {
         json!({"journal": self.journal.describe(), "rate_waiting": waiting.join(", "), "actions": self.actions})
     }
 
-    fn list(&self, query: &str) -> Reply {
+    fn list(&self, query: &str, viewer: &Viewer) -> Reply {
         let rows = match self.journal.list() {
-            Ok(rows) => rows,
+            Ok(rows) => rows.into_iter().filter(|r| viewer.sees(&r.id)).collect::<Vec<_>>(),
             Err(e) => {
                 return html(
                     StatusCode::INTERNAL_SERVER_ERROR,
@@ -263,7 +215,7 @@ impl Page {
         self.render(
             "list.html",
             context! {
-                base => self.base(),
+                base => self.base(viewer),
                 title => "workflows",
                 refresh => unfinished.then_some(REFRESH_SECONDS),
                 rows => rows,
@@ -275,13 +227,13 @@ impl Page {
                 states => WorkflowState::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
                 workflows => workflows,
                 filter => json!({"state": state, "workflow": workflow, "cluster": cluster, "q": q, "error": error}),
-                sweep => schedules::last_sweep(&self.sweep),
-                checks => schedules::last_checks(&self.checks),
+                sweep => viewer.sees_the_daemon().then(|| schedules::last_sweep(&self.sweep)),
+                checks => viewer.sees_the_daemon().then(|| schedules::last_checks(&self.checks)),
             },
         )
     }
 
-    fn workflow(&self, id: &str, events_page: usize) -> Reply {
+    fn workflow(&self, id: &str, events_page: usize, viewer: &Viewer) -> Reply {
         let now = SystemClock.now();
         let found = (|| -> infraflow_journal::Result<Option<(Value, Value)>> {
             let (Some(row), Some(view)) = (self.journal.row(id)?, self.journal.load(id)?) else { return Ok(None) };
@@ -325,14 +277,14 @@ impl Page {
             Ok(Some((status, facts))) => self.render(
                 "workflow.html",
                 context! {
-                    base => self.base(),
+                    base => self.base(viewer),
                     title => id,
                     refresh => facts["unfinished"].as_bool().unwrap_or(false).then_some(REFRESH_SECONDS),
                     w => status,
                     facts => facts,
                 },
             ),
-            Ok(None) => html(StatusCode::NOT_FOUND, format!("<p>no workflow {} in this journal</p>", escape(id))),
+            Ok(None) => not_found(id),
             Err(e) => html(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("<p>cannot read the journal: {}</p>", escape(&e.to_string())),
@@ -340,27 +292,17 @@ impl Page {
         }
     }
 
-    fn confirm(&self, id: &str, action: &str) -> Reply {
-        if !self.actions {
-            return forbidden_remote();
-        }
+    fn confirm(&self, id: &str, action: &str, viewer: &Viewer) -> Reply {
         self.render(
             "confirm.html",
             context! {
-                base => self.base(), title => format!("{action} {id}"), id => id, action => action, csrf => &self.csrf,
+                base => self.base(viewer), title => format!("{action} {id}"), id => id, action => action, csrf => &self.guard.csrf,
             },
         )
     }
 
     async fn act<B>(&self, req: &Request<B>, form: &[u8], id: &str, action: &str) -> Reply {
-        if !self.actions {
-            return forbidden_remote();
-        }
-        // The token comes in the form's body, never the URL: a URL reaches the browser's history
-        // and proxies' logs (SAFETY-F393541 F15).
-        let form = String::from_utf8_lossy(form);
-        let token = form.split('&').find_map(|p| p.strip_prefix("csrf="));
-        if !self.same_origin(req) || token != Some(self.csrf.as_str()) {
+        if !self.guard.same_origin(req) || !self.guard.token_in(form) {
             return html(
                 StatusCode::FORBIDDEN,
                 "<p>refused: the request does not come from this page (its Origin is another site's, or it lacks the page's token): open the workflow's page and use its button</p>".into(),
@@ -413,11 +355,17 @@ fn only_get() -> Reply {
     )
 }
 
-fn forbidden_remote() -> Reply {
-    html(
-        StatusCode::FORBIDDEN,
-        "<p>actions are off: the daemon listens beyond loopback; start it with --allow-remote-actions to allow them</p>".into(),
-    )
+fn forbidden_actions(viewer: &Viewer) -> Reply {
+    let why = match viewer.signed_in_as() {
+        Some(who) => format!("{} may not cancel or retry: its tenant's permission is not operate", escape(who)),
+        None => "actions are off: the daemon listens beyond loopback; start it with --allow-remote-actions to allow them"
+            .into(),
+    };
+    html(StatusCode::FORBIDDEN, format!("<p>{why}</p>"))
+}
+
+fn not_found(id: &str) -> Reply {
+    html(StatusCode::NOT_FOUND, format!("<p>no workflow {} in this journal</p>", escape(id)))
 }
 
 /// A query parameter's value, decoded; empty when absent.
@@ -489,42 +437,7 @@ mod tests {
     fn page(hosts: Vec<String>) -> Page {
         let dir = tempfile::tempdir().unwrap();
         let journal = Journal::open(&dir.path().join("j.sqlite3")).unwrap();
-        Page::new(journal, true, hosts)
-    }
-
-    fn req(host: &str, origin: Option<&str>, site: Option<&str>) -> Request<()> {
-        let mut b = Request::builder().method("POST").uri("/workflows/x/cancel").header("host", host);
-        if let Some(o) = origin {
-            b = b.header("origin", o);
-        }
-        if let Some(s) = site {
-            b = b.header("sec-fetch-site", s);
-        }
-        b.body(()).unwrap()
-    }
-
-    #[test]
-    fn a_post_from_another_origin_is_refused() {
-        let p = page(allowed_hosts("127.0.0.1:9".parse().unwrap(), &[]));
-        assert!(p.same_origin(&req("127.0.0.1:9", Some("http://127.0.0.1:9"), None)));
-        assert!(p.same_origin(&req("127.0.0.1:9", Some("http://localhost:9"), None)));
-        assert!(!p.same_origin(&req("127.0.0.1:9", Some("http://evil.example"), Some("same-origin"))));
-        assert!(p.same_origin(&req("127.0.0.1:9", None, Some("same-origin"))));
-        assert!(!p.same_origin(&req("127.0.0.1:9", None, Some("cross-site"))));
-        assert!(!p.same_origin(&req("127.0.0.1:9", None, None)));
-    }
-
-    #[test]
-    fn a_rebound_name_is_neither_a_host_nor_an_origin_of_the_page() {
-        let p = page(allowed_hosts("127.0.0.1:9464".parse().unwrap(), &["Ops.Example".into()]));
-        let rebound = req("evil.example:9464", Some("http://evil.example:9464"), None);
-        assert!(!p.host_allowed(&rebound), "the Host a rebound page sends");
-        assert!(!p.same_origin(&rebound), "its Origin matches its Host, and is refused all the same");
-        assert!(p.host_allowed(&req("localhost:9464", None, None)));
-        assert!(p.host_allowed(&req("ops.example:9464", None, None)), "a --page-host name, any case");
-        assert!(!p.host_allowed(&req("127.0.0.1:9465", None, None)), "another port is another origin");
-        let wide = allowed_hosts("0.0.0.0:80".parse().unwrap(), &[]);
-        assert_eq!(wide, vec!["0.0.0.0:80".to_string(), "0.0.0.0".to_string()], "no loopback names beyond loopback");
+        Page::new(journal, true, Guard::for_hosts(hosts))
     }
 
     #[test]
@@ -568,10 +481,4 @@ mod tests {
         }
     }
 
-    #[test]
-    fn every_daemon_draws_its_own_token() {
-        let (a, b) = (random_token(), random_token());
-        assert_eq!(a.len(), 32);
-        assert_ne!(a, b);
-    }
 }
