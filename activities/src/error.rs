@@ -73,6 +73,8 @@ impl AwsError {
 fn is_not_found_code(c: &str) -> bool {
     c.ends_with(".NotFound")
         || c.ends_with("NotFound")
+        // EC2's launch templates: `InvalidLaunchTemplateName.NotFoundException`.
+        || c.ends_with("NotFoundException")
         || c.starts_with("NoSuch")
         || matches!(c, "InvalidAllocationID.NotFound" | "InvalidGroup.NotFound" | "HostedZoneNotFound")
 }

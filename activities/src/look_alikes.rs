@@ -73,6 +73,46 @@ pub async fn split_by_vpc(aws: &Aws, kind: Kind, infra: &str, q: &TagQuery) -> A
     Ok((delete, left))
 }
 
+/// The launch templates of cluster `infra` matching `q`: Karpenter's (its marks, every security
+/// group it launches into in the cluster's VPCs) to delete, and the look-alikes left — the marks
+/// copied onto a template that launches elsewhere, or a template without them.
+pub async fn split_launch_templates(aws: &Aws, infra: &str, q: &TagQuery) -> AwsResult<(Vec<String>, Vec<Left>)> {
+    let found = compute::find_launch_templates(aws, q).await?;
+    if found.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let vpcs = network::cluster_vpcs(aws, infra).await?;
+    let mut groups: Vec<String> = found.iter().flat_map(|t| t.groups.iter().cloned()).collect();
+    groups.sort();
+    groups.dedup();
+    let group_vpcs = security::vpcs_of_groups(aws, &groups).await?;
+    let (mut delete, mut left) = (Vec::new(), Vec::new());
+    for t in found {
+        let elsewhere: Vec<&String> =
+            t.groups.iter().filter(|g| !group_vpcs.get(*g).is_some_and(|v| vpcs.contains(v))).collect();
+        let verdict = match provenance::karpenter_template(&t.name, &t.tags, infra) {
+            Verdict::Delete if t.groups.is_empty() => {
+                Verdict::Leave("Karpenter's marks, but it names no security group: where it launches is unknown".into())
+            }
+            Verdict::Delete if !elsewhere.is_empty() => Verdict::Leave(format!(
+                "Karpenter's marks, but it launches into {}, not of a VPC of the cluster's",
+                elsewhere.iter().map(|g| g.as_str()).collect::<Vec<_>>().join(", ")
+            )),
+            v => v,
+        };
+        match verdict {
+            Verdict::Delete => delete.push(t.id),
+            Verdict::Leave(reason) => left.push(Left {
+                kind: Kind::LaunchTemplate,
+                id: t.id,
+                reason: format!("{} {reason}", t.name),
+                holds: None,
+            }),
+        }
+    }
+    Ok((delete, left))
+}
+
 /// The resources of `kind` (one of `judged`) matching `q` in `scope`: those to delete, and the
 /// look-alikes left.
 pub async fn split(aws: &Aws, kind: Kind, scope: &Scope, q: &TagQuery) -> AwsResult<(Vec<String>, Vec<Left>)> {
@@ -120,7 +160,7 @@ pub async fn split(aws: &Aws, kind: Kind, scope: &Scope, q: &TagQuery) -> AwsRes
 /// Everything of cluster `infra` a teardown in `aws`'s region leaves although it carries the
 /// cluster's name: the look-alikes of the judged kinds, what is tagged for it outside its VPCs,
 /// and its private zones serving only other regions. What `--dry-run` lists under `leave` and a teardown's output under `left`.
-pub async fn left(aws: &Aws, infra: &str) -> AwsResult<Vec<Left>> {
+pub async fn left(aws: &Aws, infra: &str, with_templates: bool) -> AwsResult<Vec<Left>> {
     let scope = Scope::Owned(infra.to_string());
     let q = owned(infra);
     let (volumes, snapshots, eni) = futures::try_join!(
@@ -134,6 +174,9 @@ pub async fn left(aws: &Aws, infra: &str) -> AwsResult<Vec<Left>> {
             .map(|kind| split_by_vpc(aws, kind, infra, &q));
     for (_, left) in futures::future::try_join_all(by_vpc).await? {
         all.extend(left);
+    }
+    if with_templates {
+        all.extend(split_launch_templates(aws, infra, &q).await?.1);
     }
     let vpcs = network::cluster_vpcs(aws, infra).await?;
     for (zone, regions) in dns::marked_zones_elsewhere(aws, infra, &vpcs).await? {

@@ -172,3 +172,61 @@ mod tests {
         assert_eq!(other_owners(&two), Some(vec!["c1".to_string(), "c2".to_string()]));
     }
 }
+
+/// A launch template of cluster `infra` (found by its ownership tag): Karpenter's when it carries
+/// Karpenter's own marks — the name Karpenter gives (`karpenter.k8s.aws/…`), the EC2NodeClass it
+/// was made for, and this cluster's name in Karpenter's cluster tag — and no backup's. (Where
+/// it launches is judged beside this: `look_alikes::split_launch_templates`.)
+pub fn karpenter_template(name: &str, tags: &[(String, String)], infra: &str) -> Verdict {
+    use crate::compute::{CLUSTER_NAME_TAG, KARPENTER_NAME_PREFIX, NODE_CLASS_TAG};
+    if let Some(why) = common(tags) {
+        return Verdict::Leave(why);
+    }
+    let value = |key: &str| tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    let missing: Vec<String> = [
+        (!name.starts_with(KARPENTER_NAME_PREFIX)).then(|| format!("a name starting {KARPENTER_NAME_PREFIX}")),
+        value(NODE_CLASS_TAG).is_none().then(|| NODE_CLASS_TAG.to_string()),
+        (value(CLUSTER_NAME_TAG) != Some(infra)).then(|| format!("{CLUSTER_NAME_TAG}={infra}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if missing.is_empty() {
+        Verdict::Delete
+    } else {
+        Verdict::Leave(format!(
+            "carries the cluster's tag without Karpenter's marks (lacks {}): not shown to be the cluster's",
+            missing.join(", ")
+        ))
+    }
+}
+
+#[cfg(test)]
+mod karpenter_tests {
+    use super::*;
+
+    fn tags(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn a_template_is_karpenters_only_with_its_name_its_node_class_and_this_cluster() {
+        let karpenter = tags(&[
+            ("kubernetes.io/cluster/c1", "owned"),
+            ("eks:eks-cluster-name", "c1"),
+            ("karpenter.k8s.aws/ec2nodeclass", "default"),
+            ("karpenter.sh/nodepool", "default"),
+        ]);
+        assert_eq!(karpenter_template("karpenter.k8s.aws/123", &karpenter, "c1"), Verdict::Delete);
+        let Verdict::Leave(why) = karpenter_template("my-template", &karpenter, "c1") else { panic!() };
+        assert!(why.contains("a name starting karpenter.k8s.aws/"), "{why}");
+        let Verdict::Leave(why) = karpenter_template("karpenter.k8s.aws/123", &karpenter, "c2") else { panic!() };
+        assert!(why.contains("eks:eks-cluster-name=c2"), "another cluster's Karpenter: {why}");
+        let bare = tags(&[("kubernetes.io/cluster/c1", "owned")]);
+        let Verdict::Leave(why) = karpenter_template("karpenter.k8s.aws/123", &bare, "c1") else { panic!() };
+        assert!(why.contains("karpenter.k8s.aws/ec2nodeclass"), "{why}");
+        let mut backup = karpenter.clone();
+        backup.push(("aws:backup:source-resource".into(), "x".into()));
+        assert!(matches!(karpenter_template("karpenter.k8s.aws/123", &backup, "c1"), Verdict::Leave(_)));
+    }
+}

@@ -157,6 +157,28 @@ pub async fn find_security_groups_with_vpcs(aws: &Aws, q: &TagQuery) -> AwsResul
         .collect())
 }
 
+/// The VPC of each of `groups` that exists (by filter: a group gone is absent, not an error).
+pub async fn vpcs_of_groups(aws: &Aws, groups: &[String]) -> AwsResult<std::collections::BTreeMap<String, String>> {
+    let mut vpcs = std::collections::BTreeMap::new();
+    // DescribeSecurityGroups takes up to 200 values in a filter.
+    for chunk in groups.chunks(200) {
+        let ids: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        let out = aws
+            .ec2
+            .describe_security_groups()
+            .filters(filter("group-id", &ids))
+            .send()
+            .await
+            .map_err(|e| classify("DescribeSecurityGroups", e))?;
+        for g in out.security_groups() {
+            if let (Some(id), Some(vpc)) = (g.group_id(), g.vpc_id()) {
+                vpcs.insert(id.to_string(), vpc.to_string());
+            }
+        }
+    }
+    Ok(vpcs)
+}
+
 /// The groups named `name` in the VPC, with their tags.
 async fn group_named_in_vpc(aws: &Aws, name: &str, vpc_id: &str) -> AwsResult<Vec<(String, Vec<(String, String)>)>> {
     let out = aws

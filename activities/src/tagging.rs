@@ -21,16 +21,17 @@ fn service_and_type(arn: &str) -> String {
     format!("{service}:{kind}")
 }
 
-/// Whether teardown finds and deletes `arn` itself (a resource of its kinds; a bucket only when
-/// named like cluster `infra`'s registry): what the tagging API lists for a while after its
-/// delete on AWS (it is eventually consistent), and whose proof is the discovery rounds before.
-pub fn known(arn: &str, infra: &str) -> bool {
+/// Whether a teardown that deletes `kinds` finds and judges `arn` itself (a resource of those
+/// kinds; a bucket only when named like cluster `infra`'s registry): what the tagging API lists
+/// for a while after its delete on AWS (it is eventually consistent), and whose proof is the
+/// discovery rounds before.
+pub fn known(arn: &str, infra: &str, kinds: &[Kind]) -> bool {
     let t = service_and_type(arn);
     if t == Kind::RegistryBucket.arn_type() {
         let bucket = arn.rsplit(':').next().unwrap_or_default();
-        return bucket.starts_with(&crate::s3::registry_prefix(infra));
+        return kinds.contains(&Kind::RegistryBucket) && bucket.starts_with(&crate::s3::registry_prefix(infra));
     }
-    Kind::TEARDOWN_ORDER.iter().any(|k| k.arn_type() == t)
+    kinds.iter().any(|k| k.arn_type() == t)
 }
 
 /// The ARNs of every resource of the region that carries `kubernetes.io/cluster/<infra>=owned`.
@@ -58,9 +59,9 @@ pub async fn owned_arns(aws: &Aws, infra: &str) -> AwsResult<Vec<String>> {
     }
 }
 
-/// What still carries the cluster's tag and is of a kind teardown does not delete.
-pub async fn left_unknown(aws: &Aws, infra: &str) -> AwsResult<Vec<String>> {
-    Ok(owned_arns(aws, infra).await?.into_iter().filter(|a| !known(a, infra)).collect())
+/// What still carries the cluster's tag and is of none of `kinds` (those a teardown deletes).
+pub async fn left_unknown(aws: &Aws, infra: &str, kinds: &[Kind]) -> AwsResult<Vec<String>> {
+    Ok(owned_arns(aws, infra).await?.into_iter().filter(|a| !known(a, infra, kinds)).collect())
 }
 
 #[cfg(test)]
@@ -69,7 +70,7 @@ mod tests {
 
     #[test]
     fn arns_are_told_apart_by_service_and_resource_type() {
-        let known = |arn| known(arn, "c1");
+        let known = |arn| known(arn, "c1", &Kind::TEARDOWN_ORDER);
         assert!(known("arn:aws:ec2:us-east-1:123456789012:vpc/vpc-1"));
         assert!(known("arn:aws:ec2:us-east-1::snapshot/snap-1"));
         assert!(known("arn:aws:elasticloadbalancing:us-east-1:1:loadbalancer/net/x/y"));
@@ -80,5 +81,10 @@ mod tests {
         assert!(!known("arn:aws:sqs:us-east-1:123456789012:queue"));
         assert!(!known("arn:aws:logs:us-east-1:123456789012:log-group:x"));
         assert_eq!(service_and_type("arn:aws:logs:us-east-1:1:log-group:x"), "logs:log-group");
+        let template = "arn:aws:ec2:us-east-1:123456789012:launch-template/lt-1";
+        assert!(known(template), "Karpenter's templates are judged by teardown's discovery");
+        let before_karpenter: Vec<Kind> =
+            Kind::TEARDOWN_ORDER.into_iter().filter(|k| *k != Kind::LaunchTemplate).collect();
+        assert!(!super::known(template, "c1", &before_karpenter), "a teardown that does not judge them names them");
     }
 }

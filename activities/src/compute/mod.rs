@@ -1,5 +1,5 @@
 //! EC2 instances of node pools: launch one member idempotently, wait for running, terminate and
-//! wait for terminated.
+//! wait for terminated; an AutoNode cluster's launch templates (`launch_templates`).
 
 use aws_sdk_ec2::types::{
     IamInstanceProfileSpecification, InstanceNetworkInterfaceSpecification, InstanceStateName, InstanceType,
@@ -13,8 +13,14 @@ use crate::error::{AwsError, AwsResult, classify};
 use crate::tags::{Identity, TagQuery, filter};
 use crate::wait::{WAIT_BUDGET, poll_until};
 
+mod launch_templates;
 mod room;
 
+pub use launch_templates::{
+    CLUSTER_NAME_TAG, FoundTemplate, KARPENTER_NAME_PREFIX, NODE_CLASS_TAG, NODE_POOL_TAG, delete_launch_template,
+    find_launch_templates,
+};
+pub(crate) use launch_templates::launch_template_tags;
 pub use room::{VcpuCensus, VcpuRoom, is_standard, vcpu_census, vcpu_room};
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by
@@ -25,11 +31,14 @@ pub const IAM_READ: &[&str] = &[
     // scale-nodepool is journaled.
     "ec2:DescribeInstanceTypes",
     "servicequotas:GetServiceQuota",
+    // Karpenter's launch templates (`launch_templates`), found and judged by a teardown.
+    "ec2:DescribeLaunchTemplates",
+    "ec2:DescribeLaunchTemplateVersions",
 ];
 /// The IAM actions of its creates and configuration (tag-on-create needs `CreateTags`/`AddTags`).
 pub const IAM_WRITE: &[&str] = &["ec2:RunInstances", "ec2:CreateTags", "iam:PassRole"];
 /// The IAM actions of its deletes.
-pub const IAM_DELETE: &[&str] = &["ec2:TerminateInstances"];
+pub const IAM_DELETE: &[&str] = &["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"];
 
 /// The tag naming a node pool member's index.
 pub const MEMBER_TAG: &str = "infraflow.io/member";

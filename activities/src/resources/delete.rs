@@ -159,6 +159,7 @@ async fn blockers_of(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Vec<String>> 
 async fn delete_unexplained(aws: &Aws, kind: Kind, id: &str) -> AwsResult<bool> {
     match kind {
         Kind::Instance => compute::terminate_instance(aws, id).await,
+        Kind::LaunchTemplate => compute::delete_launch_template(aws, id).await,
         Kind::Volume => ebs::delete_volume(aws, id).await,
         Kind::Snapshot => ebs::delete_snapshot(aws, id).await,
         Kind::RegistryBucket => s3::delete_bucket_if_exists(aws, id).await,

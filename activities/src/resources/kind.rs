@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     Instance,
+    /// Karpenter's, of an AutoNode cluster (teardown only; infraflow creates none).
+    LaunchTemplate,
     /// EBS volumes and snapshots, network interfaces: what a running cluster's controllers made
     /// (teardown only; infraflow creates none).
     Volume,
@@ -35,8 +37,10 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const TEARDOWN_ORDER: [Kind; 22] = [
+    pub const TEARDOWN_ORDER: [Kind; 23] = [
         Kind::Instance,
+        // Nothing waits on a template, and AWS deletes one whatever it launched.
+        Kind::LaunchTemplate,
         // After the instances that held them (their own volumes detached as they terminate).
         Kind::Volume,
         Kind::Snapshot,
@@ -71,6 +75,7 @@ impl Kind {
     pub fn arn_type(self) -> &'static str {
         match self {
             Kind::Instance => "ec2:instance",
+            Kind::LaunchTemplate => "ec2:launch-template",
             Kind::Volume => "ec2:volume",
             Kind::Snapshot => "ec2:snapshot",
             // `arn:aws:s3:::<bucket>`: S3's bucket ARNs name no resource type.
@@ -104,7 +109,8 @@ impl Kind {
             // Nothing holds a hosted zone: records that point at a load balancer do not, and its
             // VPC association goes with it (Route53's 5 requests a second are a fleet's teardown
             // floor: its deletes start at once).
-            Instance | Snapshot | RegistryBucket | ClassicLoadBalancer | VpcEndpoint | DhcpOptions | HostedZone => &[],
+            Instance | LaunchTemplate | Snapshot | RegistryBucket | ClassicLoadBalancer | VpcEndpoint | DhcpOptions
+            | HostedZone => &[],
             // Detached from the cluster's instances as they go (a root volume goes with its instance).
             Volume => &[Instance],
             // A service cannot go while endpoints are connected to it.
@@ -151,12 +157,16 @@ impl Kind {
 
     /// What a running cluster's controllers make, and infraflow never does.
     pub fn left_by_a_running_cluster(self) -> bool {
-        matches!(self, Kind::Volume | Kind::Snapshot | Kind::NetworkInterface | Kind::RegistryBucket)
+        matches!(
+            self,
+            Kind::Volume | Kind::Snapshot | Kind::NetworkInterface | Kind::RegistryBucket | Kind::LaunchTemplate
+        )
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Instance => "instance",
+            Kind::LaunchTemplate => "launch-template",
             Kind::Volume => "volume",
             Kind::Snapshot => "snapshot",
             Kind::RegistryBucket => "registry-bucket",

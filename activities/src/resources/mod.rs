@@ -82,6 +82,11 @@ async fn find_matching(aws: &Aws, kind: Kind, scope: &Scope, q: TagQuery) -> Aws
     }
     let mut ids = match kind {
         Kind::Instance => compute::find_instances(aws, f).await?.into_iter().map(|m| m.instance_id).collect(),
+        // Only Karpenter's, on its own marks, in the cluster's VPCs: the rest is left, named.
+        Kind::LaunchTemplate => match scope {
+            Scope::Owned(infra) => crate::look_alikes::split_launch_templates(aws, infra, f).await?.0,
+            _ => Vec::new(),
+        },
         // Only what a controller of the cluster is shown to have made: the rest is left, named.
         Kind::Volume | Kind::Snapshot | Kind::NetworkInterface => {
             crate::look_alikes::split(aws, kind, scope, f).await?.0
@@ -204,6 +209,7 @@ pub(crate) async fn tags_by_id(aws: &Aws, kind: Kind, id: &str) -> AwsResult<Opt
                 },
             )
         }
+        Kind::LaunchTemplate => compute::launch_template_tags(aws, &id).await,
         Kind::VpcEndpoint => ec2
             .describe_vpc_endpoints()
             .vpc_endpoint_ids(&id)

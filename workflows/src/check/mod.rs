@@ -138,7 +138,7 @@ async fn read_report(pool: &AwsPool, made: &Provisioned) -> Result<CheckReport, 
             futures::try_join!(
                 vpc_state::unassociated_addresses(&aws, &owned),
                 vpc_state::available_volumes(&aws, &owned),
-                tagging::left_unknown(&aws, infra),
+                tagging::left_unknown(&aws, infra, &infraflow_activities::Kind::TEARDOWN_ORDER),
             )
         },
     )?;

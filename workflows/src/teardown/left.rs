@@ -9,8 +9,9 @@ use super::planned::Planned;
 
 /// What carries the cluster's name without its maker's proof (`look_alikes::left`), as the
 /// plan's and the output's entries.
-pub(crate) async fn look_alikes(aws: &Aws, infra_id: &str) -> Result<Vec<Planned>, AwsError> {
-    Ok(infraflow_activities::look_alikes::left(aws, infra_id)
+/// With `with_templates` (version 6 on), the launch templates without Karpenter's proof too.
+pub(crate) async fn look_alikes(aws: &Aws, infra_id: &str, with_templates: bool) -> Result<Vec<Planned>, AwsError> {
+    Ok(infraflow_activities::look_alikes::left(aws, infra_id, with_templates)
         .await?
         .into_iter()
         .map(|l| Planned { kind: l.kind.as_str().into(), id: l.id, reason: Some(l.reason) })

@@ -87,7 +87,7 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
             )),
         });
     }
-    for arn in infraflow_activities::tagging::left_unknown(&aws, &t.infra_id).await.map_err(from_aws)? {
+    for arn in infraflow_activities::tagging::left_unknown(&aws, &t.infra_id, &Kind::TEARDOWN_ORDER).await.map_err(from_aws)? {
         plan.leave.push(Planned {
             kind: "tagged".into(),
             id: arn,
@@ -107,7 +107,7 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
     }
     plan.leave.extend(elsewhere);
     plan.leave.extend(crate::teardown::left::unowned_registry_buckets(&aws, &t.infra_id).await.map_err(from_aws)?);
-    plan.leave.extend(crate::teardown::left::look_alikes(&aws, &t.infra_id).await.map_err(from_aws)?);
+    plan.leave.extend(crate::teardown::left::look_alikes(&aws, &t.infra_id, true).await.map_err(from_aws)?);
     if let (Some(base), Some(name)) = (&t.base_domain, &t.name) {
         let record = format!("*.apps.{name}.{base}");
         let decision = public_record_decision(&aws, &t.infra_id, name, base).await.map_err(from_aws)?;

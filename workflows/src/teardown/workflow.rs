@@ -1,12 +1,11 @@
 //! `teardown`: deletes what the makers of an infra id's cluster made, on their proof, in reverse
 //! dependency order, found by tag so that resources a crashed run never journaled go too.
 //!
-//! Why this file is one (577 lines): the teardown's rounds are one concept — a round's discovery
-//! and the stops it makes before any delete (protection, held subnets, riders, region-less IAM of
-//! another region) share the one journaled discovery step and must stay in it. A round's deletes as
-//! a graph are `graph` (split out when the customer network's unmarking took this file past 600
-//! lines), what it found `discovered`, what it leaves and names `left`, its plan `plan` (for
-//! `run teardown --dry-run`). The next split is the stops before deletes into a file of their own.
+//! The teardown's rounds are one concept — a round's discovery and the stops it makes before any
+//! delete (protection, held subnets, riders, region-less IAM of another region) share the one
+//! journaled discovery step and are called from it; what each stop says is `stops`. A round's
+//! deletes as a graph are `graph`, what it found `discovered`, what it leaves and names `left`,
+//! its plan `plan` (for `run teardown --dry-run`).
 
 use std::collections::BTreeMap;
 
@@ -21,6 +20,7 @@ use serde_json::Value;
 use super::discovered::Discovered;
 use super::graph::{delete_as_graph, delete_kind};
 use super::planned::Planned;
+use super::stops::{held_subnets_error, protected_error, riders_error};
 use crate::aws_steps::{from_aws, probe_environment, read_opts};
 use crate::janitor::Evidence;
 use crate::validate;
@@ -62,6 +62,11 @@ pub struct TeardownInput {
     /// says why (`stopped`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub swept_expired: Option<Evidence>,
+    /// HyperShift's `--preserve-iam`: the cluster's roles, instance profiles and OIDC provider
+    /// stay (named under `preserved`), for a cluster made again with the same identity (version
+    /// 6 on).
+    #[serde(rename = "preserveIAM", default, skip_serializing_if = "std::ops::Not::not")]
+    pub preserve_iam: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -83,6 +88,9 @@ pub struct TeardownOutput {
     /// the tag keys removed (version 4 on); nothing of the customer's is ever deleted.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub unmarked: BTreeMap<String, Vec<String>>,
+    /// The cluster's IAM a `preserveIAM` teardown left, by kind.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub preserved: BTreeMap<String, Vec<String>>,
 }
 
 pub struct Teardown {
@@ -114,8 +122,10 @@ impl WorkflowDef for Teardown {
     /// 5: discovery journals which incarnation of each reusable name it found (an IAM role's or
     /// profile's id, an OIDC provider's or classic load balancer's creation time), and a delete
     /// journals it in its input: another incarnation since pauses the delete (SAFETY-A7937A6 G12).
+    /// 6: Karpenter's launch templates (an AutoNode cluster's) are deleted on Karpenter's own
+    /// marks, look-alikes named; `preserveIAM` keeps the cluster's IAM.
     fn version(&self) -> u32 {
-        5
+        6
     }
 
     /// Runs the previous releases journaled keep running: 7243d60 journaled version 1 (one kind
@@ -221,80 +231,6 @@ impl WorkflowDef for Teardown {
     }
 }
 
-/// Why a teardown does not go on: one resource of the cluster carries `infraflow.io/do-not-delete`.
-/// Only an operator can decide (remove the tag, then `retry`): the teardown pauses.
-fn protected_error(infra: &str, kind: Kind, id: &str) -> ActivityError {
-    ActivityError { operator: true, ..ActivityError::terminal(protected_message(infra, kind, id)) }
-}
-
-/// Why a teardown stops before deleting: interfaces that are not the cluster's hold its subnets.
-fn riders_error(riding: &[(String, Vec<String>)]) -> ActivityError {
-    let named: Vec<String> =
-        riding.iter().map(|(id, others)| format!("{id} is used by cluster {}", others.join(", cluster "))).collect();
-    ActivityError {
-        operator: true,
-        ..ActivityError::terminal(format!(
-            "another cluster runs on this cluster's network: {}; tear {} down first (its marks name it), then `infraflow retry`",
-            named.join("; "),
-            if riding.iter().map(|(_, o)| o.len()).sum::<usize>() == 1 { "that cluster" } else { "those clusters" }
-        ))
-    }
-}
-
-fn held_subnets_error(held: &[look_alikes::Left]) -> ActivityError {
-    let named: Vec<String> = held
-        .iter()
-        .map(|l| format!("network interface {} in subnet {} ({})", l.id, l.holds.as_deref().unwrap_or("?"), l.reason))
-        .collect();
-    ActivityError {
-        operator: true,
-        ..ActivityError::terminal(format!(
-            "not the cluster's, and never deleted by its teardown: {}; move or delete {}, then `infraflow retry`",
-            named.join("; "),
-            if held.len() == 1 { "it" } else { "them" }
-        ))
-    }
-}
-
-/// The one line naming the protected resource: what `teardown` refuses and pauses with.
-pub fn protected_message(infra: &str, kind: Kind, id: &str) -> String {
-    format!(
-        "cluster {infra} is protected: {} {id} carries {}; remove that tag to tear it down",
-        kind.as_str(),
-        infraflow_activities::tags::PROTECTION_TAG
-    )
-}
-
-/// The resource of cluster `infra` in `region` that protects it from teardown, if any: what
-/// `teardown` checks before it is journaled (and each discovery round checks again); read again
-/// on a retryable error.
-pub async fn find_protection(pool: &AwsPool, infra: &str, region: &str) -> Result<Option<String>, AwsError> {
-    crate::read_again::read_retrying(|e: &AwsError| e.retryable, || find_protection_once(pool, infra, region)).await
-}
-
-/// The kinds whose protection is read in EC2's tag index are looked for only when that index
-/// lists a protected resource at all (one read beside the other kinds' finds): otherwise none of
-/// them can be, and a fleet's submits spare the region a dozen describes each.
-async fn find_protection_once(pool: &AwsPool, infra: &str, region: &str) -> Result<Option<String>, AwsError> {
-    let aws = pool.region(region).await;
-    let scope = Scope::Owned(infra.to_string());
-    let read = |of: census::ProtectionRead| {
-        let reads =
-            Kind::TEARDOWN_ORDER.into_iter().filter(move |k| census::ProtectionRead::of(*k) == of).map(|kind| {
-                let (aws, scope) = (&aws, &scope);
-                async move { resources::find_retrying_in_place(aws, kind, scope).await.map(|ids| (kind, ids)) }
-            });
-        futures::future::try_join_all(reads)
-    };
-    let (in_ec2, mut found) =
-        futures::try_join!(census::any_ec2_protected(&aws), read(census::ProtectionRead::OwnService))?;
-    if in_ec2 {
-        found.extend(read(census::ProtectionRead::Ec2).await?);
-    }
-    let found: BTreeMap<Kind, Vec<String>> = found.into_iter().filter(|(_, ids)| !ids.is_empty()).collect();
-    Ok(census::first_protected(&aws, &found).await?.map(|(kind, id)| protected_message(infra, kind, &id)))
-}
-
 /// Where the public `*.apps` record may be deleted: its zone, and the DNS names of the cluster's
 /// own load balancers it may point at.
 pub(crate) struct Target {
@@ -345,7 +281,10 @@ async fn teardown(
         n => format!("pass{}/", n + 1),
     };
     let version = ctx.code_version();
-    let kinds: Vec<Kind> = Kind::TEARDOWN_ORDER.into_iter().filter(|k| kind_in_version(*k, version)).collect();
+    let kinds: Vec<Kind> = Kind::TEARDOWN_ORDER
+        .into_iter()
+        .filter(|k| kind_in_version(*k, version) && !(t.preserve_iam && IAM_KINDS.contains(k)))
+        .collect();
     let kinds = kinds.as_slice();
     for round in 1..=ROUNDS {
         let rctx = ctx.scoped(&format!("{pass}round{round}"));
@@ -426,7 +365,10 @@ async fn teardown(
                 out.unmarked = unmark_customer_network(&rctx, pool, infra_id, region).await?;
             }
             if version >= 2 {
-                out.left = last_check(&rctx, pool, infra_id, region, version >= 3).await?.unwrap_or_default();
+                out.left = last_check(&rctx, pool, (infra_id, region), version).await?.unwrap_or_default();
+            }
+            if t.preserve_iam {
+                out.preserved = preserved_iam(&rctx, pool, infra_id, region).await?;
             }
             return Ok(out);
         }
@@ -520,31 +462,58 @@ async fn sweep_evidence_broken(
 }
 
 /// Whether runs of flow `version` find and delete `kind`: version 1 knew nothing a running
-/// cluster leaves, version 2 not its registry bucket.
+/// cluster leaves, version 2 not its registry bucket, versions before 6 not Karpenter's templates.
 fn kind_in_version(kind: Kind, version: u32) -> bool {
     match version {
         0 | 1 => !kind.left_by_a_running_cluster(),
-        2 => kind != Kind::RegistryBucket,
+        2 => !matches!(kind, Kind::RegistryBucket | Kind::LaunchTemplate),
+        3..=5 => kind != Kind::LaunchTemplate,
         _ => true,
     }
 }
 
-/// The teardown's last word, once discovery finds nothing more: what still carries the
-/// cluster's tag in the region (the tagging API, any service) and is of a kind teardown does not
-/// delete pauses it, naming each ARN — never `completed` over a leak. (IAM, which the tagging API
-/// does not list, is read by the discovery that came before.) With `name_left` (version 3), the
-/// buckets with the registry's name prefix but without the cluster's tag: left, and named in the
-/// output. (Version 2 journaled `null` here, which reads back as None.)
-async fn last_check(
+/// The cluster's IAM a `preserveIAM` teardown leaves, by kind: read once nothing else of the
+/// cluster is left, and named in the output.
+async fn preserved_iam(
     ctx: &WfCtx,
     pool: &AwsPool,
     infra_id: &str,
     region: &str,
-    name_left: bool,
+) -> Result<BTreeMap<String, Vec<String>>, StepError> {
+    ctx.step_with("preserved-iam", "iam.find-preserved", &(infra_id, region), read_opts(), || async {
+        let aws = pool.region(region).await;
+        let scope = Scope::Owned(infra_id.to_string());
+        let mut kept = BTreeMap::new();
+        for kind in IAM_KINDS {
+            let ids = resources::find_retrying_in_place(&aws, kind, &scope).await.map_err(from_aws)?;
+            if !ids.is_empty() {
+                kept.insert(kind.as_str().to_string(), ids);
+            }
+        }
+        Ok(kept)
+    })
+    .await
+}
+
+/// The teardown's last word, once discovery finds nothing more: what still carries the
+/// cluster's tag in the region (the tagging API, any service) and is of a kind teardown does not
+/// judge (before version 6, Karpenter's launch templates among them) pauses it, naming each
+/// ARN — never `completed` over a leak. (IAM, which the tagging API does not list, is read by the
+/// discovery that came before; a `preserveIAM` teardown names what it kept.) From version 3, the buckets
+/// with the registry's name prefix but without the cluster's tag, and the look-alikes (from
+/// version 6 the launch templates without Karpenter's proof too): left, and named in the output.
+/// (Version 2 journaled `null` here, which reads back as None.)
+async fn last_check(
+    ctx: &WfCtx,
+    pool: &AwsPool,
+    (infra_id, region): (&str, &str),
+    version: u32,
 ) -> Result<Option<Vec<Planned>>, StepError> {
+    let judged: Vec<Kind> =
+        Kind::TEARDOWN_ORDER.into_iter().filter(|k| version >= 6 || *k != Kind::LaunchTemplate).collect();
     ctx.step_with("last-check", "tag.find-left", &(infra_id, region), read_opts(), || async {
         let aws = pool.region(region).await;
-        let left = infraflow_activities::tagging::left_unknown(&aws, infra_id).await.map_err(from_aws)?;
+        let left = infraflow_activities::tagging::left_unknown(&aws, infra_id, &judged).await.map_err(from_aws)?;
         if !left.is_empty() {
             return Err(ActivityError {
                 operator: true,
@@ -554,11 +523,11 @@ async fn last_check(
                 ))
             });
         }
-        if !name_left {
+        if version < 3 {
             return Ok(None);
         }
         let mut left = super::left::unowned_registry_buckets(&aws, infra_id).await.map_err(from_aws)?;
-        left.extend(super::left::look_alikes(&aws, infra_id).await.map_err(from_aws)?);
+        left.extend(super::left::look_alikes(&aws, infra_id, version >= 6).await.map_err(from_aws)?);
         left.extend(super::left::iam_of_another_region(pool, &aws, infra_id).await.map_err(from_aws)?);
         Ok(Some(left))
     })
