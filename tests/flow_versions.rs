@@ -213,7 +213,7 @@ fn a_create_iam_of_version_1_finishes_with_the_seeds_grants_and_a_new_one_brings
     assert_eq!(upgraded.count(), 8, "each role taken is marked: {}", s.summary());
     let history = e.s.history("upgrade");
     let submitted = history.iter().find(|ev| ev["type"] == "submitted").unwrap();
-    assert_eq!(submitted["code_version"], 2, "{submitted}");
+    assert_eq!(submitted["code_version"], 3, "{submitted}");
 }
 
 /// SAFETY-F393541 F17: a version-1 create-iam killed after making its roles (the released

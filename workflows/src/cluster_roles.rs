@@ -2,7 +2,8 @@
 //! `create iam aws`): each role's name, the service accounts its trust policy admits, and its
 //! inline policy — `workflows/policies/`, HyperShift's grants as `hypershift-actions.tsv` lists
 //! them with their sources (the seed's, dated, in `policies/seed-002/` for runs of create-iam
-//! version 1), scoped to the cluster's hosted zones where they write records.
+//! version 1; version 2's where HyperShift grants more since in `policies/hypershift-2025/`),
+//! scoped to the cluster's hosted zones where they write records; Karpenter's for AutoNode.
 
 use serde_json::{Value, json};
 
@@ -15,14 +16,25 @@ pub struct OperatorRole {
     policy: &'static str,
     /// Seed 002's policy, where HyperShift grants more today.
     seed_policy: Option<&'static str>,
+    /// What create-iam version 2 granted (HyperShift's at 1a96a12), where HyperShift grants more
+    /// since.
+    policy_2025: Option<&'static str>,
 }
 
 /// Which grants the operators' inline policies carry: seed 002's (runs submitted before
-/// HyperShift's current grants were carried over, replayed as they began) or HyperShift's now.
+/// HyperShift's grants were carried over, replayed as they began), HyperShift's at 1a96a12
+/// (create-iam version 2), or HyperShift's at the snapshot the suite pins (3ee9615: the
+/// node-pool role reads Karpenter's interruption queue).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Grants {
     Seed002,
+    Hypershift2025,
     Current,
+}
+
+impl Grants {
+    /// Every generation, oldest first.
+    pub const ALL: [Grants; 3] = [Grants::Seed002, Grants::Hypershift2025, Grants::Current];
 }
 
 /// In HyperShift's order of creation (its log in seed 002).
@@ -33,6 +45,7 @@ pub const OPERATOR_ROLES: [OperatorRole; 7] = [
         service_accounts: &["system:serviceaccount:openshift-ingress-operator:ingress-operator"],
         policy: include_str!("../policies/ingress.json"),
         seed_policy: None,
+        policy_2025: None,
     },
     OperatorRole {
         field: "imageRegistryARN",
@@ -43,6 +56,7 @@ pub const OPERATOR_ROLES: [OperatorRole; 7] = [
         ],
         policy: include_str!("../policies/image-registry.json"),
         seed_policy: None,
+        policy_2025: None,
     },
     OperatorRole {
         field: "storageARN",
@@ -50,6 +64,7 @@ pub const OPERATOR_ROLES: [OperatorRole; 7] = [
         service_accounts: &["system:serviceaccount:openshift-cluster-csi-drivers:aws-ebs-csi-driver-controller-sa"],
         policy: include_str!("../policies/storage.json"),
         seed_policy: Some(include_str!("../policies/seed-002/storage.json")),
+        policy_2025: None,
     },
     OperatorRole {
         field: "kubeCloudControllerARN",
@@ -57,6 +72,7 @@ pub const OPERATOR_ROLES: [OperatorRole; 7] = [
         service_accounts: &["system:serviceaccount:kube-system:kube-controller-manager"],
         policy: include_str!("../policies/kube-cloud-controller.json"),
         seed_policy: Some(include_str!("../policies/seed-002/kube-cloud-controller.json")),
+        policy_2025: None,
     },
     OperatorRole {
         field: "nodePoolManagementARN",
@@ -64,6 +80,7 @@ pub const OPERATOR_ROLES: [OperatorRole; 7] = [
         service_accounts: &["system:serviceaccount:kube-system:capa-controller-manager"],
         policy: include_str!("../policies/node-pool-management.json"),
         seed_policy: Some(include_str!("../policies/seed-002/node-pool-management.json")),
+        policy_2025: Some(include_str!("../policies/hypershift-2025/node-pool-management.json")),
     },
     OperatorRole {
         field: "controlPlaneOperatorARN",
@@ -71,6 +88,7 @@ pub const OPERATOR_ROLES: [OperatorRole; 7] = [
         service_accounts: &["system:serviceaccount:kube-system:control-plane-operator"],
         policy: include_str!("../policies/control-plane-operator.json"),
         seed_policy: Some(include_str!("../policies/seed-002/control-plane-operator.json")),
+        policy_2025: None,
     },
     OperatorRole {
         field: "networkARN",
@@ -80,8 +98,20 @@ pub const OPERATOR_ROLES: [OperatorRole; 7] = [
         ],
         policy: include_str!("../policies/network.json"),
         seed_policy: None,
+        policy_2025: None,
     },
 ];
+
+/// HyperShift's Karpenter role (`karpenterPolicy`), made for an AutoNode cluster: Karpenter's
+/// service account launches and deletes the nodes, their launch templates and instance profiles.
+pub const KARPENTER_ROLE: OperatorRole = OperatorRole {
+    field: "karpenterARN",
+    suffix: "karpenter",
+    service_accounts: &["system:serviceaccount:kube-system:karpenter"],
+    policy: include_str!("../policies/karpenter.json"),
+    seed_policy: None,
+    policy_2025: None,
+};
 
 /// The longest suffix: with it, a role name must fit IAM's 64 characters.
 pub const LONGEST_SUFFIX: usize = "cloud-network-config-controller".len();
@@ -110,7 +140,8 @@ impl OperatorRole {
     /// zones (ingress: public and private; control-plane operator: the local zone).
     pub fn policy(&self, zones: &Zones, grants: Grants) -> Value {
         let text = match grants {
-            Grants::Seed002 => self.seed_policy.unwrap_or(self.policy),
+            Grants::Seed002 => self.seed_policy.or(self.policy_2025).unwrap_or(self.policy),
+            Grants::Hypershift2025 => self.policy_2025.unwrap_or(self.policy),
             Grants::Current => self.policy,
         };
         let mut doc: Value = serde_json::from_str(text).expect("the policies in workflows/policies/ are JSON");
@@ -194,7 +225,7 @@ mod tests {
     #[test]
     fn every_policy_file_parses_and_only_two_roles_are_scoped_to_zones() {
         let zones = Zones { public: Some("ZPUB".into()), private: Some("ZPRIV".into()), local: Some("ZLOC".into()) };
-        for grants in [Grants::Seed002, Grants::Current] {
+        for grants in Grants::ALL {
             for role in &OPERATOR_ROLES {
                 let scoped = role.policy(&zones, grants).to_string();
                 let open = role.policy(&Zones::default(), grants).to_string();
@@ -234,6 +265,7 @@ mod tests {
         for role in &OPERATOR_ROLES {
             held.insert(role.suffix, actions(&role.policy(&Zones::default(), Grants::Current)));
         }
+        held.insert(KARPENTER_ROLE.suffix, actions(&KARPENTER_ROLE.policy(&Zones::default(), Grants::Current)));
         held.insert("worker-role", actions(&worker_policy()));
         held.insert(KMS_PROVIDER_SUFFIX, actions(&kms_provider_policy("arn:aws:kms:us-east-1:1:key/k")));
         for (role, granted) in &held {
@@ -254,6 +286,12 @@ mod tests {
         }
         let pool = actions(&OPERATOR_ROLES[4].policy(&Zones::default(), Grants::Current));
         assert!(pool.contains("ec2:DescribeInstanceTypes") && !pool.contains("ec2:AllocateAddress"));
+        // Karpenter's interruption queue (HyperShift 3ee9615), which version 2 did not grant.
+        let before = actions(&OPERATOR_ROLES[4].policy(&Zones::default(), Grants::Hypershift2025));
+        for a in ["sqs:DeleteMessage", "sqs:ReceiveMessage"] {
+            assert!(pool.contains(a) && !before.contains(a), "{a}");
+        }
+        assert_eq!(pool.len(), before.len() + 2, "only the queue's actions came since");
         let csi = OPERATOR_ROLES[2].policy(&Zones::default(), Grants::Current);
         assert_eq!(csi["Statement"][2]["Condition"]["Bool"]["kms:GrantIsForAWSResource"], true);
     }

@@ -64,7 +64,7 @@ pub struct IamSpec {
 }
 
 impl IamSpec {
-    fn input(&self, infra: &ProvisionInput, zones: [Option<String>; 3]) -> CreateIamInput {
+    fn input(&self, infra: &ProvisionInput, zones: [Option<String>; 3], auto_node: bool) -> CreateIamInput {
         let [public_zone_id, private_zone_id, local_zone_id] = zones;
         CreateIamInput {
             // The pool the parts are given acts through create-cluster's role.
@@ -85,6 +85,7 @@ impl IamSpec {
             kms_key_arn: self.kms_key_arn.clone(),
             additional_tags: infra.additional_tags.clone(),
             expires_in: infra.expires_in.clone(),
+            auto_node,
         }
     }
 }
@@ -117,6 +118,10 @@ pub struct CreateClusterInput {
     /// creates. Kept in `infra.expiresIn` once validated (either place may give it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_in: Option<String>,
+    /// The cluster's nodes are Karpenter's (HyperShift's AutoNode): its IAM part makes
+    /// Karpenter's role too (version 5 on; needs `iam`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_node: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -186,8 +191,10 @@ impl WorkflowDef for CreateCluster {
     /// 3: the IAM part's operator policies grant what HyperShift grants today.
     /// 4: the worker group's rules nobody owns are revoked in steps of their own (as
     /// provision-infra's 4).
+    /// 5: the IAM part grants as HyperShift does at 3ee9615 (create-iam's 3), and `autoNode`
+    /// makes Karpenter's role.
     fn version(&self) -> u32 {
-        4
+        5
     }
 
     /// Runs of 2 replay with seed 002's grants.
@@ -238,9 +245,15 @@ impl WorkflowDef for CreateCluster {
             source_identity: None,
         };
         probe.check().map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: nodePool.", 1)))?;
+        if c.auto_node && c.iam.is_none() {
+            return Err(InputError::field(
+                "autoNode",
+                "needs iam: Karpenter's role is made with the cluster's IAM",
+            ));
+        }
         if let Some(iam) = &c.iam {
             let zone = || Some("Z0000PROBE".to_string());
-            iam.input(&c.infra, [zone(), zone(), zone()])
+            iam.input(&c.infra, [zone(), zone(), zone()], c.auto_node)
                 .check()
                 .map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: iam.", 1)))?;
         }
@@ -259,8 +272,12 @@ impl WorkflowDef for CreateCluster {
                 Some(spec) => {
                     let zones = [&infra.public_zone_id, &infra.private_zone_id, &infra.local_zone_id]
                         .map(|z| Some(z.clone()).filter(|z| !z.is_empty()));
-                    let input = spec.input(&c.infra, zones);
-                    let grants = if ctx.code_version() < 3 { Grants::Seed002 } else { Grants::Current };
+                    let input = spec.input(&c.infra, zones, c.auto_node);
+                    let grants = match ctx.code_version() {
+                        0..=2 => Grants::Seed002,
+                        3 | 4 => Grants::Hypershift2025,
+                        _ => Grants::Current,
+                    };
                     Some(create_iam::create_iam(&ctx.scoped("iam"), &pool, &input, grants).await?)
                 }
                 None => None,

@@ -13,7 +13,9 @@ use serde_json::Value;
 
 use crate::aws_steps::{acting_region, aws_retry, from_aws, probe_environment, undo};
 use crate::cluster_roles::worker_trust_policy;
-use crate::cluster_roles::{Grants, LONGEST_SUFFIX, OPERATOR_ROLES, Zones, trust_policy, worker_names, worker_policy};
+use crate::cluster_roles::{
+    Grants, KARPENTER_ROLE, LONGEST_SUFFIX, OPERATOR_ROLES, Zones, trust_policy, worker_names, worker_policy,
+};
 use crate::cluster_roles::{KMS_PROVIDER_ACCOUNTS, KMS_PROVIDER_SUFFIX, kms_provider_policy};
 use crate::validate;
 use infraflow_engine::{ActivityError, InputError, StepError};
@@ -68,6 +70,10 @@ pub struct CreateIamInput {
     /// `expirationDate` = submission + this, the tag `infraflow sweep` tears expired clusters by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_in: Option<String>,
+    /// The cluster's nodes are Karpenter's (HyperShift's AutoNode): its role is made too
+    /// (`<infraID>-karpenter`, output as `roles.karpenterARN`; version 3 on).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_node: bool,
 }
 
 impl CreateIamInput {
@@ -196,8 +202,10 @@ impl WorkflowDef for CreateIam {
     }
 
     /// 2: the operators' policies grant what HyperShift grants today (the seed's for runs of 1).
+    /// 3: HyperShift's grants at 3ee9615 (the node-pool role reads Karpenter's interruption
+    /// queue), and `autoNode` makes Karpenter's role.
     fn version(&self) -> u32 {
-        2
+        3
     }
 
     fn oldest_version(&self) -> u32 {
@@ -217,7 +225,11 @@ impl WorkflowDef for CreateIam {
         Box::pin(async move {
             let p: CreateIamInput = serde_json::from_value(input)
                 .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
-            let grants = if ctx.code_version() < 2 { Grants::Seed002 } else { Grants::Current };
+            let grants = match ctx.code_version() {
+                0 | 1 => Grants::Seed002,
+                2 => Grants::Hypershift2025,
+                _ => Grants::Current,
+            };
             let out = create_iam(&ctx, &pool, &p, grants).await?;
             serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
         })
@@ -319,21 +331,23 @@ pub async fn create_iam(
 
     let zones = p.zones();
     let mut roles = BTreeMap::new();
-    for role in &OPERATOR_ROLES {
+    // Karpenter's role after the seven, when the cluster's nodes are Karpenter's (HyperShift
+    // makes it with `--create-karpenter-role-arn`).
+    let karpenter = p.auto_node.then_some(&KARPENTER_ROLE);
+    for role in OPERATOR_ROLES.iter().chain(karpenter) {
         let name = role.name(infra);
         let id = ident(&format!("role/{}", role.suffix), &name);
         let trust = trust_policy(&provider.arn, issuer_host_path(&issuer), role.service_accounts).to_string();
         let policy = role.policy(&zones, grants).to_string();
-        let seed = role.policy(&zones, Grants::Seed002).to_string();
-        let current = role.policy(&zones, Grants::Current).to_string();
-        let replaces = (grants == Grants::Current && seed != policy).then_some(seed);
-        let superseded_by = (grants == Grants::Seed002 && current != policy).then_some(current);
-        let policy = iam::InlinePolicy {
-            name: &name,
-            document: &policy,
-            replaces: replaces.as_deref(),
-            superseded_by: superseded_by.as_deref(),
+        let generation = |g: Grants| role.policy(&zones, g).to_string();
+        let at = Grants::ALL.iter().position(|g| *g == grants).unwrap_or_default();
+        let differ = |gs: &[Grants]| -> Vec<String> {
+            let mut docs: Vec<String> = gs.iter().map(|g| generation(*g)).filter(|d| *d != policy).collect();
+            docs.dedup();
+            docs
         };
+        let (replaces, superseded_by) = (differ(&Grants::ALL[..at]), differ(&Grants::ALL[at + 1..]));
+        let policy = iam::InlinePolicy { name: &name, document: &policy, replaces: &replaces, superseded_by: &superseded_by };
         let arn = role_step(ctx, pool, region, &format!("role/{}", role.suffix), &id, &name, &trust, policy).await?;
         roles.insert(role.field.to_string(), arn);
     }
@@ -345,7 +359,7 @@ pub async fn create_iam(
         let id = ident(&format!("role/{KMS_PROVIDER_SUFFIX}"), &name);
         let trust = trust_policy(&provider.arn, issuer_host_path(&issuer), KMS_PROVIDER_ACCOUNTS).to_string();
         let policy = kms_provider_policy(key).to_string();
-        let policy = iam::InlinePolicy { name: &name, document: &policy, replaces: None, superseded_by: None };
+        let policy = iam::InlinePolicy { name: &name, document: &policy, replaces: &[], superseded_by: &[] };
         let key = format!("role/{KMS_PROVIDER_SUFFIX}");
         kms_provider_role_arn = role_step(ctx, pool, region, &key, &id, &name, &trust, policy).await?;
     }
@@ -353,7 +367,7 @@ pub async fn create_iam(
     let (role_name, policy_name, profile_name) = worker_names(infra);
     let role_id = ident("worker-role", &role_name);
     let (trust, policy) = (worker_trust_policy().to_string(), worker_policy().to_string());
-    let policy = iam::InlinePolicy { name: &policy_name, document: &policy, replaces: None, superseded_by: None };
+    let policy = iam::InlinePolicy { name: &policy_name, document: &policy, replaces: &[], superseded_by: &[] };
     role_step(ctx, pool, region, "worker-role", &role_id, &role_name, &trust, policy).await?;
     let profile_id = ident("worker-instance-profile", &profile_name);
     let _: String = ctx

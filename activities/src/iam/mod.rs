@@ -124,11 +124,13 @@ fn claim(what: &str, name: &str, tags: &[Tag], id: &Identity) -> AwsResult<()> {
 pub struct InlinePolicy<'a> {
     pub name: &'a str,
     pub document: &'a str,
-    pub replaces: Option<&'a str>,
-    /// What a later version writes for the same inputs: a run of an earlier version resumed on a
-    /// role it made leaves that document as it is (a later run upgraded the role; writing the
+    /// What earlier versions wrote for the same inputs: another submission's role that still
+    /// has one of them is brought up to this document.
+    pub replaces: &'a [String],
+    /// What later versions write for the same inputs: a run of an earlier version resumed on a
+    /// role it made leaves such a document as it is (a later run upgraded the role; writing the
     /// earlier one back would flip the policy at every resume, SAFETY-F393541 F17).
-    pub superseded_by: Option<&'a str>,
+    pub superseded_by: &'a [String],
 }
 
 /// A role `name` with trust policy `trust` and inline policy `policy`: found by name (and this
@@ -151,7 +153,7 @@ pub async fn ensure_role(
                 // other policy would change what a running cluster's operators may do.
                 let current = role_policy(aws, name, policy.name).await?;
                 let same = |a: Option<&str>, b: &str| a.and_then(decoded_json) == decoded_json(b);
-                let upgrade = policy.replaces.is_some_and(|old| same(current.as_deref(), old));
+                let upgrade = policy.replaces.iter().any(|old| same(current.as_deref(), old));
                 if !same(Some(&role.trust), trust) || !(upgrade || same(current.as_deref(), policy.document)) {
                     return Err(AwsError {
                         operator: true,
@@ -171,9 +173,9 @@ pub async fn ensure_role(
                     return Ok(role.arn);
                 }
             }
-            if let Some(later) = policy.superseded_by {
-                let current = role_policy(aws, name, policy.name).await?;
-                if current.as_deref().and_then(decoded_json) == decoded_json(later) {
+            if !policy.superseded_by.is_empty() {
+                let current = role_policy(aws, name, policy.name).await?.and_then(|c| decoded_json(&c));
+                if policy.superseded_by.iter().any(|later| current.is_some() && current == decoded_json(later)) {
                     return Ok(role.arn);
                 }
             }
