@@ -63,7 +63,7 @@ fn tenants() -> Value {
     json!({"tenants": [
         {"name": "a", "tokenSha256": [token_hash(TOKEN_A)], "subjects": ["alice"], "permission": "operate",
          "daemonIdentity": true, "regions": ["us-east-1"], "infraIDPrefixes": ["a-"]},
-        {"name": "b", "tokenSha256": [token_hash(TOKEN_B)], "permission": "operate",
+        {"name": "b", "tokenSha256": [token_hash(TOKEN_B)], "subjects": ["bob"], "permission": "operate",
          "daemonIdentity": true, "regions": ["us-east-1"], "infraIDPrefixes": ["b-"], "maxUnfinished": 2,
          "roles": [ROLE_B], "accounts": ["222222222222"], "externalId": EXTERNAL_ID_B},
         {"name": "ro", "tokenSha256": [token_hash(TOKEN_READER)], "permission": "read", "daemonIdentity": true},
@@ -306,6 +306,19 @@ fn a_tenants_role_is_assumed_with_the_external_id_the_tenants_file_gives() {
     let done = rested(&a, TOKEN_B, "b-prov");
     assert_eq!(done["state"], "completed", "{done}");
     assert_eq!(done["account"], "222222222222", "{done}");
+    // The same submission again by another subject of the tenant: the same workflow, not a
+    // conflict over the session name the daemon added.
+    let bob = a.issuer.token("bob");
+    let again = a.client.post("/v1/workflows", &bob, &json!({"workflow": "provision-infra", "input": input, "id": "b-prov"}));
+    assert_eq!((again.status, &again.body["created"]), (200, &json!(false)), "{again:?}");
+    // The operator's own drift check reads through the role in nobody's name: not the
+    // submitter's, who did not ask for it.
+    let asked_before = a.e.proxy.assume_role_requests().len();
+    let checked = a.e.cli(&["check", "--infra-id", "b-abcde", "--region", "us-east-1", "--json"]);
+    assert!(checked.status.code().is_some_and(|c| c <= 1), "{}", stderr(&checked));
+    let by_check: Vec<String> = a.e.proxy.assume_role_requests().split_off(asked_before);
+    assert!(!by_check.is_empty(), "the check assumed no role");
+    assert!(by_check.iter().all(|b| !b.contains("SourceIdentity")), "{by_check:?}");
     // Tenant d, acting as the daemon itself (no role), may not tear down B's cluster made under
     // B's role: the journal's cluster keys differ (`b-abcde@222222222222` and `b-abcde`), the
     // infraID does not (the review's first finding).
@@ -314,7 +327,10 @@ fn a_tenants_role_is_assumed_with_the_external_id_the_tenants_file_gives() {
     assert_eq!(r.status, 403, "{r:?}");
     let r = a.client.post("/v1/teardown-plan", TOKEN_D, &theirs);
     assert_eq!(r.status, 403, "{r:?}");
-    let assumed = a.e.proxy.assume_role_requests();
+    // The daemon's sessions (before the operator's check): the tenants file's ExternalId, the
+    // caller's name.
+    let mut assumed = a.e.proxy.assume_role_requests();
+    assumed.truncate(asked_before);
     assert!(!assumed.is_empty(), "no AssumeRole went through the proxy");
     for body in &assumed {
         assert!(body.contains(&format!("ExternalId={EXTERNAL_ID_B}")), "{body}");
@@ -484,6 +500,27 @@ fn a_jwks_url_is_fetched_again_on_a_rotation_and_not_for_every_unknown_key() {
     let r = a.client.get("/v1/workflows", &a.issuer.token("alice"));
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(server.fetched(), before, "a known key fetches nothing");
+    // An issuer answering megabytes that are not a JWKS: the daemon does not start, and its one
+    // line does not carry them.
+    let junk = a.e.s.file("junk.json");
+    std::fs::write(&junk, "<html>".repeat(200_000)).unwrap();
+    let junk_server = JwksServer::serve(junk);
+    let tenants_file = a.e.s.write_json("tenants3.json", &tenants());
+    let out = a.e.s.cli(&[
+        "daemon", "--api-listen", "127.0.0.1:0", "--tenants", tenants_file.to_str().unwrap(), "--oidc-issuer", ISSUER,
+        "--oidc-audience", AUDIENCE, "--oidc-jwks", &junk_server.url,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not a JWKS") && stderr(&out).len() < 400, "{}", stderr(&out));
+    for bad in ["ftp://127.0.0.1/jwks.json", "http://10.1.2.3/jwks.json", ""] {
+        let out = a.e.s.cli(&[
+            "daemon", "--api-listen", "127.0.0.1:0", "--tenants", tenants_file.to_str().unwrap(), "--oidc-issuer", ISSUER,
+            "--oidc-audience", AUDIENCE, "--oidc-jwks", bad,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
+        assert_eq!(stderr(&out).trim().lines().count(), 1, "{bad}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("cannot read JWKS"), "{bad} read as a file: {}", stderr(&out));
+    }
     // A URL nothing answers at: the daemon does not start, and says why in one line.
     let dead = format!("http://127.0.0.1:{}/jwks.json", free_port());
     let tenants = a.e.s.write_json("tenants2.json", &tenants());
@@ -560,6 +597,18 @@ fn the_page_on_the_api_shows_a_signed_in_tenant_its_own_workflows_only() {
     assert_eq!(post("/workflows/b-canary/cancel", &cookie, &format!("csrf={csrf}")).status, 404);
     let retried = post("/workflows/a-canary/retry", &cookie, &format!("csrf={csrf}"));
     assert_eq!(retried.status, 409, "a completed workflow is not retried, and the page says so: {retried:?}");
+    // Each session's forms carry a token of their own: another session's does not act here.
+    let second = session_cookie(&sign_in(TOKEN_A));
+    let confirm2 = get("/workflows/a-canary/retry", &second).body.as_str().unwrap_or_default().to_string();
+    let csrf2 = confirm2.split("name=\"csrf\" value=\"").nth(1).and_then(|s| s.split('"').next()).unwrap().to_string();
+    assert_ne!(csrf, csrf2, "two sessions, one token");
+    assert_eq!(post("/workflows/a-canary/retry", &second, &format!("csrf={csrf}")).status, 403);
+    // Which host and process runs the workflow is the daemon's, not the tenant's.
+    assert!(!own.body.as_str().unwrap_or_default().contains("run by"), "the daemon's owner shown to a tenant");
+    // Another site's form signs no one out.
+    let r = a.client.request("POST", "/logout", &[("Cookie", &cookie), ("Origin", "https://evil.example")], form, b"");
+    assert_eq!(r.status, 403, "{r:?}");
+    assert_eq!(get("/", &cookie).status, 200, "still signed in");
     // Signing out ends the session: the old cookie is a stranger's.
     let out = post("/logout", &cookie, "");
     assert_eq!(out.status, 303, "{out:?}");
@@ -570,9 +619,26 @@ fn the_page_on_the_api_shows_a_signed_in_tenant_its_own_workflows_only() {
     let b = session_cookie(&sign_in(TOKEN_B));
     let text = get("/", &b).body.as_str().unwrap_or_default().to_string();
     assert!(text.contains("b-canary") && !text.contains("a-canary"), "{text}");
+    // B's token taken out of the tenants file ends B's session for good: putting it back does
+    // not bring the old cookie back to life.
+    let hup = |a: &Api| {
+        let sent = std::process::Command::new("kill").args(["-HUP", &a.daemon.id().to_string()]).status().unwrap();
+        assert!(sent.success());
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let mut without_b = tenants();
+    without_b["tenants"][1]["tokenSha256"] = json!([]);
+    a.e.s.write_json("tenants.json", &without_b);
+    hup(&a);
+    assert_eq!(get("/", &b).status, 303, "a removed token's session ends");
+    a.e.s.write_json("tenants.json", &tenants());
+    hup(&a);
+    assert_eq!(get("/", &b).status, 303, "and stays ended when the token comes back");
+    assert_eq!(get("/", &session_cookie(&sign_in(TOKEN_B))).status, 200, "a new sign-in works");
     let log = a.e.s.daemon_log();
     for secret in [TOKEN_A, TOKEN_B, cookie.split('=').nth(1).unwrap(), b.split('=').nth(1).unwrap()] {
         assert!(!log.contains(secret), "a secret in the log");
     }
     assert!(log.contains("sign-in") && log.contains("page-view"), "the page's requests are audited");
+    assert!(log.contains("not signed in") && log.contains("sign-out"), "and those refused or signing out too");
 }

@@ -1,34 +1,41 @@
 //! HTTP/1.1 out of this process — the CLI to the daemon's API (`--server URL`), the daemon to an
-//! OIDC issuer's JWKS — one request a connection, TLS (rustls) for `https://`, trusting a given CA
-//! or the system's roots (`SSL_CERT_FILE` too); plain `http://` only to loopback.
+//! OIDC issuer's JWKS — one request a connection (hyper's client: any framing a server uses),
+//! TLS (rustls) for `https://`, trusting a given CA or the system's roots (`SSL_CERT_FILE` too);
+//! plain `http://` only to loopback.
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::failure::Failure;
 
 /// The longest answer read: a JWKS or an API document is far smaller.
-const ANSWER_LIMIT: u64 = 16 << 20;
+const ANSWER_LIMIT: usize = 16 << 20;
 
 /// Where a server is and how to reach it.
 pub struct Server {
+    /// As the URL names it (an IPv6 address without its brackets).
     host: String,
     port: u16,
+    /// `Host:` as sent: the URL's authority.
+    authority: String,
     tls: Option<Arc<rustls::ClientConfig>>,
     /// Sent as `Authorization: Bearer`; none for a public document (a JWKS).
     token: Option<String>,
-    /// What the URL names after its authority (`/` when nothing).
+    /// What the URL names after its authority (`/` when nothing; a `#fragment` dropped).
     pub path: String,
     /// The longest a call may take, connecting included; None: as long as the server takes (a
     /// `wait`'s long poll).
     timeout: Option<std::time::Duration>,
 }
 
-/// An answer: its status and JSON body (a problem document on an error).
+/// An answer: its status and JSON body (a problem document on an error); a body that is not
+/// JSON is kept as a string.
 pub struct Reply {
     pub status: u16,
     pub body: Value,
@@ -39,27 +46,31 @@ impl Server {
     pub fn new(what: &str, url: &str, token: Option<String>, ca: Option<&std::path::Path>) -> Result<Server, Failure> {
         let bad = |why: &str| Failure::usage(format!("{what} {url}: {why}"));
         let (https, rest) = match url.split_once("://") {
-            Some(("https", rest)) => (true, rest),
-            Some(("http", rest)) => (false, rest),
-            _ => return Err(bad("give https://HOST:PORT (or http:// to a loopback address)")),
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("https") => (true, rest),
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => (false, rest),
+            _ => return Err(bad("give https://HOST[:PORT] (or http:// to a loopback address)")),
         };
-        let (authority, path) = match rest.find('/') {
+        let rest = rest.split('#').next().unwrap_or_default();
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(i) if rest[i..].starts_with('?') => (&rest[..i], format!("/{}", &rest[i..])),
             Some(i) => (&rest[..i], rest[i..].to_string()),
             None => (rest, "/".to_string()),
         };
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) => (h.to_string(), p.parse().map_err(|_| bad("the port is not a number"))?),
-            None => (authority.to_string(), if https { 443 } else { 80 }),
+        // `[::1]:8443`, `host:8443`, `host`: the port after the last colon outside brackets.
+        let (host, port) = match authority.rfind(':').filter(|i| !authority[*i..].contains(']')) {
+            Some(i) => (&authority[..i], authority[i + 1..].parse().map_err(|_| bad("the port is not a number"))?),
+            None => (authority, if https { 443 } else { 80 }),
         };
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
         if host.is_empty() {
             return Err(bad("no host"));
         }
         let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
         if !https && !loopback {
-            return Err(bad("plain http only to a loopback address: a token must not cross a network in clear"));
+            return Err(bad("plain http only to a loopback address: anything crossing a network must be https://"));
         }
         let tls = if https { Some(Arc::new(client_config(ca)?)) } else { None };
-        Ok(Server { host, port, tls, token, path, timeout: None })
+        Ok(Server { host, port, authority: authority.to_string(), tls, token, path, timeout: None })
     }
 
     /// This server, each call given up after `limit`.
@@ -82,44 +93,50 @@ impl Server {
     }
 
     async fn exchange(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply, Failure> {
-        let unreachable =
-            |e: std::io::Error| Failure::other(format!("cannot reach the API at {}:{}: {e}", self.host, self.port));
-        let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port)).await.map_err(unreachable)?;
+        let unreachable = |e: &dyn std::fmt::Display| Failure::other(format!("cannot reach {}:{}: {e}", self.host, self.port));
+        let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port)).await.map_err(|e| unreachable(&e))?;
+        let mut request = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(hyper::header::HOST, &self.authority)
+            .header(hyper::header::CONTENT_TYPE, "application/json");
+        if let Some(token) = &self.token {
+            request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
         let body = body.map(|b| b.to_string()).unwrap_or_default();
-        let authorization = self.token.as_ref().map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{authorization}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            self.host,
-            body.len()
-        );
-        let raw = match &self.tls {
+        let request = request.body(Full::new(Bytes::from(body))).map_err(|e| unreachable(&e))?;
+        let (status, raw) = match &self.tls {
             Some(config) => {
                 let name = ServerName::try_from(self.host.clone())
-                    .map_err(|_| Failure::usage(format!("--server: {} is not a host name", self.host)))?;
+                    .map_err(|_| Failure::usage(format!("{} is not a host name", self.host)))?;
                 let tls =
-                    tokio_rustls::TlsConnector::from(config.clone()).connect(name, tcp).await.map_err(unreachable)?;
-                exchange(tls, request).await.map_err(unreachable)?
+                    tokio_rustls::TlsConnector::from(config.clone()).connect(name, tcp).await.map_err(|e| unreachable(&e))?;
+                send(tls, request).await.map_err(|e| unreachable(&e))?
             }
-            None => exchange(tcp, request).await.map_err(unreachable)?,
+            None => send(tcp, request).await.map_err(|e| unreachable(&e))?,
         };
-        let text = String::from_utf8_lossy(&raw);
-        let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-        let body = serde_json::from_str(rest).unwrap_or(Value::String(rest.to_string()));
+        let body = serde_json::from_slice(&raw).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&raw).into()));
         Ok(Reply { status, body })
     }
 }
 
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, request: String) -> std::io::Result<Vec<u8>> {
-    s.write_all(request.as_bytes()).await?;
-    s.flush().await?;
-    let mut raw = Vec::new();
-    match (&mut s).take(ANSWER_LIMIT).read_to_end(&mut raw).await {
-        Ok(_) => Ok(raw),
-        // A server that closes without TLS's close_notify has still said all it had to.
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => Ok(raw),
-        Err(e) => Err(e),
-    }
+/// One request on its own connection: the answer's status and body (at most `ANSWER_LIMIT`).
+async fn send<S>(stream: S, request: hyper::Request<Full<Bytes>>) -> Result<(u16, Bytes), String>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await.map_err(|e| e.to_string())?;
+    let driving = tokio::spawn(connection);
+    let answer = sender.send_request(request).await.map_err(|e| e.to_string())?;
+    let status = answer.status().as_u16();
+    let body = Limited::new(answer.into_body(), ANSWER_LIMIT)
+        .collect()
+        .await
+        .map_err(|e| format!("reading the answer: {e}"))?
+        .to_bytes();
+    driving.abort();
+    Ok((status, body))
 }
 
 fn client_config(ca: Option<&std::path::Path>) -> Result<rustls::ClientConfig, Failure> {
@@ -145,4 +162,26 @@ fn client_config(ca: Option<&std::path::Path>) -> Result<rustls::ClientConfig, F
         .map_err(|e| Failure::other(format!("TLS: {e}")))?
         .with_root_certificates(roots)
         .with_no_client_auth())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_names_its_host_port_and_path_as_sent() {
+        let s = Server::new("--x", "http://[::1]:8080/keys#frag", None, None).unwrap();
+        assert_eq!((s.host.as_str(), s.port, s.authority.as_str(), s.path.as_str()), ("::1", 8080, "[::1]:8080", "/keys"));
+        let s = Server::new("--x", "HTTP://127.0.0.1:9?x=1", None, None).unwrap();
+        assert_eq!((s.port, s.path.as_str()), (9, "/?x=1"));
+        for (bad, why) in [
+            ("ftp://127.0.0.1/x", "give https://"),
+            ("http://10.1.2.3/x", "plain http only to a loopback address"),
+            ("http://127.0.0.1:port/", "the port is not a number"),
+            ("https:///x", "no host"),
+        ] {
+            let e = Server::new("--x", bad, None, None).err().unwrap();
+            assert!(e.message.contains(why), "{bad}: {}", e.message);
+        }
+    }
 }

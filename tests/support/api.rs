@@ -215,7 +215,8 @@ impl Client {
 }
 
 /// An issuer's `jwks_uri` on loopback: serves the JWKS file as it is at each request (so a
-/// rotation there is seen), counting the requests.
+/// rotation there is seen), counting the requests; chunked, as many web servers send a
+/// document, and keeping the connection open after it (HTTP/1.1's default).
 pub struct JwksServer {
     pub url: String,
     pub fetches: Arc<std::sync::atomic::AtomicUsize>,
@@ -228,6 +229,7 @@ impl JwksServer {
         let fetches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counted = fetches.clone();
         std::thread::spawn(move || {
+            let mut kept_open = Vec::new();
             for stream in listener.incoming() {
                 let Ok(mut s) = stream else { continue };
                 let mut head = [0u8; 4096];
@@ -239,11 +241,15 @@ impl JwksServer {
                 } else {
                     ("404 Not Found", String::new())
                 };
+                let (a, b) = body.split_at(body.len() / 2);
+                let chunk = |c: &str| if c.is_empty() { String::new() } else { format!("{:x}\r\n{c}\r\n", c.len()) };
                 let _ = write!(
                     s,
-                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{}{}0\r\n\r\n",
+                    chunk(a),
+                    chunk(b)
                 );
+                kept_open.push(s);
             }
         });
         JwksServer { url, fetches }

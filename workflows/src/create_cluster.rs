@@ -210,15 +210,14 @@ impl WorkflowDef for CreateCluster {
             }
             c.infra.expires_in = Some(whole);
         }
-        if c.infra.role_arn.is_some()
-            || c.infra.external_id.is_some()
-            || c.infra.session_name.is_some()
-            || c.infra.source_identity.is_some()
-        {
-            return Err(InputError::field(
-                "infra.roleARN",
-                "give roleARN at the top of the input: every part acts through it",
-            ));
+        let in_infra = [
+            ("infra.roleARN", c.infra.role_arn.is_some()),
+            ("infra.externalID", c.infra.external_id.is_some()),
+            ("infra.sessionName", c.infra.session_name.is_some()),
+            ("infra.sourceIdentity", c.infra.source_identity.is_some()),
+        ];
+        if let Some((field, _)) = in_infra.iter().find(|(_, given)| *given) {
+            return Err(InputError::field(field, "give the role's fields at the top of the input: every part acts through it"));
         }
         c.infra = c
             .infra

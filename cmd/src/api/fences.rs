@@ -58,6 +58,17 @@ pub fn naming_the_caller(who: &Authenticated, mut input: Value) -> Value {
     input
 }
 
+/// `input` with the SourceIdentity `first` (a journaled input) has, or none if it has none.
+pub fn naming_as(first: &Value, mut input: Value) -> Value {
+    if let Some(m) = input.as_object_mut() {
+        match first.get("sourceIdentity") {
+            Some(named) => drop(m.insert("sourceIdentity".into(), named.clone())),
+            None => drop(m.remove("sourceIdentity")),
+        }
+    }
+    input
+}
+
 /// What a submission (or a teardown plan) names, held to the tenant's fences: its role, the
 /// role's account, the region, the infraID's prefix. Each refusal is one line naming the rule.
 pub fn may_name(who: &Authenticated, others: &[Tenant], workflow: &str, input: &Value) -> Result<(), Problem> {

@@ -60,13 +60,16 @@ pub enum JwksSource {
 }
 
 impl JwksSource {
-    /// `--oidc-jwks`: a URL when it starts with a scheme, else a file's path.
-    pub fn parse(s: &str) -> JwksSource {
-        if s.starts_with("https://") || s.starts_with("http://") {
-            JwksSource::Url(s.to_string())
-        } else {
-            JwksSource::File(PathBuf::from(s))
+    /// `--oidc-jwks`: an `https://` URL (or `http://` to loopback), else a file's path.
+    pub fn parse(s: &str) -> Result<JwksSource, String> {
+        if s.trim().is_empty() {
+            return Err("--oidc-jwks is empty: give the JWKS file or the issuer's https:// jwks_uri".into());
         }
+        if !s.contains("://") {
+            return Ok(JwksSource::File(PathBuf::from(s)));
+        }
+        crate::http_client::Server::new("--oidc-jwks", s, None, None).map_err(|f| f.message)?;
+        Ok(JwksSource::Url(s.to_string()))
     }
 
     fn reread_at_most_every(&self) -> Duration {
@@ -242,7 +245,14 @@ async fn fetch_jwks(url: &str) -> Result<Vec<Jwk>, String> {
     if reply.status != 200 {
         return Err(format!("JWKS {url} answered {}", reply.status));
     }
-    let jwks: Jwks = serde_json::from_value(reply.body).map_err(|e| format!("JWKS {url}: {e}"))?;
+    // Whatever the issuer answered is never copied whole into a message (it may be megabytes).
+    let answered = || {
+        let text = reply.body.to_string();
+        let cut: String = text.chars().take(80).collect();
+        if cut.len() < text.len() { format!("{cut}…") } else { cut }
+    };
+    let jwks: Jwks = serde_json::from_value(reply.body.clone())
+        .map_err(|_| format!("JWKS {url} answered what is not a JWKS ({{\"keys\": […]}}): {}", answered()))?;
     Ok(jwks.keys)
 }
 

@@ -97,7 +97,8 @@ pub async fn prepare(config: ApiConfig) -> Result<Prepared, Failure> {
     let tenants = tenants::Tenants::load(&config.tenants).map_err(Failure::usage)?;
     let oidc = match (config.oidc_issuer, config.oidc_audience, config.oidc_jwks) {
         (Some(issuer), Some(audience), Some(jwks)) => {
-            Some(jwt::Verifier::new(issuer, audience, jwt::JwksSource::parse(&jwks)).await.map_err(Failure::usage)?)
+            let source = jwt::JwksSource::parse(&jwks).map_err(Failure::usage)?;
+            Some(jwt::Verifier::new(issuer, audience, source).await.map_err(Failure::usage)?)
         }
         (None, None, None) => None,
         _ => return Err(Failure::usage("--oidc-issuer, --oidc-audience and --oidc-jwks go together")),
@@ -201,7 +202,8 @@ async fn accept(listener: tokio::net::TcpListener, tls: Option<tokio_rustls::Tls
 
 impl Api {
     async fn respond(&self, client: IpAddr, req: Request<Incoming>) -> Response<Full<Bytes>> {
-        if !req.uri().path().starts_with("/v1/") {
+        let path = req.uri().path();
+        if path != "/v1" && !path.starts_with("/v1/") {
             return self.page_door(client, req).await;
         }
         let (parts, body) = req.into_parts();

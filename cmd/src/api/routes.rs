@@ -116,9 +116,17 @@ impl Routes {
         fences::may_name(who, &self.tenants.all(), def.name(), &b.input)?;
         let cluster = infraflow_workflows::cluster::of(def.name(), &validated.input).map(|c| c.infra_id);
         self.journal_checks(who, &id, cluster.as_deref())?;
+        // A submission again of a journaled id (an idempotent retry, perhaps by another subject of
+        // the tenant) keeps the session name its first submission journaled: the caller's input
+        // is what is compared, not who sent it.
+        let journaled = self.engine.journal().load(&id).ok().flatten().map(|v| v.input);
+        let input = match &journaled {
+            Some(first) => fences::naming_as(first, b.input),
+            None => fences::naming_the_caller(who, b.input),
+        };
         let submission = Submission {
             workflow: b.workflow,
-            input: fences::naming_the_caller(who, b.input),
+            input,
             id: Some(id.clone()),
             no_rollback: b.no_rollback,
             submitter: Some(who.submitter()),

@@ -63,6 +63,12 @@ pub fn cookie_of(headers: &hyper::HeaderMap) -> Option<String> {
         .find_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('=').map(str::to_string))
 }
 
+/// The token the page's action forms carry in session `cookie`: the daemon's secret and the
+/// session, hashed — its own in each session, and nothing a page of another session holds.
+pub fn form_token(secret: &str, cookie: &str) -> String {
+    sha256_hex(&format!("{secret}:{cookie}"))[..32].to_string()
+}
+
 /// `Set-Cookie` for session `cookie`: never read by a script, sent only over TLS and only by
 /// this site's own pages.
 pub fn set_cookie(cookie: &str) -> String {

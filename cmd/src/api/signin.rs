@@ -39,9 +39,15 @@ impl Api {
             (&Method::GET, "/login") => sign_in_form(StatusCode::OK, ""),
             (&Method::POST, "/login") => self.sign_in(client, &req, &form).await,
             (&Method::POST, "/logout") => {
+                // Another site's form must not sign the browser out either.
+                if !self.page.guard().same_origin(&req) {
+                    audit::record(client, &Caller::default(), "sign-out", None, 403, "not from this page");
+                    return page(StatusCode::FORBIDDEN, "<p>refused: the sign-out does not come from this page</p>".into());
+                }
                 if let Some(cookie) = session::cookie_of(req.headers()) {
                     self.sessions.close(&cookie);
                 }
+                audit::record(client, &Caller::default(), "sign-out", None, 303, "");
                 with_cookie(redirect("/login"), &session::clear_cookie())
             }
             _ => self.behind_sign_in(client, &req, &form).await,
@@ -69,16 +75,35 @@ impl Api {
     }
 
     async fn behind_sign_in(&self, client: IpAddr, req: &Request<()>, form: &[u8]) -> Reply {
-        let signed_in = match session::cookie_of(req.headers()).and_then(|c| self.sessions.authorization(&c)) {
-            Some(authorization) => self.auth.identify(Some(&authorization)).await.ok(),
+        let path = req.uri().path();
+        let action = match (req.method(), path.rsplit('/').next()) {
+            (&Method::POST, Some("cancel")) => "page-cancel",
+            (&Method::POST, Some("retry")) => "page-retry",
+            _ => "page-view",
+        };
+        let workflow = workflow_of(path);
+        let cookie = session::cookie_of(req.headers());
+        let who = match cookie.as_deref().and_then(|c| self.sessions.authorization(c)) {
+            Some(authorization) => match self.auth.identify(Some(&authorization)).await {
+                Ok(who) => Some(who),
+                Err(_) => {
+                    // Its token was taken out of the tenants file, or has expired: the session
+                    // ends for good, whatever the file says later.
+                    self.sessions.close(cookie.as_deref().unwrap_or_default());
+                    None
+                }
+            },
             None => None,
         };
-        let Some(who) = signed_in else {
-            return if req.method() == Method::GET {
+        let Some(who) = who else {
+            let answer = if req.method() == Method::GET {
                 redirect("/login")
             } else {
                 sign_in_form(StatusCode::UNAUTHORIZED, "sign in first")
             };
+            let why = if cookie.is_some() { "no such session" } else { "not signed in" };
+            audit::record(client, &Caller::default(), action, workflow.as_deref(), answer.status().as_u16(), why);
+            return answer;
         };
         let own = match self.routes.ownership.own_rows(self.routes.engine.journal(), &who) {
             Ok(rows) => rows.into_iter().map(|r| r.id).collect(),
@@ -88,20 +113,24 @@ impl Api {
             signed_in_as: who.submitter(),
             own,
             may_act: fences::permits(&who, Permission::Operate, "cancel or retry").is_ok(),
+            csrf: session::form_token(&self.page.guard().csrf, cookie.as_deref().unwrap_or_default()),
         };
-        let path = req.uri().path();
         let answer = self.page.respond(req, form, &viewer).await.unwrap_or_else(|| {
             page(StatusCode::NOT_FOUND, "<p>not found; the page is at /, the API under /v1</p>".into())
         });
-        let action = match (req.method(), path.rsplit('/').next()) {
-            (&Method::POST, Some("cancel")) => "page-cancel",
-            (&Method::POST, Some("retry")) => "page-retry",
-            _ => "page-view",
-        };
-        let workflow = path.strip_prefix("/workflows/").and_then(|r| r.split('/').next());
-        audit::record(client, &caller(&who), action, workflow, answer.status().as_u16(), "");
+        audit::record(client, &caller(&who), action, workflow.as_deref(), answer.status().as_u16(), "");
         answer
     }
+}
+
+/// The workflow a page path is about, decoded as the page routes it (`/workflows/ID[/action]`).
+fn workflow_of(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("/workflows/")?;
+    let id = match rest.rsplit_once('/') {
+        Some((id, "cancel" | "retry")) => id,
+        _ => rest,
+    };
+    Some(percent_encoding::percent_decode_str(id).decode_utf8_lossy().into_owned())
 }
 
 fn caller(who: &Authenticated) -> Caller {

@@ -51,11 +51,12 @@ impl Guard {
         }
     }
 
-    /// Whether an action's form carries the page's token (in its body, never the URL: a URL
-    /// reaches the browser's history and proxies' logs, SAFETY-F393541 F15).
-    pub fn token_in(&self, form: &[u8]) -> bool {
+    /// Whether an action's form carries `token` (the page's, or a signed-in viewer's own), in its
+    /// body, never the URL: a URL reaches the browser's history and proxies' logs (SAFETY-F393541
+    /// F15).
+    pub fn token_in(&self, form: &[u8], token: &str) -> bool {
         let form = String::from_utf8_lossy(form);
-        form.split('&').find_map(|p| p.strip_prefix("csrf=")) == Some(self.csrf.as_str())
+        form.split('&').find_map(|p| p.strip_prefix("csrf=")) == Some(token)
     }
 }
 

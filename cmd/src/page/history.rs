@@ -68,14 +68,19 @@ fn describe(e: &Event) -> (Option<&str>, Option<u32>, String) {
 
 /// Page `page` (0 first) of `events`, oldest first, as rows for the template, and the number of
 /// pages.
-pub(crate) fn page(events: &[EventRecord], page: usize) -> (Vec<Value>, usize) {
+/// With `daemon_hidden` (a tenant's view), who holds the run's lease is not named: the daemon's
+/// host and process are not a tenant's to see.
+pub(crate) fn page(events: &[EventRecord], page: usize, daemon_hidden: bool) -> (Vec<Value>, usize) {
     let pages = events.len().div_ceil(PER_PAGE).max(1);
     let rows = events
         .iter()
         .skip(page.min(pages - 1) * PER_PAGE)
         .take(PER_PAGE)
         .map(|r| {
-            let (step, attempt, detail) = describe(&r.event);
+            let (step, attempt, mut detail) = describe(&r.event);
+            if daemon_hidden && matches!(r.event, Event::LeaseTaken { .. }) {
+                detail = "by the daemon".into();
+            }
             json!({"seq": r.seq, "at": iso_time(r.at), "kind": r.event.kind(), "step": step, "attempt": attempt, "detail": detail})
         })
         .collect();
@@ -103,7 +108,7 @@ mod tests {
                 event: if i == 120 { failed.clone() } else { Event::CancelRequested },
             })
             .collect();
-        let (rows, pages) = page(&events, 1);
+        let (rows, pages) = page(&events, 1, false);
         assert_eq!(pages, 3);
         assert_eq!((rows.len(), rows[0]["seq"].as_i64()), (100, Some(101)));
         let row = &rows[20];
@@ -113,7 +118,7 @@ mod tests {
         );
         let detail = row["detail"].as_str().unwrap();
         assert!(detail.chars().count() < 360 && detail.ends_with("(retry due 1970-01-01T00:01:01.000Z)"), "{detail}");
-        assert_eq!(page(&events, 9).0[0]["seq"], 201, "past the last page: the last page");
-        assert_eq!(page(&[], 0), (vec![], 1));
+        assert_eq!(page(&events, 9, false).0[0]["seq"], 201, "past the last page: the last page");
+        assert_eq!(page(&[], 0, false), (vec![], 1));
     }
 }

@@ -124,7 +124,7 @@ impl Page {
             (&Method::GET, None) => self.workflow(&id, events_page, viewer),
             (_, Some(_)) if !self.actions || !viewer.may_act_on(&id) => forbidden_actions(viewer),
             (&Method::GET, Some(action)) => self.confirm(&id, action, viewer),
-            (&Method::POST, Some(action)) => self.act(req, form, &id, action).await,
+            (&Method::POST, Some(action)) => self.act(req, form, &id, action, viewer).await,
             _ => only_get(),
         })
     }
@@ -242,6 +242,12 @@ impl Page {
             let (nodes, edges) = crate::graph::shape(&view.steps, &crate::graph::durations(&events));
             let lanes = timeline::lanes(&events, now, row.state.is_finished() || row.state == WorkflowState::Paused);
             let mut status = render::view_json(&row, &view, &waiting);
+            if !viewer.sees_the_daemon()
+                && let Some(o) = status.as_object_mut()
+            {
+                // Which host and process runs it is the daemon's, not a tenant's.
+                o.remove("owner");
+            }
             // Each step's first start and last end, as the timeline draws them.
             if let Some(steps) = status["steps"].as_array_mut() {
                 for step in steps {
@@ -251,7 +257,7 @@ impl Page {
                     step["lastEnd"] = json!(last.map(render::iso_time));
                 }
             }
-            let (history, pages) = history::page(&events, events_page);
+            let (history, pages) = history::page(&events, events_page, !viewer.sees_the_daemon());
             status["age"] = json!(render::age(now - row.created_at));
             let rate_waits: Vec<Value> = crate::rate_waits::of_workflow(id)
                 .into_iter()
@@ -296,13 +302,13 @@ impl Page {
         self.render(
             "confirm.html",
             context! {
-                base => self.base(viewer), title => format!("{action} {id}"), id => id, action => action, csrf => &self.guard.csrf,
+                base => self.base(viewer), title => format!("{action} {id}"), id => id, action => action, csrf => viewer.csrf(&self.guard),
             },
         )
     }
 
-    async fn act<B>(&self, req: &Request<B>, form: &[u8], id: &str, action: &str) -> Reply {
-        if !self.guard.same_origin(req) || !self.guard.token_in(form) {
+    async fn act<B>(&self, req: &Request<B>, form: &[u8], id: &str, action: &str, viewer: &Viewer) -> Reply {
+        if !self.guard.same_origin(req) || !self.guard.token_in(form, viewer.csrf(&self.guard)) {
             return html(
                 StatusCode::FORBIDDEN,
                 "<p>refused: the request does not come from this page (its Origin is another site's, or it lacks the page's token): open the workflow's page and use its button</p>".into(),

@@ -13,6 +13,9 @@ pub enum Viewer {
         /// The ids of the tenant's own workflows.
         own: BTreeSet<String>,
         may_act: bool,
+        /// The token its action forms carry: its session's own, so that one tenant's page never
+        /// holds a token that acts in another's session.
+        csrf: String,
     },
 }
 
@@ -35,6 +38,14 @@ impl Viewer {
     /// Whether the daemon's own state (journal, sweep, drift checks, rate waits) is shown.
     pub fn sees_the_daemon(&self) -> bool {
         matches!(self, Viewer::Operator)
+    }
+
+    /// The token an action form of this viewer carries and its action must.
+    pub fn csrf<'a>(&'a self, guard: &'a super::Guard) -> &'a str {
+        match self {
+            Viewer::Operator => &guard.csrf,
+            Viewer::Tenant { csrf, .. } => csrf,
+        }
     }
 
     pub fn signed_in_as(&self) -> Option<&str> {

@@ -46,11 +46,17 @@ impl Provisioned {
         let unreadable = |what: &str, e: serde_json::Error| {
             CheckError::Input(InputError(format!("the journaled {what} of {id} cannot be read: {e}")))
         };
+        // Who asked for the provision is not who reads it now: a check names its own caller
+        // (`asked_by`), or none (the daemon's schedule, the operator's `infraflow check`).
+        let mut role_input = input.clone();
+        if let Some(m) = role_input.as_object_mut() {
+            m.remove("sourceIdentity");
+        }
         Ok(Provisioned {
             workflow: id.to_string(),
             input: serde_json::from_value(i).map_err(|e| unreadable("input", e))?,
             output: serde_json::from_value(o).map_err(|e| unreadable("output", e))?,
-            role_input: input.clone(),
+            role_input,
             account: None,
         })
     }
