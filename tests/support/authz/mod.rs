@@ -98,6 +98,7 @@ const EC2_ID_PARAMS: &[&str] = &[
     "VolumeId",
     "SnapshotId",
     "NetworkInterfaceId",
+    "LaunchTemplateId",
 ];
 
 /// What a create makes, as the ARN IAM authorizes before it exists (the test's own reading of the
@@ -335,6 +336,7 @@ fn ec2_resource(c: &Clients, id: &str) -> Option<Resource> {
         // Snapshots are regional resources with no account in their ARN.
         "snap" => "snapshot",
         "eni" => "network-interface",
+        "lt" => "launch-template",
         "ami" => {
             return Some(Resource {
                 arn: format!("arn:aws:ec2:{REGION}::image/{id}"),
@@ -436,6 +438,12 @@ fn ec2_resource(c: &Clients, id: &str) -> Option<Resource> {
             c.block_on(ec2.describe_network_interfaces().network_interface_ids(id).send())
                 .ok()
                 .and_then(|o| o.network_interfaces().first().map(|r| t(r.tag_set()))),
+        ),
+        "launch-template" => (
+            id.into(),
+            c.block_on(ec2.describe_launch_templates().launch_template_ids(id).send())
+                .ok()
+                .and_then(|o| o.launch_templates().first().map(|r| t(r.tags()))),
         ),
         _ => (
             id.into(),
