@@ -18,14 +18,28 @@ pub fn provisioned(journal: &Journal) -> Result<Vec<Provisioned>, Failure> {
     let mut rows: Vec<_> = journal.list()?.into_iter().filter(|r| r.state == WorkflowState::Completed).collect();
     rows.sort_by_key(|r| r.updated_at);
     let mut newest: BTreeMap<(String, String), Option<Provisioned>> = BTreeMap::new();
+    let mut iam: BTreeMap<(String, String), check::iam::IamMade> = BTreeMap::new();
     for row in rows {
         let Some(view) = journal.load(&row.id)? else { continue };
         let region = view.input["region"].as_str().or(view.input["infra"]["region"].as_str()).unwrap_or_default();
         let infra = row.cluster.split('@').next().unwrap_or_default().to_string();
         let key = (infra, region.to_string());
         if row.workflow == "teardown" {
+            iam.remove(&key);
             newest.insert(key, None);
             continue;
+        }
+        if matches!(row.workflow.as_str(), "create-iam" | "create-cluster")
+            && let Some((_, Some(output), _)) = journal.outcome(&row.id)?
+            && let Some(made) = check::iam::IamMade::from_run(
+                &row.workflow,
+                &row.id,
+                &view.input,
+                &output,
+                view.code_version.unwrap_or(1),
+            )
+        {
+            iam.insert(key.clone(), made);
         }
         if !CHECKED_WORKFLOWS.contains(&row.workflow.as_str()) {
             continue;
@@ -41,7 +55,7 @@ pub fn provisioned(journal: &Journal) -> Result<Vec<Provisioned>, Failure> {
             Err(e) => tracing::warn!(workflow = %row.id, error = %e, "a provision's journaled run cannot be checked"),
         }
     }
-    Ok(newest.into_values().flatten().collect())
+    Ok(newest.into_iter().filter_map(|(key, p)| Some(p?.with_iam(iam.get(&key).cloned()))).collect())
 }
 
 /// `infraflow check --infra-id ID --region R [--json]`: exit 0 in sync, 1 drifted (or held up,

@@ -64,7 +64,7 @@ pub struct IamSpec {
 }
 
 impl IamSpec {
-    fn input(&self, infra: &ProvisionInput, zones: [Option<String>; 3], auto_node: bool) -> CreateIamInput {
+    pub(crate) fn input(&self, infra: &ProvisionInput, zones: [Option<String>; 3], auto_node: bool) -> CreateIamInput {
         let [public_zone_id, private_zone_id, local_zone_id] = zones;
         CreateIamInput {
             // The pool the parts are given acts through create-cluster's role.
@@ -86,6 +86,7 @@ impl IamSpec {
             additional_tags: infra.additional_tags.clone(),
             expires_in: infra.expires_in.clone(),
             auto_node,
+            repair_drift: false,
         }
     }
 }

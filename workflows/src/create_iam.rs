@@ -74,6 +74,12 @@ pub struct CreateIamInput {
     /// (`<infraID>-karpenter`, output as `roles.karpenterARN`; version 3 on).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub auto_node: bool,
+    /// Puts the cluster's IAM back as this input defines it where it drifted (`infraflow
+    /// check` names each drift), even on roles an earlier submission of the cluster made: their
+    /// trust and inline policy are rewritten. Without it such a role is left, and the run
+    /// pauses naming it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub repair_drift: bool,
 }
 
 impl CreateIamInput {
@@ -153,7 +159,7 @@ impl CreateIamInput {
         }
     }
 
-    fn zones(&self) -> Zones {
+    pub(crate) fn zones(&self) -> Zones {
         Zones {
             public: self.public_zone_id.clone(),
             private: self.private_zone_id.clone(),
@@ -347,7 +353,13 @@ pub async fn create_iam(
             docs
         };
         let (replaces, superseded_by) = (differ(&Grants::ALL[..at]), differ(&Grants::ALL[at + 1..]));
-        let policy = iam::InlinePolicy { name: &name, document: &policy, replaces: &replaces, superseded_by: &superseded_by };
+        let policy = iam::InlinePolicy {
+            name: &name,
+            document: &policy,
+            replaces: &replaces,
+            superseded_by: &superseded_by,
+            repair: p.repair_drift,
+        };
         let arn = role_step(ctx, pool, region, &format!("role/{}", role.suffix), &id, &name, &trust, policy).await?;
         roles.insert(role.field.to_string(), arn);
     }
@@ -359,7 +371,8 @@ pub async fn create_iam(
         let id = ident(&format!("role/{KMS_PROVIDER_SUFFIX}"), &name);
         let trust = trust_policy(&provider.arn, issuer_host_path(&issuer), KMS_PROVIDER_ACCOUNTS).to_string();
         let policy = kms_provider_policy(key).to_string();
-        let policy = iam::InlinePolicy { name: &name, document: &policy, replaces: &[], superseded_by: &[] };
+        let policy =
+            iam::InlinePolicy { name: &name, document: &policy, replaces: &[], superseded_by: &[], repair: p.repair_drift };
         let key = format!("role/{KMS_PROVIDER_SUFFIX}");
         kms_provider_role_arn = role_step(ctx, pool, region, &key, &id, &name, &trust, policy).await?;
     }
@@ -367,7 +380,13 @@ pub async fn create_iam(
     let (role_name, policy_name, profile_name) = worker_names(infra);
     let role_id = ident("worker-role", &role_name);
     let (trust, policy) = (worker_trust_policy().to_string(), worker_policy().to_string());
-    let policy = iam::InlinePolicy { name: &policy_name, document: &policy, replaces: &[], superseded_by: &[] };
+    let policy = iam::InlinePolicy {
+        name: &policy_name,
+        document: &policy,
+        replaces: &[],
+        superseded_by: &[],
+        repair: p.repair_drift,
+    };
     role_step(ctx, pool, region, "worker-role", &role_id, &role_name, &trust, policy).await?;
     let profile_id = ident("worker-instance-profile", &profile_name);
     let _: String = ctx

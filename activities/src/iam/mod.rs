@@ -18,6 +18,7 @@ use crate::error::missing;
 use crate::error::{AwsError, AwsResult, classify};
 use crate::tags::{CREATED_BY_TAG, IDENTITY_TAG, Identity, REGION_TAG};
 
+pub mod as_is;
 mod cleanup;
 pub mod home;
 mod room;
@@ -52,6 +53,8 @@ pub const IAM_WRITE: &[&str] = &[
     "iam:CreateRole",
     "iam:TagRole",
     "iam:PutRolePolicy",
+    // A role's trust put back as create-iam gave it (its own run resumed, or `repairDrift`).
+    "iam:UpdateAssumeRolePolicy",
     "iam:CreateInstanceProfile",
     "iam:TagInstanceProfile",
     "iam:AddRoleToInstanceProfile",
@@ -131,6 +134,9 @@ pub struct InlinePolicy<'a> {
     /// role it made leaves such a document as it is (a later run upgraded the role; writing the
     /// earlier one back would flip the policy at every resume, SAFETY-F393541 F17).
     pub superseded_by: &'a [String],
+    /// The run repairs drift (`repairDrift`): a role of the cluster that another submission made
+    /// gets this trust and policy back, whatever it holds now (`infraflow check` named the drift).
+    pub repair: bool,
 }
 
 /// A role `name` with trust policy `trust` and inline policy `policy`: found by name (and this
@@ -154,13 +160,14 @@ pub async fn ensure_role(
                 let current = role_policy(aws, name, policy.name).await?;
                 let same = |a: Option<&str>, b: &str| a.and_then(decoded_json) == decoded_json(b);
                 let upgrade = policy.replaces.iter().any(|old| same(current.as_deref(), old));
-                if !same(Some(&role.trust), trust) || !(upgrade || same(current.as_deref(), policy.document)) {
+                let as_made = same(Some(&role.trust), trust) && (upgrade || same(current.as_deref(), policy.document));
+                if !as_made && !policy.repair {
                     return Err(AwsError {
                         operator: true,
                         ..AwsError::terminal(
                             "PutRolePolicy",
                             format!(
-                                "IAM role {name} was made by workflow {} with another trust or inline policy than this workflow's: it is left as it is; run the workflow that made it again (`infraflow retry`), or tear the cluster's IAM down before making it anew",
+                                "IAM role {name} was made by workflow {} with another trust or inline policy than this workflow's: it is left as it is; if `infraflow check` names it as the cluster's drift, run create-iam with \"repairDrift\": true, else run the workflow that made it again, or tear the cluster's IAM down before making it anew",
                                 creator.unwrap_or_default()
                             ),
                         )
@@ -169,7 +176,7 @@ pub async fn ensure_role(
                 if let Some(mark) = id.adoption_mark(&pairs(&role.tags)) {
                     tag_role(aws, name, mark).await?;
                 }
-                if !upgrade {
+                if as_made && !upgrade {
                     return Ok(role.arn);
                 }
             }
@@ -178,6 +185,17 @@ pub async fn ensure_role(
                 if policy.superseded_by.iter().any(|later| current.is_some() && current == decoded_json(later)) {
                     return Ok(role.arn);
                 }
+            }
+            // Its trust as this run gives it: a trust changed by hand is drift, and a resumed
+            // run or a repair leaves the role exactly as defined.
+            if decoded_json(&role.trust) != decoded_json(trust) {
+                aws.iam
+                    .update_assume_role_policy()
+                    .role_name(name)
+                    .policy_document(trust)
+                    .send()
+                    .await
+                    .map_err(|e| classify("UpdateAssumeRolePolicy", e))?;
             }
             role.arn
         }

@@ -5,6 +5,7 @@
 
 mod drift;
 mod holdups;
+pub mod iam;
 pub mod report;
 
 use std::collections::BTreeSet;
@@ -33,6 +34,9 @@ pub struct Provisioned {
     role_input: Value,
     /// The account the provision acted in, as journaled (None for a journal without it).
     account: Option<String>,
+    /// The cluster's IAM, as the newest completed create-iam (or create-cluster's IAM part)
+    /// made it; None when this journal made none.
+    iam: Option<iam::IamMade>,
 }
 
 impl Provisioned {
@@ -58,6 +62,7 @@ impl Provisioned {
             output: serde_json::from_value(o).map_err(|e| unreadable("output", e))?,
             role_input,
             account: None,
+            iam: None,
         })
     }
 
@@ -70,6 +75,11 @@ impl Provisioned {
             m.insert("sourceIdentity".into(), Value::String(source_identity.to_string()));
         }
         self
+    }
+
+    /// The provision with the cluster's IAM as `made` made it.
+    pub fn with_iam(self, made: Option<iam::IamMade>) -> Provisioned {
+        Provisioned { iam: made, ..self }
     }
 
     /// The provision as made in `account` (its journaled environment's).
@@ -97,7 +107,9 @@ pub enum CheckError {
 /// The IAM actions a check calls: reads only.
 pub fn iam_actions() -> BTreeSet<&'static str> {
     use crate::policy::{DNS, TAGGING, Use, VPC_STATE, actions};
-    actions(&[(VPC_STATE, Use::Read), (DNS, Use::Read), (TAGGING, Use::Read)])
+    let mut all = actions(&[(VPC_STATE, Use::Read), (DNS, Use::Read), (TAGGING, Use::Read)]);
+    all.extend(infraflow_activities::iam::as_is::IAM_READ);
+    all
 }
 
 /// Checks the cluster `made` provisioned. A report that finds anything is read once more after
@@ -176,6 +188,9 @@ async fn read_report(pool: &AwsPool, made: &Provisioned) -> Result<CheckReport, 
     report.leaks.extend(holdups::address_leaks(&addresses));
     report.leaks.extend(holdups::volume_leaks(&volumes));
     report.leaks.extend(holdups::unknown_kind_leaks(unknown));
+    if let Some(made_iam) = &made.iam {
+        report.drift.extend(iam::drift(pool, &aws, made_iam).await?);
+    }
     Ok(report.finish())
 }
 

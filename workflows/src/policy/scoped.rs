@@ -194,6 +194,10 @@ pub fn document(infra_id: &str, actions: &BTreeSet<&'static str>) -> Result<Valu
     let bucket = format!("arn:aws:s3:::{}", infraflow_activities::s3::registry_prefix(infra_id));
     // One pattern for the buckets and their objects (`*` spans the `/` of an object's ARN).
     push("RegistryBucketByName".into(), of("s3", |g| g == Grant::ByName), json!([format!("{bucket}*")]), None);
+    // The issuer's documents a check reads (`<infraID>/…` in the OIDC bucket, whichever that is):
+    // read only, and only under the cluster's own prefix.
+    let reads_documents: Vec<&'static str> = actions.iter().copied().filter(|a| *a == "s3:GetObject").collect();
+    push("IssuerDocumentsRead".into(), reads_documents, json!([format!("arn:aws:s3:::*/{infra_id}/*")]), None);
     Ok(json!({"Version": "2012-10-17", "Statement": statements}))
 }
 
