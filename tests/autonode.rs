@@ -89,6 +89,24 @@ fn vpc_with_subnet(e: &Env, cidr: &str, tags: Vec<Tag>) -> (String, String) {
     (vpc, subnet)
 }
 
+/// The least of a cluster Karpenter can launch into, made as HyperShift's CLI makes it: its VPC,
+/// a subnet and a group of its own; the subnet's and the group's ids.
+fn cluster_network(e: &Env, infra: &str) -> (String, String) {
+    let made = hypershift::make(&e.c, infra, &["us-east-1a"], Cut::AfterVpc);
+    let owned = || vec![Tag::builder().key(format!("kubernetes.io/cluster/{infra}")).value("owned").build()];
+    let subnet = e.c.block_on(
+        e.c.ec2
+            .create_subnet()
+            .vpc_id(&made["vpc"])
+            .cidr_block("10.0.0.0/24")
+            .availability_zone("us-east-1a")
+            .tag_specifications(spec(ResourceType::Subnet, owned()))
+            .send(),
+    );
+    let subnet = subnet.unwrap().subnet().unwrap().subnet_id().unwrap().to_string();
+    (subnet, group(e, &made["vpc"], &format!("{infra}-nodes"), owned()))
+}
+
 fn live_templates(e: &Env) -> Vec<String> {
     let out = e.c.block_on(e.c.ec2.describe_launch_templates().send()).unwrap();
     out.launch_templates().iter().filter_map(|t| t.launch_template_id().map(str::to_string)).collect()
@@ -114,6 +132,8 @@ struct Karpenters {
     unmarked_template: String,
     /// Karpenter's tags on an instance in another VPC.
     elsewhere_instance: String,
+    /// Karpenter's template, with a second version someone added that launches elsewhere.
+    edited_template: String,
 }
 
 fn karpenter_made(e: &Env, infra: &str, subnet: &str, group: &str, n: usize) -> Karpenters {
@@ -123,9 +143,16 @@ fn karpenter_made(e: &Env, infra: &str, subnet: &str, group: &str, n: usize) -> 
     let (other_vpc, other_subnet) = vpc_with_subnet(e, "10.99.0.0/24", Vec::new());
     let other_group = group_in(e, &other_vpc, &format!("{infra}-elsewhere"));
     let owned = vec![Tag::builder().key(format!("kubernetes.io/cluster/{infra}")).value("owned").build()];
+    let edited_template = template(e, &format!("karpenter.k8s.aws/edited{infra}"), group, karpenter_tags(infra));
+    let elsewhere = RequestLaunchTemplateData::builder().image_id("ami-12c6146b").security_group_ids(&other_group).build();
+    e.c.block_on(
+        e.c.ec2.create_launch_template_version().launch_template_id(&edited_template).launch_template_data(elsewhere).send(),
+    )
+    .unwrap();
     Karpenters {
         templates,
         instances,
+        edited_template,
         elsewhere_template: template(e, &format!("karpenter.k8s.aws/copied{infra}"), &other_group, karpenter_tags(infra)),
         unmarked_template: template(e, &format!("{infra}-by-hand"), group, owned),
         elsewhere_instance: instance(e, &other_subnet, &other_group, karpenter_tags(infra)),
@@ -148,6 +175,7 @@ fn assert_karpenters_gone_and_look_alikes_named(e: &Env, k: &Karpenters, out: &V
     let left: Vec<&str> = out["left"].as_array().into_iter().flatten().filter_map(|l| l["id"].as_str()).collect();
     for (kept, live) in [
         (&k.elsewhere_template, &templates),
+        (&k.edited_template, &templates),
         (&k.unmarked_template, &templates),
         (&k.elsewhere_instance, &instances),
     ] {
@@ -210,6 +238,11 @@ fn a_teardown_that_preserves_iam_leaves_the_clusters_roles_and_provider_and_name
     let made = IamState::read(&e.c, "pi-abcde");
     assert_eq!((made.providers.len(), made.roles.len(), made.profiles.len()), (1, 9, 1), "{}", made.summary());
     let td = e.input("td.json", json!({"infraID": "pi-abcde", "region": "us-east-1", "preserveIAM": true}));
+    let plan = ok(&e.cli(&["run", "teardown", "--input", &td, "--dry-run", "--json"]));
+    let planned = |list: &str, kind: &str| {
+        plan[list].as_array().into_iter().flatten().filter(|p| p["kind"] == kind).count()
+    };
+    assert_eq!((planned("delete", "iam-role"), planned("leave", "iam-role")), (0, 9), "the plan says what the run keeps: {plan}");
     let out = ok(&e.cli(&["run", "teardown", "--input", &td, "--id", "pi-down"]));
     let kept = IamState::read(&e.c, "pi-abcde");
     assert_eq!(kept.total(), made.total(), "IAM preserved: {}", kept.summary());
@@ -220,6 +253,29 @@ fn a_teardown_that_preserves_iam_leaves_the_clusters_roles_and_provider_and_name
     let td = e.input("td2.json", json!({"infraID": "pi-abcde", "region": "us-east-1"}));
     ok(&e.cli(&["run", "teardown", "--input", &td, "--id", "pi-down2"]));
     assert_eq!(IamState::read(&e.c, "pi-abcde").total(), 0);
+}
+
+/// A Karpenter template, and an instance, tagged as owned by this cluster and another: neither
+/// cluster's teardown deletes them; the teardown pauses naming both clusters.
+#[test]
+fn a_template_or_instance_tagged_for_two_clusters_pauses_the_teardown_naming_both() {
+    let e = Env::new();
+    let infra = "tw-abcde";
+    let (subnet, group) = cluster_network(&e, infra);
+    let mut both = karpenter_tags(infra);
+    both.push(Tag::builder().key("kubernetes.io/cluster/other-abcde").value("owned").build());
+    let shared_template = template(&e, "karpenter.k8s.aws/shared", &group, both.clone());
+    let shared_instance = instance(&e, &subnet, &group, both);
+    let td = e.input("td.json", json!({"infraID": infra, "region": "us-east-1"}));
+    let out = e.cli(&["run", "teardown", "--input", &td, "--id", "tw-down"]);
+    assert_ne!(out.status.code(), Some(0));
+    let st = e.s.status("tw-down");
+    let why = st["error"].as_str().unwrap_or_default();
+    assert_eq!(st["state"], "paused", "{st}");
+    assert!(why.contains(infra) && why.contains("other-abcde"), "{why}");
+    assert!(why.contains(&shared_template) || why.contains(&shared_instance), "{why}");
+    assert!(live_templates(&e).contains(&shared_template), "a template of two clusters deleted");
+    assert!(live_instances(&e).contains(&shared_instance), "an instance of two clusters terminated");
 }
 
 /// SIGKILL at every AWS call of an AutoNode cluster's teardown (before the call reaches AWS, or
@@ -235,20 +291,7 @@ fn autonode_teardown_sweep(after_aws_acts: bool) {
     };
     let run = |(e, proxy): &(Env, Proxy), name: &str, part: Option<&Part>| {
         let infra = format!("{name}-abcde");
-        // The least of a cluster Karpenter can launch into: its VPC, a subnet, a group.
-        let made = hypershift::make(&e.c, &infra, &["us-east-1a"], Cut::AfterVpc);
-        let owned = || vec![Tag::builder().key(format!("kubernetes.io/cluster/{infra}")).value("owned").build()];
-        let subnet = e.c.block_on(
-            e.c.ec2
-                .create_subnet()
-                .vpc_id(&made["vpc"])
-                .cidr_block("10.0.0.0/24")
-                .availability_zone("us-east-1a")
-                .tag_specifications(spec(ResourceType::Subnet, owned()))
-                .send(),
-        );
-        let subnet = subnet.unwrap().subnet().unwrap().subnet_id().unwrap().to_string();
-        let group = group(e, &made["vpc"], &format!("{infra}-nodes"), owned());
+        let (subnet, group) = cluster_network(e, &infra);
         let k = karpenter_made(e, &infra, &subnet, &group, 1);
         let td = e.input(&format!("{name}-td.json"), json!({"infraID": infra, "region": "us-east-1"}));
         let args = ["run", "teardown", "--input", td.as_str(), "--id", name];

@@ -88,12 +88,19 @@ pub async fn split_launch_templates(aws: &Aws, infra: &str, q: &TagQuery) -> Aws
     let group_vpcs = security::vpcs_of_groups(aws, &groups).await?;
     let (mut delete, mut left) = (Vec::new(), Vec::new());
     for t in found {
+        // A group that is gone says nothing of where the template launches (the cluster's own
+        // goes with its teardown): only one in another VPC is elsewhere.
         let elsewhere: Vec<&String> =
-            t.groups.iter().filter(|g| !group_vpcs.get(*g).is_some_and(|v| vpcs.contains(v))).collect();
+            t.groups.iter().filter(|g| group_vpcs.get(*g).is_some_and(|v| !vpcs.contains(v))).collect();
+        let placed = t.groups.iter().any(|g| group_vpcs.get(g).is_some_and(|v| vpcs.contains(v)));
         let verdict = match provenance::karpenter_template(&t.name, &t.tags, infra) {
             Verdict::Delete if t.groups.is_empty() => {
                 Verdict::Leave("Karpenter's marks, but it names no security group: where it launches is unknown".into())
             }
+            Verdict::Delete if elsewhere.is_empty() && !placed => Verdict::Leave(format!(
+                "Karpenter's marks, but none of the groups it launches into ({}) is left to say where: not shown to be the cluster's",
+                t.groups.join(", ")
+            )),
             Verdict::Delete if !elsewhere.is_empty() => Verdict::Leave(format!(
                 "Karpenter's marks, but it launches into {}, not of a VPC of the cluster's",
                 elsewhere.iter().map(|g| g.as_str()).collect::<Vec<_>>().join(", ")

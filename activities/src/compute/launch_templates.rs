@@ -22,7 +22,8 @@ pub struct FoundTemplate {
     pub id: String,
     pub name: String,
     pub tags: Vec<(String, String)>,
-    /// The security groups its default version launches into (its own and its interfaces').
+    /// The security groups its versions launch into (their own and their interfaces'): any
+    /// version may be launched (`$Latest`, a version number), so every one is judged.
     pub groups: Vec<String>,
 }
 
@@ -57,37 +58,39 @@ pub async fn find_launch_templates(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<Fou
         }
     }
     for t in &mut found {
-        t.groups = default_version_groups(aws, &t.id).await?;
+        t.groups = every_version_groups(aws, &t.id).await?;
     }
     found.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(found)
 }
 
-/// The security groups template `id`'s default version names; empty if it is gone.
-async fn default_version_groups(aws: &Aws, id: &str) -> AwsResult<Vec<String>> {
-    let read = aws
-        .ec2
-        .describe_launch_template_versions()
-        .launch_template_id(id)
-        .versions("$Default")
-        .send()
-        .await
-        .map_err(|e| classify("DescribeLaunchTemplateVersions", e));
-    let out = match read {
-        Ok(o) => o,
-        Err(e) if e.is_not_found() => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut groups: Vec<String> = out
-        .launch_template_versions()
-        .iter()
-        .filter_map(|v| v.launch_template_data())
-        .flat_map(|d| {
-            let own = d.security_group_ids().iter().cloned();
-            let interfaces = d.network_interfaces().iter().flat_map(|n| n.groups().iter().cloned());
-            own.chain(interfaces).collect::<Vec<_>>()
-        })
-        .collect();
+/// The security groups every version of template `id` names; empty if it is gone.
+async fn every_version_groups(aws: &Aws, id: &str) -> AwsResult<Vec<String>> {
+    let mut groups = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let read = aws
+            .ec2
+            .describe_launch_template_versions()
+            .launch_template_id(id)
+            .set_next_token(token.clone())
+            .send()
+            .await
+            .map_err(|e| classify("DescribeLaunchTemplateVersions", e));
+        let out = match read {
+            Ok(o) => o,
+            Err(e) if e.is_not_found() => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        for d in out.launch_template_versions().iter().filter_map(|v| v.launch_template_data()) {
+            groups.extend(d.security_group_ids().iter().cloned());
+            groups.extend(d.network_interfaces().iter().flat_map(|n| n.groups().iter().cloned()));
+        }
+        token = out.next_token().filter(|t| !t.is_empty()).map(str::to_string);
+        if token.is_none() {
+            break;
+        }
+    }
     groups.sort();
     groups.dedup();
     Ok(groups)

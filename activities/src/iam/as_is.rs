@@ -2,7 +2,7 @@
 //! made: a role's trust and inline policy, an OIDC provider's issuer, audiences and thumbprints,
 //! and the issuer's documents in its S3 bucket. Reads only.
 
-use super::{decoded_json, get_role, role_policy};
+use super::{decoded_json, get_oidc_provider, get_role, role_policy};
 use crate::client::Aws;
 use crate::error::{AwsResult, classify};
 
@@ -34,22 +34,11 @@ pub struct ProviderNow {
 
 /// OIDC provider `arn`; None if it is gone.
 pub async fn provider_now(aws: &Aws, arn: &str) -> AwsResult<Option<ProviderNow>> {
-    let r = aws
-        .iam
-        .get_open_id_connect_provider()
-        .open_id_connect_provider_arn(arn)
-        .send()
-        .await
-        .map_err(|e| classify("GetOpenIDConnectProvider", e));
-    match r {
-        Ok(out) => Ok(Some(ProviderNow {
-            url: out.url().unwrap_or_default().trim_start_matches("https://").to_string(),
-            client_ids: out.client_id_list().to_vec(),
-            thumbprints: out.thumbprint_list().iter().map(|t| t.to_ascii_lowercase()).collect(),
-        })),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
+    Ok(get_oidc_provider(aws, arn).await?.map(|out| ProviderNow {
+        url: out.url().unwrap_or_default().trim_start_matches("https://").to_string(),
+        client_ids: out.client_id_list().to_vec(),
+        thumbprints: out.thumbprint_list().iter().map(|t| t.to_ascii_lowercase()).collect(),
+    }))
 }
 
 /// What reading one of the issuer's documents found.

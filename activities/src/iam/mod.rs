@@ -160,7 +160,10 @@ pub async fn ensure_role(
                 let current = role_policy(aws, name, policy.name).await?;
                 let same = |a: Option<&str>, b: &str| a.and_then(decoded_json) == decoded_json(b);
                 let upgrade = policy.replaces.iter().any(|old| same(current.as_deref(), old));
-                let as_made = same(Some(&role.trust), trust) && (upgrade || same(current.as_deref(), policy.document));
+                // A later release's run brought it up: an earlier run resumed takes it as it is.
+                let later = policy.superseded_by.iter().any(|l| same(current.as_deref(), l));
+                let as_made =
+                    same(Some(&role.trust), trust) && (upgrade || later || same(current.as_deref(), policy.document));
                 if !as_made && !policy.repair {
                     return Err(AwsError {
                         operator: true,
@@ -490,6 +493,17 @@ pub(crate) async fn oidc_provider_tags(aws: &Aws, arn: &str) -> AwsResult<Option
 /// The OIDC provider `arn`'s tags and when it was made (a provider has no unique id, and its
 /// ARN is its issuer's URL: a re-creation differs only by its date); None if it is gone.
 pub(crate) async fn oidc_provider(aws: &Aws, arn: &str) -> AwsResult<Option<(Vec<Tag>, Option<String>)>> {
+    Ok(get_oidc_provider(aws, arn).await?.map(|out| {
+        let made = out.create_date().map(|d| format!("{}.{:09}", d.secs(), d.subsec_nanos()));
+        (out.tags().to_vec(), made)
+    }))
+}
+
+/// OIDC provider `arn` as IAM describes it; None if it is gone.
+pub(crate) async fn get_oidc_provider(
+    aws: &Aws,
+    arn: &str,
+) -> AwsResult<Option<aws_sdk_iam::operation::get_open_id_connect_provider::GetOpenIdConnectProviderOutput>> {
     let r = aws
         .iam
         .get_open_id_connect_provider()
@@ -498,10 +512,7 @@ pub(crate) async fn oidc_provider(aws: &Aws, arn: &str) -> AwsResult<Option<(Vec
         .await
         .map_err(|e| classify("GetOpenIDConnectProvider", e));
     match r {
-        Ok(out) => {
-            let made = out.create_date().map(|d| format!("{}.{:09}", d.secs(), d.subsec_nanos()));
-            Ok(Some((out.tags().to_vec(), made)))
-        }
+        Ok(out) => Ok(Some(out)),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
     }

@@ -49,6 +49,17 @@ pub async fn delete_if_still_the_clusters(
     infra: &str,
     incarnation: Option<&str>,
 ) -> AwsResult<bool> {
+    // An instance or a template tagged for two clusters is neither's to delete: read just before
+    // the delete (an instance whose ownership tag another cluster's tools added since discovery
+    // too), the round pauses naming both, as a volume's does.
+    if matches!(kind, Kind::Instance | Kind::LaunchTemplate) {
+        let Some(tags) = tags_by_id(aws, kind, id).await? else { return Ok(false) };
+        if let Some(owners) = crate::provenance::other_owners(&tags) {
+            let action = if kind == Kind::Instance { "TerminateInstances" } else { "DeleteLaunchTemplate" };
+            return Err(crate::provenance::two_owners(action, kind.as_str(), id, &owners));
+        }
+        return delete(aws, kind, id).await;
+    }
     // IAM says which incarnation in the same read as the tags; a classic load balancer's is
     // read only when one was journaled.
     let (tags, read) = match kind {

@@ -147,6 +147,16 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
     }
     for kind in Kind::TEARDOWN_ORDER {
         for id in found.get(&kind).into_iter().flatten() {
+            // What a run with `preserveIAM` keeps, the plan says it keeps (the run names it under
+            // `preserved`).
+            if t.preserve_iam && matches!(kind, Kind::InstanceProfile | Kind::IamRole | Kind::OidcProvider) {
+                plan.leave.push(Planned {
+                    kind: kind.as_str().into(),
+                    id: id.clone(),
+                    reason: Some("preserveIAM: the cluster's IAM is kept".into()),
+                });
+                continue;
+            }
             plan.delete.push(Planned { kind: kind.as_str().into(), id: id.clone(), reason: None });
             match kind {
                 Kind::DhcpOptions => {
