@@ -27,7 +27,7 @@ pub struct FoundTemplate {
     pub groups: Vec<String>,
 }
 
-/// The launch templates matching `q`, each with its default version's security groups.
+/// The launch templates matching `q`, each with the security groups of all its versions.
 pub async fn find_launch_templates(aws: &Aws, q: &TagQuery) -> AwsResult<Vec<FoundTemplate>> {
     let mut found = Vec::new();
     let mut token: Option<String> = None;

@@ -22,7 +22,7 @@ const RELOAD_AT_MOST_EVERY: Duration = Duration::from_secs(1);
 /// How often an unknown key id may make the JWKS URL be fetched again: a stream of made-up key
 /// ids must not become a stream of requests to the issuer.
 const FETCH_AT_MOST_EVERY: Duration = Duration::from_secs(5);
-/// How often a JWKS URL is fetched again whatever the tokens say (`refresh_periodically`).
+/// How often a JWKS URL is fetched again whatever the tokens say (`api::fetch_jwks_periodically`).
 pub const FETCH_EVERY: Duration = Duration::from_secs(15 * 60);
 /// The longest a JWKS fetch may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
