@@ -1,133 +1,17 @@
 //! The daemon's API for tenants, black-box: the real daemon over loopback TLS with a tenants
 //! file, on moto; two tenants that cannot see or act on each other's workflows and clusters,
-//! tokens of every wrong kind refused, malformed bodies answered with problem documents, and no
-//! secret in the journal or the log.
+//! tokens of every wrong kind refused, a JWKS read from a URL, malformed bodies answered with
+//! problem documents, and no secret in the journal or the log. The page behind its sign-in is
+//! `api_page.rs`.
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::api::{AUDIENCE, Client, ISSUER, Issuer, JwksServer, TestCa, claims, now, token_hash};
-use support::aws::AwsEnv as Env;
+use support::api::{AUDIENCE, ISSUER, Issuer, JwksServer, claims, now};
+use support::api_daemon::*;
 use support::*;
-
-const TOKEN_A: &str = "tenant-a-secret-token-0001";
-const TOKEN_B: &str = "tenant-b-secret-token-0002";
-const TOKEN_READER: &str = "reader-secret-token-0003";
-/// A tenant with no prefix or region of its own: only cluster ownership keeps it off others'.
-const TOKEN_D: &str = "tenant-d-secret-token-0004";
-const ROLE_B: &str = "arn:aws:iam::222222222222:role/b-operator";
-const EXTERNAL_ID_B: &str = "b-external-7f3c";
-
-struct Api {
-    e: Env,
-    daemon: std::process::Child,
-    client: Client,
-    issuer: Issuer,
-    port: u16,
-    ca: std::path::PathBuf,
-}
-
-impl Api {
-    /// `infraflow --server … ARGS` with `token` (no journal: `--db` points nowhere).
-    fn remote(&self, token: &str, args: &[&str]) -> std::process::Output {
-        let url = format!("https://localhost:{}", self.port);
-        let token_file = self.e.s.file(&format!("token-{}", token_hash(token)));
-        std::fs::write(&token_file, token).unwrap();
-        let mut all = vec![
-            "--server",
-            url.as_str(),
-            "--server-ca",
-            self.ca.to_str().unwrap(),
-            "--token-file",
-            token_file.to_str().unwrap(),
-        ];
-        all.extend_from_slice(args);
-        std::process::Command::new(infraflow())
-            .args(&all)
-            .env("INFRAFLOW_DB", "/nonexistent/journal.sqlite3")
-            .output()
-            .unwrap()
-    }
-}
-
-impl Drop for Api {
-    fn drop(&mut self) {
-        let _ = self.daemon.kill();
-        let _ = self.daemon.wait();
-    }
-}
-
-fn tenants() -> Value {
-    json!({"tenants": [
-        {"name": "a", "tokenSha256": [token_hash(TOKEN_A)], "subjects": ["alice"], "permission": "operate",
-         "daemonIdentity": true, "regions": ["us-east-1"], "infraIDPrefixes": ["a-"]},
-        {"name": "b", "tokenSha256": [token_hash(TOKEN_B)], "subjects": ["bob"], "permission": "operate",
-         "daemonIdentity": true, "regions": ["us-east-1"], "infraIDPrefixes": ["b-"], "maxUnfinished": 2,
-         "roles": [ROLE_B], "accounts": ["222222222222"], "externalId": EXTERNAL_ID_B},
-        {"name": "ro", "tokenSha256": [token_hash(TOKEN_READER)], "permission": "read", "daemonIdentity": true},
-        {"name": "d", "tokenSha256": [token_hash(TOKEN_D)], "permission": "operate", "daemonIdentity": true}
-    ]})
-}
-
-/// A daemon on moto serving the API over TLS on a free loopback port.
-fn api() -> Api {
-    api_with_jwks(|issuer| issuer.jwks.to_str().unwrap().to_string())
-}
-
-/// The same, the daemon's `--oidc-jwks` being what `jwks` makes of the issuer.
-fn api_with_jwks(jwks: impl FnOnce(&Issuer) -> String) -> Api {
-    let e = Env::new();
-    let ca = TestCa::make(e.s.dir.path());
-    let tenants = e.s.write_json("tenants.json", &tenants());
-    let issuer = Issuer::new(e.s.file("jwks.json"));
-    let jwks = jwks(&issuer);
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let args = [
-        "--api-listen",
-        listen.as_str(),
-        "--tenants",
-        tenants.to_str().unwrap(),
-        "--tls-cert",
-        ca.cert.to_str().unwrap(),
-        "--tls-key",
-        ca.key.to_str().unwrap(),
-        "--oidc-issuer",
-        ISSUER,
-        "--oidc-audience",
-        AUDIENCE,
-        "--oidc-jwks",
-        jwks.as_str(),
-    ];
-    let daemon = e.daemon_with(&e.proxy.endpoint(), &args);
-    let start = Instant::now();
-    while !e.s.daemon_log().contains("serving the API") {
-        assert!(start.elapsed() < Duration::from_secs(30), "no API: {}", e.s.daemon_log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let client = Client::new(port, &ca.ca);
-    Api { e, daemon, client, issuer, port, ca: ca.ca }
-}
-
-fn provision(infra: &str) -> Value {
-    json!({"name": infra.trim_end_matches("-abcde"), "infraID": infra, "region": "us-east-1",
-           "zones": ["us-east-1a"], "baseDomain": "example.com"})
-}
-
-/// Waits (by the API's long poll) until `id` rests; its status.
-fn rested(a: &Api, token: &str, id: &str) -> Value {
-    let start = Instant::now();
-    loop {
-        let r = a.client.get(&format!("/v1/workflows/{id}/wait?timeout=20s"), token);
-        assert_eq!(r.status, 200, "{r:?}");
-        if r.body["rests"] == true {
-            return r.body;
-        }
-        assert!(start.elapsed() < Duration::from_secs(180), "{id} never rested: {}", r.body);
-    }
-}
 
 #[test]
 fn two_tenants_see_and_act_only_on_their_own_workflows_and_clusters() {
@@ -309,7 +193,8 @@ fn a_tenants_role_is_assumed_with_the_external_id_the_tenants_file_gives() {
     // The same submission again by another subject of the tenant: the same workflow, not a
     // conflict over the session name the daemon added.
     let bob = a.issuer.token("bob");
-    let again = a.client.post("/v1/workflows", &bob, &json!({"workflow": "provision-infra", "input": input, "id": "b-prov"}));
+    let again =
+        a.client.post("/v1/workflows", &bob, &json!({"workflow": "provision-infra", "input": input, "id": "b-prov"}));
     assert_eq!((again.status, &again.body["created"]), (200, &json!(false)), "{again:?}");
     // The operator's own drift check reads through the role in nobody's name: not the
     // submitter's, who did not ask for it.
@@ -507,15 +392,33 @@ fn a_jwks_url_is_fetched_again_on_a_rotation_and_not_for_every_unknown_key() {
     let junk_server = JwksServer::serve(junk);
     let tenants_file = a.e.s.write_json("tenants3.json", &tenants());
     let out = a.e.s.cli(&[
-        "daemon", "--api-listen", "127.0.0.1:0", "--tenants", tenants_file.to_str().unwrap(), "--oidc-issuer", ISSUER,
-        "--oidc-audience", AUDIENCE, "--oidc-jwks", &junk_server.url,
+        "daemon",
+        "--api-listen",
+        "127.0.0.1:0",
+        "--tenants",
+        tenants_file.to_str().unwrap(),
+        "--oidc-issuer",
+        ISSUER,
+        "--oidc-audience",
+        AUDIENCE,
+        "--oidc-jwks",
+        &junk_server.url,
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("not a JWKS") && stderr(&out).len() < 400, "{}", stderr(&out));
     for bad in ["ftp://127.0.0.1/jwks.json", "http://10.1.2.3/jwks.json", ""] {
         let out = a.e.s.cli(&[
-            "daemon", "--api-listen", "127.0.0.1:0", "--tenants", tenants_file.to_str().unwrap(), "--oidc-issuer", ISSUER,
-            "--oidc-audience", AUDIENCE, "--oidc-jwks", bad,
+            "daemon",
+            "--api-listen",
+            "127.0.0.1:0",
+            "--tenants",
+            tenants_file.to_str().unwrap(),
+            "--oidc-issuer",
+            ISSUER,
+            "--oidc-audience",
+            AUDIENCE,
+            "--oidc-jwks",
+            bad,
         ]);
         assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
         assert_eq!(stderr(&out).trim().lines().count(), 1, "{bad}: {}", stderr(&out));
@@ -525,120 +428,19 @@ fn a_jwks_url_is_fetched_again_on_a_rotation_and_not_for_every_unknown_key() {
     let dead = format!("http://127.0.0.1:{}/jwks.json", free_port());
     let tenants = a.e.s.write_json("tenants2.json", &tenants());
     let out = a.e.s.cli(&[
-        "daemon", "--api-listen", "127.0.0.1:0", "--tenants", tenants.to_str().unwrap(), "--oidc-issuer", ISSUER,
-        "--oidc-audience", AUDIENCE, "--oidc-jwks", &dead,
+        "daemon",
+        "--api-listen",
+        "127.0.0.1:0",
+        "--tenants",
+        tenants.to_str().unwrap(),
+        "--oidc-issuer",
+        ISSUER,
+        "--oidc-audience",
+        AUDIENCE,
+        "--oidc-jwks",
+        &dead,
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("JWKS") && stderr(&out).contains(&dead), "{}", stderr(&out));
     assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
-}
-
-/// The session cookie a sign-in set (`infraflow_session=…`), from its `Set-Cookie`.
-fn session_cookie(r: &support::api::Reply) -> String {
-    let line = r.headers.lines().find(|l| l.to_ascii_lowercase().starts_with("set-cookie:")).expect("a Set-Cookie");
-    line.split_once(':').unwrap().1.trim().split(';').next().unwrap().to_string()
-}
-
-/// The status page on the API's listener sits behind a sign-in: a token exchanged for a cookie
-/// a script cannot read and another site cannot send; the tenant sees and acts on its own
-/// workflows only, and sees the submitter of each; signing out ends the session.
-#[test]
-fn the_page_on_the_api_shows_a_signed_in_tenant_its_own_workflows_only() {
-    let a = api();
-    for (token, id) in [(TOKEN_A, "a-canary"), (TOKEN_B, "b-canary")] {
-        let r = a.client.post("/v1/workflows", token, &json!({"workflow": "canary", "input": {"steps": 1}, "id": id}));
-        assert_eq!(r.status, 201, "{r:?}");
-        rested(&a, token, id);
-    }
-    let origin = format!("https://localhost:{}", a.port);
-    let form = "application/x-www-form-urlencoded";
-    let sign_in = |token: &str| {
-        let body = format!("token={}", token.replace('-', "%2D"));
-        a.client.request("POST", "/login", &[("Origin", &origin)], form, body.as_bytes())
-    };
-    // Not signed in: the page sends the browser to sign in; nothing of the journal shows.
-    let r = a.client.request("GET", "/", &[], "text/html", b"");
-    assert_eq!(r.status, 303, "{r:?}");
-    assert!(r.headers.contains("location: /login") || r.headers.contains("Location: /login"), "{}", r.headers);
-    let r = sign_in("no-such-token");
-    assert_eq!(r.status, 401, "{r:?}");
-    assert!(!r.headers.to_ascii_lowercase().contains("set-cookie"), "{}", r.headers);
-    // From another site, even the right token signs no one in.
-    let r = a.client.request("POST", "/login", &[("Origin", "https://evil.example")], form, format!("token={TOKEN_A}").as_bytes());
-    assert_eq!(r.status, 403, "{r:?}");
-    let r = sign_in(TOKEN_A);
-    assert_eq!(r.status, 303, "{r:?}");
-    let set = r.headers.to_ascii_lowercase();
-    for attr in ["httponly", "secure", "samesite=strict"] {
-        assert!(set.contains(attr), "the cookie lacks {attr}: {}", r.headers);
-    }
-    let cookie = session_cookie(&r);
-    let get = |path: &str, cookie: &str| a.client.request("GET", path, &[("Cookie", cookie)], "text/html", b"");
-    let list = get("/", &cookie);
-    assert_eq!(list.status, 200, "{list:?}");
-    let text = list.body.as_str().unwrap_or_default().to_string();
-    // minijinja escapes the slash of `a/token`.
-    assert!(text.contains("a-canary") && text.contains("signed in as <span class=\"who\">a&#x2f;token"), "{text}");
-    assert!(!text.contains("b-canary"), "another tenant's workflow on the page: {text}");
-    assert!(!text.contains(a.e.s.db().to_str().unwrap()), "the daemon's journal shown to a tenant");
-    let own = get("/workflows/a-canary", &cookie);
-    assert_eq!(own.status, 200, "{own:?}");
-    assert!(own.body.as_str().unwrap_or_default().contains("class=\"submitter\">a&#x2f;token<"), "{:?}", own.body);
-    assert_eq!(get("/workflows/b-canary", &cookie).status, 404, "another tenant's is as absent as none");
-    assert_eq!(get("/workflows/b-canary/cancel", &cookie).status, 404);
-    // An action on its own workflow goes through the page's confirmation and token.
-    let confirm = get("/workflows/a-canary/retry", &cookie);
-    assert_eq!(confirm.status, 200, "{confirm:?}");
-    let html = confirm.body.as_str().unwrap_or_default().to_string();
-    let csrf = html.split("name=\"csrf\" value=\"").nth(1).and_then(|s| s.split('"').next()).unwrap().to_string();
-    let post = |path: &str, cookie: &str, body: &str| {
-        a.client.request("POST", path, &[("Cookie", cookie), ("Origin", &origin)], form, body.as_bytes())
-    };
-    assert_eq!(post("/workflows/b-canary/cancel", &cookie, &format!("csrf={csrf}")).status, 404);
-    let retried = post("/workflows/a-canary/retry", &cookie, &format!("csrf={csrf}"));
-    assert_eq!(retried.status, 409, "a completed workflow is not retried, and the page says so: {retried:?}");
-    // Each session's forms carry a token of their own: another session's does not act here.
-    let second = session_cookie(&sign_in(TOKEN_A));
-    let confirm2 = get("/workflows/a-canary/retry", &second).body.as_str().unwrap_or_default().to_string();
-    let csrf2 = confirm2.split("name=\"csrf\" value=\"").nth(1).and_then(|s| s.split('"').next()).unwrap().to_string();
-    assert_ne!(csrf, csrf2, "two sessions, one token");
-    assert_eq!(post("/workflows/a-canary/retry", &second, &format!("csrf={csrf}")).status, 403);
-    // Which host and process runs the workflow is the daemon's, not the tenant's.
-    assert!(!own.body.as_str().unwrap_or_default().contains("run by"), "the daemon's owner shown to a tenant");
-    // Another site's form signs no one out.
-    let r = a.client.request("POST", "/logout", &[("Cookie", &cookie), ("Origin", "https://evil.example")], form, b"");
-    assert_eq!(r.status, 403, "{r:?}");
-    assert_eq!(get("/", &cookie).status, 200, "still signed in");
-    // Signing out ends the session: the old cookie is a stranger's.
-    let out = post("/logout", &cookie, "");
-    assert_eq!(out.status, 303, "{out:?}");
-    assert!(out.headers.to_ascii_lowercase().contains("max-age=0"), "{}", out.headers);
-    assert_eq!(get("/", &cookie).status, 303);
-    assert_eq!(post("/workflows/a-canary/cancel", &cookie, &format!("csrf={csrf}")).status, 401);
-    // B signed in sees B's alone; nothing of the token or the cookie reaches the log.
-    let b = session_cookie(&sign_in(TOKEN_B));
-    let text = get("/", &b).body.as_str().unwrap_or_default().to_string();
-    assert!(text.contains("b-canary") && !text.contains("a-canary"), "{text}");
-    // B's token taken out of the tenants file ends B's session for good: putting it back does
-    // not bring the old cookie back to life.
-    let hup = |a: &Api| {
-        let sent = std::process::Command::new("kill").args(["-HUP", &a.daemon.id().to_string()]).status().unwrap();
-        assert!(sent.success());
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    };
-    let mut without_b = tenants();
-    without_b["tenants"][1]["tokenSha256"] = json!([]);
-    a.e.s.write_json("tenants.json", &without_b);
-    hup(&a);
-    assert_eq!(get("/", &b).status, 303, "a removed token's session ends");
-    a.e.s.write_json("tenants.json", &tenants());
-    hup(&a);
-    assert_eq!(get("/", &b).status, 303, "and stays ended when the token comes back");
-    assert_eq!(get("/", &session_cookie(&sign_in(TOKEN_B))).status, 200, "a new sign-in works");
-    let log = a.e.s.daemon_log();
-    for secret in [TOKEN_A, TOKEN_B, cookie.split('=').nth(1).unwrap(), b.split('=').nth(1).unwrap()] {
-        assert!(!log.contains(secret), "a secret in the log");
-    }
-    assert!(log.contains("sign-in") && log.contains("page-view"), "the page's requests are audited");
-    assert!(log.contains("not signed in") && log.contains("sign-out"), "and those refused or signing out too");
 }

@@ -8,9 +8,7 @@
 
 mod support;
 
-use aws_sdk_ec2::types::{
-    InstanceType, RequestLaunchTemplateData, ResourceType, Tag, TagSpecification,
-};
+use aws_sdk_ec2::types::{InstanceType, RequestLaunchTemplateData, ResourceType, Tag, TagSpecification};
 use serde_json::{Value, json};
 use support::aws::{AwsEnv as Env, ok};
 use support::hypershift::{self, Cut};
@@ -137,23 +135,34 @@ struct Karpenters {
 }
 
 fn karpenter_made(e: &Env, infra: &str, subnet: &str, group: &str, n: usize) -> Karpenters {
-    let templates = (0..n).map(|i| template(e, &format!("karpenter.k8s.aws/{i}{infra}"), group, karpenter_tags(infra))).collect();
+    let templates =
+        (0..n).map(|i| template(e, &format!("karpenter.k8s.aws/{i}{infra}"), group, karpenter_tags(infra))).collect();
     let instances = (0..n).map(|_| instance(e, subnet, group, karpenter_tags(infra))).collect();
     // Someone else's VPC, untagged: what is there is never the cluster's.
     let (other_vpc, other_subnet) = vpc_with_subnet(e, "10.99.0.0/24", Vec::new());
     let other_group = group_in(e, &other_vpc, &format!("{infra}-elsewhere"));
     let owned = vec![Tag::builder().key(format!("kubernetes.io/cluster/{infra}")).value("owned").build()];
     let edited_template = template(e, &format!("karpenter.k8s.aws/edited{infra}"), group, karpenter_tags(infra));
-    let elsewhere = RequestLaunchTemplateData::builder().image_id("ami-12c6146b").security_group_ids(&other_group).build();
+    let elsewhere =
+        RequestLaunchTemplateData::builder().image_id("ami-12c6146b").security_group_ids(&other_group).build();
     e.c.block_on(
-        e.c.ec2.create_launch_template_version().launch_template_id(&edited_template).launch_template_data(elsewhere).send(),
+        e.c.ec2
+            .create_launch_template_version()
+            .launch_template_id(&edited_template)
+            .launch_template_data(elsewhere)
+            .send(),
     )
     .unwrap();
     Karpenters {
         templates,
         instances,
         edited_template,
-        elsewhere_template: template(e, &format!("karpenter.k8s.aws/copied{infra}"), &other_group, karpenter_tags(infra)),
+        elsewhere_template: template(
+            e,
+            &format!("karpenter.k8s.aws/copied{infra}"),
+            &other_group,
+            karpenter_tags(infra),
+        ),
         unmarked_template: template(e, &format!("{infra}-by-hand"), group, owned),
         elsewhere_instance: instance(e, &other_subnet, &other_group, karpenter_tags(infra)),
     }
@@ -210,12 +219,19 @@ fn an_autonode_clusters_karpenter_role_is_hypershifts_and_its_teardown_takes_kar
         role.trust
     );
     // Without iam, autoNode is refused in a line naming it, and nothing is journaled.
-    let bad = e.input("bad.json", json!({
+    let bad = e.input(
+        "bad.json",
+        json!({
         "infra": {"name": "bn", "infraID": "bn-abcde", "region": "us-east-1", "baseDomain": "example.com"},
-        "nodePool": {"replicas": 1, "instanceType": "m6i.xlarge", "imageID": "ami-12c6146b"}, "autoNode": true}));
+        "nodePool": {"replicas": 1, "instanceType": "m6i.xlarge", "imageID": "ami-12c6146b"}, "autoNode": true}),
+    );
     let refused = e.s.cli(&["submit", "create-cluster", "--input", &bad]);
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
-    assert!(stderr(&refused).contains("autoNode") && stderr(&refused).trim().lines().count() == 1, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("autoNode") && stderr(&refused).trim().lines().count() == 1,
+        "{}",
+        stderr(&refused)
+    );
 
     let infra = &out["infra"];
     let (subnet, group) = (infra["zones"][0]["subnetID"].as_str().unwrap(), infra["securityGroupID"].as_str().unwrap());
@@ -233,16 +249,22 @@ fn an_autonode_clusters_karpenter_role_is_hypershifts_and_its_teardown_takes_kar
 #[test]
 fn a_teardown_that_preserves_iam_leaves_the_clusters_roles_and_provider_and_names_them() {
     let e = Env::new();
-    let input = e.input("iam.json", json!({"infraID": "pi-abcde", "region": "us-east-1", "oidcBucket": "oidc", "autoNode": true}));
+    let input = e.input(
+        "iam.json",
+        json!({"infraID": "pi-abcde", "region": "us-east-1", "oidcBucket": "oidc", "autoNode": true}),
+    );
     ok(&e.cli(&["run", "create-iam", "--input", &input, "--id", "pi"]));
     let made = IamState::read(&e.c, "pi-abcde");
     assert_eq!((made.providers.len(), made.roles.len(), made.profiles.len()), (1, 9, 1), "{}", made.summary());
     let td = e.input("td.json", json!({"infraID": "pi-abcde", "region": "us-east-1", "preserveIAM": true}));
     let plan = ok(&e.cli(&["run", "teardown", "--input", &td, "--dry-run", "--json"]));
-    let planned = |list: &str, kind: &str| {
-        plan[list].as_array().into_iter().flatten().filter(|p| p["kind"] == kind).count()
-    };
-    assert_eq!((planned("delete", "iam-role"), planned("leave", "iam-role")), (0, 9), "the plan says what the run keeps: {plan}");
+    let planned =
+        |list: &str, kind: &str| plan[list].as_array().into_iter().flatten().filter(|p| p["kind"] == kind).count();
+    assert_eq!(
+        (planned("delete", "iam-role"), planned("leave", "iam-role")),
+        (0, 9),
+        "the plan says what the run keeps: {plan}"
+    );
     let out = ok(&e.cli(&["run", "teardown", "--input", &td, "--id", "pi-down"]));
     let kept = IamState::read(&e.c, "pi-abcde");
     assert_eq!(kept.total(), made.total(), "IAM preserved: {}", kept.summary());

@@ -74,7 +74,8 @@ fn check_names_iam_drift_without_writing_and_create_iam_with_its_repair_puts_it_
     let ingress = format!("{INFRA}-openshift-ingress");
     let anyone = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
         "Principal": {"AWS": "arn:aws:iam::999999999999:root"}, "Action": "sts:AssumeRole"}]});
-    e.c.block_on(iam.update_assume_role_policy().role_name(&ingress).policy_document(anyone.to_string()).send()).unwrap();
+    e.c.block_on(iam.update_assume_role_policy().role_name(&ingress).policy_document(anyone.to_string()).send())
+        .unwrap();
     let provider = made["iam"]["oidcProviderARN"].as_str().unwrap().to_string();
     e.c.block_on(iam.delete_open_id_connect_provider().open_id_connect_provider_arn(&provider).send()).unwrap();
 
@@ -100,18 +101,24 @@ fn check_names_iam_drift_without_writing_and_create_iam_with_its_repair_puts_it_
 
     // Without repairDrift, a changed trust of a role another submission made is left, and the
     // run pauses naming it.
-    e.c.block_on(iam.update_assume_role_policy().role_name(&ingress).policy_document(anyone.to_string()).send()).unwrap();
+    e.c.block_on(iam.update_assume_role_policy().role_name(&ingress).policy_document(anyone.to_string()).send())
+        .unwrap();
     let mut plain: Value = serde_json::from_str(&std::fs::read_to_string(&repair_input).unwrap()).unwrap();
     plain.as_object_mut().unwrap().remove("repairDrift");
     let plain = e.input("plain.json", plain);
     let out = e.cli(&["run", "create-iam", "--input", &plain, "--id", "dr-plain"]);
     assert_ne!(out.status.code(), Some(0));
-    assert!(e.s.status("dr-plain")["error"].as_str().is_some_and(|w| w.contains("repairDrift")), "{}", e.s.status("dr-plain"));
+    assert!(
+        e.s.status("dr-plain")["error"].as_str().is_some_and(|w| w.contains("repairDrift")),
+        "{}",
+        e.s.status("dr-plain")
+    );
 
     // The issuer's keys gone: drift create-iam does not repair, said so.
     e.c.block_on(e.c.s3.delete_object().bucket(BUCKET).key(format!("{INFRA}/openid/v1/jwks")).send()).unwrap();
     let (code, report) = check(&e);
     assert_eq!(code, 1);
-    let keys = report["drift"].as_array().unwrap().iter().find(|d| d["kind"] == "oidc-document").expect("the keys' drift");
+    let keys =
+        report["drift"].as_array().unwrap().iter().find(|d| d["kind"] == "oidc-document").expect("the keys' drift");
     assert!(keys["repair"].as_str().unwrap().contains("dr-oidc-iam"), "{keys}");
 }

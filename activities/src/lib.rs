@@ -4,9 +4,9 @@
 
 pub mod adopt;
 pub mod anchor;
+mod assume;
 pub mod census;
 pub mod classic_elb;
-mod assume;
 mod client;
 pub mod cluster_lease;
 pub mod compute;

@@ -81,19 +81,15 @@ impl Server {
     pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply, Failure> {
         match self.timeout {
             Some(limit) => tokio::time::timeout(limit, self.exchange(method, path, body)).await.unwrap_or_else(|_| {
-                Err(Failure::other(format!(
-                    "no answer from {}:{} within {}s",
-                    self.host,
-                    self.port,
-                    limit.as_secs()
-                )))
+                Err(Failure::other(format!("no answer from {}:{} within {}s", self.host, self.port, limit.as_secs())))
             }),
             None => self.exchange(method, path, body).await,
         }
     }
 
     async fn exchange(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply, Failure> {
-        let unreachable = |e: &dyn std::fmt::Display| Failure::other(format!("cannot reach {}:{}: {e}", self.host, self.port));
+        let unreachable =
+            |e: &dyn std::fmt::Display| Failure::other(format!("cannot reach {}:{}: {e}", self.host, self.port));
         let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port)).await.map_err(|e| unreachable(&e))?;
         let mut request = hyper::Request::builder()
             .method(method)
@@ -109,8 +105,10 @@ impl Server {
             Some(config) => {
                 let name = ServerName::try_from(self.host.clone())
                     .map_err(|_| Failure::usage(format!("{} is not a host name", self.host)))?;
-                let tls =
-                    tokio_rustls::TlsConnector::from(config.clone()).connect(name, tcp).await.map_err(|e| unreachable(&e))?;
+                let tls = tokio_rustls::TlsConnector::from(config.clone())
+                    .connect(name, tcp)
+                    .await
+                    .map_err(|e| unreachable(&e))?;
                 send(tls, request).await.map_err(|e| unreachable(&e))?
             }
             None => send(tcp, request).await.map_err(|e| unreachable(&e))?,
@@ -171,7 +169,10 @@ mod tests {
     #[test]
     fn a_url_names_its_host_port_and_path_as_sent() {
         let s = Server::new("--x", "http://[::1]:8080/keys#frag", None, None).unwrap();
-        assert_eq!((s.host.as_str(), s.port, s.authority.as_str(), s.path.as_str()), ("::1", 8080, "[::1]:8080", "/keys"));
+        assert_eq!(
+            (s.host.as_str(), s.port, s.authority.as_str(), s.path.as_str()),
+            ("::1", 8080, "[::1]:8080", "/keys")
+        );
         let s = Server::new("--x", "HTTP://127.0.0.1:9?x=1", None, None).unwrap();
         assert_eq!((s.port, s.path.as_str()), (9, "/?x=1"));
         for (bad, why) in [

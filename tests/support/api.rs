@@ -178,7 +178,14 @@ impl Client {
     }
 
     /// A request with these `headers` besides Host, Content-Type and Content-Length.
-    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], content_type: &str, body: &[u8]) -> Reply {
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        content_type: &str,
+        body: &[u8],
+    ) -> Reply {
         let mut tcp = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         tcp.set_read_timeout(Some(std::time::Duration::from_secs(90))).unwrap();
         let name = ServerName::try_from("localhost").unwrap();

@@ -209,6 +209,7 @@ pub fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
 }
 
 pub mod api;
+pub mod api_daemon;
 pub mod authz;
 pub mod aws;
 pub mod buckets;

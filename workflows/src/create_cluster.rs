@@ -218,7 +218,10 @@ impl WorkflowDef for CreateCluster {
             ("infra.sourceIdentity", c.infra.source_identity.is_some()),
         ];
         if let Some((field, _)) = in_infra.iter().find(|(_, given)| *given) {
-            return Err(InputError::field(field, "give the role's fields at the top of the input: every part acts through it"));
+            return Err(InputError::field(
+                field,
+                "give the role's fields at the top of the input: every part acts through it",
+            ));
         }
         c.infra = c
             .infra
@@ -246,10 +249,7 @@ impl WorkflowDef for CreateCluster {
         };
         probe.check().map_err(|e| InputError(e.0.replacen("invalid input: ", "invalid input: nodePool.", 1)))?;
         if c.auto_node && c.iam.is_none() {
-            return Err(InputError::field(
-                "autoNode",
-                "needs iam: Karpenter's role is made with the cluster's IAM",
-            ));
+            return Err(InputError::field("autoNode", "needs iam: Karpenter's role is made with the cluster's IAM"));
         }
         if let Some(iam) = &c.iam {
             let zone = || Some("Z0000PROBE".to_string());

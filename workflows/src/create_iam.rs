@@ -371,8 +371,13 @@ pub async fn create_iam(
         let id = ident(&format!("role/{KMS_PROVIDER_SUFFIX}"), &name);
         let trust = trust_policy(&provider.arn, issuer_host_path(&issuer), KMS_PROVIDER_ACCOUNTS).to_string();
         let policy = kms_provider_policy(key).to_string();
-        let policy =
-            iam::InlinePolicy { name: &name, document: &policy, replaces: &[], superseded_by: &[], repair: p.repair_drift };
+        let policy = iam::InlinePolicy {
+            name: &name,
+            document: &policy,
+            replaces: &[],
+            superseded_by: &[],
+            repair: p.repair_drift,
+        };
         let key = format!("role/{KMS_PROVIDER_SUFFIX}");
         kms_provider_role_arn = role_step(ctx, pool, region, &key, &id, &name, &trust, policy).await?;
     }

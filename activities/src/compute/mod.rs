@@ -16,11 +16,11 @@ use crate::wait::{WAIT_BUDGET, poll_until};
 mod launch_templates;
 mod room;
 
+pub(crate) use launch_templates::launch_template_tags;
 pub use launch_templates::{
     CLUSTER_NAME_TAG, FoundTemplate, KARPENTER_NAME_PREFIX, NODE_CLASS_TAG, NODE_POOL_TAG, delete_launch_template,
     find_launch_templates,
 };
-pub(crate) use launch_templates::launch_template_tags;
 pub use room::{VcpuCensus, VcpuRoom, is_standard, vcpu_census, vcpu_room};
 
 /// The IAM actions this file's lookups call (what `infraflow policy` grants; proven complete by

@@ -79,7 +79,10 @@ pub fn may_name(who: &Authenticated, others: &[Tenant], workflow: &str, input: &
         ("externalID", format!("the daemon gives tenant {}'s roles their ExternalId: leave externalID out", t.name)),
         (
             "sourceIdentity",
-            format!("the daemon names tenant {} and its subject as the session's SourceIdentity: leave sourceIdentity out", t.name),
+            format!(
+                "the daemon names tenant {} and its subject as the session's SourceIdentity: leave sourceIdentity out",
+                t.name
+            ),
         ),
         ("userDataFile", "names a file on the daemon's host: the API takes none".to_string()),
         ("effectsFile", "names a file on the daemon's host: the API takes none".to_string()),

@@ -238,9 +238,8 @@ fn decode_json(part: &str) -> Result<Value, String> {
 }
 
 async fn fetch_jwks(url: &str) -> Result<Vec<Jwk>, String> {
-    let server = crate::http_client::Server::new("--oidc-jwks", url, None, None)
-        .map_err(|f| f.message)?
-        .within(FETCH_TIMEOUT);
+    let server =
+        crate::http_client::Server::new("--oidc-jwks", url, None, None).map_err(|f| f.message)?.within(FETCH_TIMEOUT);
     let reply = server.call("GET", &server.path, None).await.map_err(|f| format!("JWKS {url}: {}", f.message))?;
     if reply.status != 200 {
         return Err(format!("JWKS {url} answered {}", reply.status));
@@ -330,12 +329,14 @@ mod tests {
             &i.token(h.clone(), json!({"iss": "https://other", "aud": "infraflow", "sub": "a", "exp": 2_000})),
             1_000,
             "issuer",
-        ).await;
+        )
+        .await;
         refused(
             &i.token(h.clone(), json!({"iss": "https://idp", "aud": "else", "sub": "a", "exp": 2_000})),
             1_000,
             "audience",
-        ).await;
+        )
+        .await;
         refused(&i.token(json!({"alg": "ES256", "kid": "k9"}), claims()), 1_000, "no key \"k9\"").await;
         let none = format!(
             "{}.{}.",

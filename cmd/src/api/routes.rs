@@ -290,9 +290,9 @@ impl Routes {
             infraflow_workflows::teardown::plan::plan(&crate::registry::pool(), &fences::naming_the_caller(who, input))
                 .await
                 .map_err(|e| match e {
-                infraflow_workflows::teardown::plan::PlanError::Input(e) => Problem::field("input", e.to_string()),
-                e => Problem::new(StatusCode::BAD_GATEWAY, e.to_string()),
-            })?;
+                    infraflow_workflows::teardown::plan::PlanError::Input(e) => Problem::field("input", e.to_string()),
+                    e => Problem::new(StatusCode::BAD_GATEWAY, e.to_string()),
+                })?;
         Ok(Answer::ok(serde_json::to_value(&plan).unwrap_or_default()))
     }
 }

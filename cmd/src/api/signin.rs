@@ -42,7 +42,10 @@ impl Api {
                 // Another site's form must not sign the browser out either.
                 if !self.page.guard().same_origin(&req) {
                     audit::record(client, &Caller::default(), "sign-out", None, 403, "not from this page");
-                    return page(StatusCode::FORBIDDEN, "<p>refused: the sign-out does not come from this page</p>".into());
+                    return page(
+                        StatusCode::FORBIDDEN,
+                        "<p>refused: the sign-out does not come from this page</p>".into(),
+                    );
                 }
                 if let Some(cookie) = session::cookie_of(req.headers()) {
                     self.sessions.close(&cookie);

@@ -49,7 +49,6 @@ pub struct Page {
     checks: crate::checked::SharedChecks,
 }
 
-
 type Reply = Response<Full<Bytes>>;
 
 impl Page {
@@ -68,14 +67,7 @@ impl Page {
         ] {
             templates.add_template(name, source).expect("the page's templates parse");
         }
-        Page {
-            journal,
-            templates,
-            actions,
-            guard,
-            sweep: Default::default(),
-            checks: Default::default(),
-        }
+        Page { journal, templates, actions, guard, sweep: Default::default(), checks: Default::default() }
     }
 
     pub fn guard(&self) -> &Guard {
@@ -364,8 +356,10 @@ fn only_get() -> Reply {
 fn forbidden_actions(viewer: &Viewer) -> Reply {
     let why = match viewer.signed_in_as() {
         Some(who) => format!("{} may not cancel or retry: its tenant's permission is not operate", escape(who)),
-        None => "actions are off: the daemon listens beyond loopback; start it with --allow-remote-actions to allow them"
-            .into(),
+        None => {
+            "actions are off: the daemon listens beyond loopback; start it with --allow-remote-actions to allow them"
+                .into()
+        }
     };
     html(StatusCode::FORBIDDEN, format!("<p>{why}</p>"))
 }
@@ -486,5 +480,4 @@ mod tests {
             assert!(!unknown, "filter {filter} is used by a template and unknown: {r:?}");
         }
     }
-
 }

@@ -4,7 +4,6 @@
 //! Refusals (a problem document) are one line with the exit code of the same refusal on the
 //! journal path: 2 for what the caller asked wrong, 1 otherwise.
 
-
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};

@@ -68,7 +68,9 @@ impl IamMade {
     fn repair(&self) -> String {
         let mut input = serde_json::to_value(&self.input).unwrap_or_default();
         input["repairDrift"] = Value::Bool(true);
-        format!("run create-iam with the cluster's IAM input and repairDrift: infraflow run create-iam --input - <<< '{input}'")
+        format!(
+            "run create-iam with the cluster's IAM input and repairDrift: infraflow run create-iam --input - <<< '{input}'"
+        )
     }
 }
 
@@ -108,7 +110,12 @@ fn roles_made(m: &IamMade) -> Vec<RoleMade> {
         });
     }
     let (role, policy, _) = worker_names(infra);
-    made.push(RoleMade { name: role, policy_name: policy, trust: worker_trust_policy(), policies: vec![worker_policy()] });
+    made.push(RoleMade {
+        name: role,
+        policy_name: policy,
+        trust: worker_trust_policy(),
+        policies: vec![worker_policy()],
+    });
     made
 }
 
@@ -123,9 +130,18 @@ pub async fn drift(pool: &AwsPool, aws: &Aws, m: &IamMade) -> Result<Vec<Drift>,
         Some(now) => {
             let url = issuer_host_path(&o.issuer_url);
             if now.url != url {
-                out.push(Drift::new("oidc-provider", &o.oidc_provider_arn, format!("issuer {url}"), format!("issuer {}", now.url)).by_hand(&repair));
+                out.push(
+                    Drift::new(
+                        "oidc-provider",
+                        &o.oidc_provider_arn,
+                        format!("issuer {url}"),
+                        format!("issuer {}", now.url),
+                    )
+                    .by_hand(&repair),
+                );
             }
-            let missing: Vec<&str> = CLIENT_IDS.into_iter().filter(|c| !now.client_ids.iter().any(|x| x == c)).collect();
+            let missing: Vec<&str> =
+                CLIENT_IDS.into_iter().filter(|c| !now.client_ids.iter().any(|x| x == c)).collect();
             if !missing.is_empty() {
                 out.push(Drift::new("oidc-provider", &o.oidc_provider_arn, format!("audiences {}", CLIENT_IDS.join(", ")), format!("audiences {}", now.client_ids.join(", "))).by_hand(format!(
                     "add the audiences: aws iam add-client-id-to-open-id-connect-provider --open-id-connect-provider-arn {} --client-id {}",
@@ -146,13 +162,23 @@ pub async fn drift(pool: &AwsPool, aws: &Aws, m: &IamMade) -> Result<Vec<Drift>,
             None => out.push(Drift::new("iam-role", &r.name, "present", "missing").by_hand(&repair)),
             Some(now) => {
                 if now.trust.as_ref() != Some(&r.trust) {
-                    out.push(Drift::new("trust", &r.name, "the trust create-iam gave it", "another trust").by_hand(&repair));
+                    out.push(
+                        Drift::new("trust", &r.name, "the trust create-iam gave it", "another trust").by_hand(&repair),
+                    );
                 }
                 match &now.policy {
-                    None => out.push(Drift::new("role-policy", &r.name, format!("inline policy {}", r.policy_name), "missing").by_hand(&repair)),
-                    Some(p) if !r.policies.contains(p) => out.push(
-                        Drift::new("role-policy", &r.name, format!("inline policy {} as create-iam wrote it", r.policy_name), "another document")
+                    None => out.push(
+                        Drift::new("role-policy", &r.name, format!("inline policy {}", r.policy_name), "missing")
                             .by_hand(&repair),
+                    ),
+                    Some(p) if !r.policies.contains(p) => out.push(
+                        Drift::new(
+                            "role-policy",
+                            &r.name,
+                            format!("inline policy {} as create-iam wrote it", r.policy_name),
+                            "another document",
+                        )
+                        .by_hand(&repair),
                     ),
                     Some(_) => {}
                 }
@@ -176,17 +202,28 @@ async fn issuer_documents(pool: &AwsPool, m: &IamMade) -> Result<Vec<Drift>, Aws
     ] {
         let at = format!("s3://{bucket}/{key}");
         match as_is::document_now(&aws, bucket, &key).await? {
-            DocumentNow::Missing => out.push(Drift::new("oidc-document", &at, format!("the issuer's {what}"), "missing").by_hand(by_hand)),
-            DocumentNow::NotJson => out.push(Drift::new("oidc-document", &at, format!("the issuer's {what} (JSON)"), "not JSON").by_hand(by_hand)),
-            DocumentNow::Json(doc) if what == "discovery document" && doc["issuer"].as_str() != Some(issuer.as_str()) => {
-                out.push(Drift::new("oidc-document", &at, format!("issuer {issuer}"), format!("issuer {}", doc["issuer"])).by_hand(by_hand))
+            DocumentNow::Missing => {
+                out.push(Drift::new("oidc-document", &at, format!("the issuer's {what}"), "missing").by_hand(by_hand))
+            }
+            DocumentNow::NotJson => out.push(
+                Drift::new("oidc-document", &at, format!("the issuer's {what} (JSON)"), "not JSON").by_hand(by_hand),
+            ),
+            DocumentNow::Json(doc)
+                if what == "discovery document" && doc["issuer"].as_str() != Some(issuer.as_str()) =>
+            {
+                out.push(
+                    Drift::new("oidc-document", &at, format!("issuer {issuer}"), format!("issuer {}", doc["issuer"]))
+                        .by_hand(by_hand),
+                )
             }
             DocumentNow::Json(doc) if what == "keys" && doc["keys"].as_array().is_none_or(Vec::is_empty) => {
                 out.push(Drift::new("oidc-document", &at, "at least one key", "none").by_hand(by_hand))
             }
             DocumentNow::Json(_) => {}
             // Nothing can be said of what cannot be read: not a drift.
-            DocumentNow::Unreadable(why) => tracing::info!(document = %at, why, "the issuer's document is not readable here: not checked"),
+            DocumentNow::Unreadable(why) => {
+                tracing::info!(document = %at, why, "the issuer's document is not readable here: not checked")
+            }
         }
     }
     Ok(out)

@@ -87,7 +87,9 @@ async fn read_plan(pool: &AwsPool, t: &TeardownInput) -> Result<TeardownPlan, Pl
             )),
         });
     }
-    for arn in infraflow_activities::tagging::left_unknown(&aws, &t.infra_id, &Kind::TEARDOWN_ORDER).await.map_err(from_aws)? {
+    for arn in
+        infraflow_activities::tagging::left_unknown(&aws, &t.infra_id, &Kind::TEARDOWN_ORDER).await.map_err(from_aws)?
+    {
         plan.leave.push(Planned {
             kind: "tagged".into(),
             id: arn,
