@@ -16,6 +16,7 @@ use super::session::{self, COOKIE};
 use super::tenants::Permission;
 use super::{Api, fences};
 use crate::page::Viewer;
+use crate::page::escape;
 
 /// A sign-in's or an action's form: a token (an OIDC token is a few KB) or the page's.
 const FORM_LIMIT: usize = 16 * 1024;
@@ -160,16 +161,11 @@ fn sign_in_form(status: StatusCode, why: &str) -> Reply {
     )
 }
 
+/// The page's own answer (its content type and policy), never kept by a cache: what a signed-in
+/// tenant sees is its own.
 fn page(status: StatusCode, body: String) -> Reply {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
-    *r.status_mut() = status;
-    let h = r.headers_mut();
-    h.insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("text/html; charset=utf-8"));
-    h.insert(
-        hyper::header::CONTENT_SECURITY_POLICY,
-        hyper::header::HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; form-action 'self'"),
-    );
-    h.insert(hyper::header::CACHE_CONTROL, hyper::header::HeaderValue::from_static("no-store"));
+    let mut r = crate::page::html(status, body);
+    r.headers_mut().insert(hyper::header::CACHE_CONTROL, hyper::header::HeaderValue::from_static("no-store"));
     r
 }
 
@@ -184,8 +180,4 @@ fn with_cookie(mut r: Reply, cookie: &str) -> Reply {
         r.headers_mut().insert(hyper::header::SET_COOKIE, v);
     }
     r
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }

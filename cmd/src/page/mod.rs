@@ -331,7 +331,7 @@ impl Page {
     }
 }
 
-fn html(status: StatusCode, body: String) -> Reply {
+pub(crate) fn html(status: StatusCode, body: String) -> Reply {
     let mut r = Response::new(Full::new(Bytes::from(body)));
     *r.status_mut() = status;
     r.headers_mut()
@@ -383,7 +383,7 @@ fn contains_folded(text: &str, needle: &str) -> bool {
     text.to_lowercase().contains(&needle.to_lowercase())
 }
 
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
