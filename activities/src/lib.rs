@@ -32,6 +32,7 @@ pub mod quotas;
 pub mod resources;
 pub mod role;
 pub mod routing;
+pub mod oidc_bucket;
 pub mod s3;
 pub mod security;
 pub mod tagging;

@@ -1,0 +1,113 @@
+//! The management side's OIDC bucket (HyperShift's quick-setup): every hosted cluster's issuer
+//! documents are published there, read by anyone (AWS's STS fetches them without credentials).
+//! Made once, tagged with the management side's identity; a bucket of that name that does not
+//! carry it is someone else's, never configured or deleted here.
+
+use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration, PublicAccessBlockConfiguration, Tag, Tagging};
+
+use crate::client::Aws;
+use crate::error::{AwsError, AwsResult, classify};
+use crate::tags::{CREATED_BY_TAG, IDENTITY_TAG, Identity};
+
+/// The IAM actions of making and configuring it.
+pub const IAM_WRITE: &[&str] =
+    &["s3:CreateBucket", "s3:PutBucketTagging", "s3:PutBucketPublicAccessBlock", "s3:PutBucketPolicy"];
+/// The IAM actions of its delete (only when empty: clusters' documents are never deleted here).
+pub const IAM_DELETE: &[&str] = &["s3:ListBucket", "s3:DeleteBucket"];
+
+/// Anyone may read the objects, nothing else (HyperShift's quick-setup policy).
+pub fn public_read_policy(bucket: &str) -> String {
+    serde_json::json!({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+                       "Resource": format!("arn:aws:s3:::{bucket}/*")}]
+    })
+    .to_string()
+}
+
+/// Bucket `name` in `aws`'s region, made if missing and tagged with `id`; its public access
+/// block lets the read policy stand, and the policy is written. A bucket of that name without
+/// `id`'s identity is refused (the operator's to rename or adopt by hand).
+pub async fn ensure_oidc_bucket(aws: &Aws, id: &Identity, name: &str) -> AwsResult<bool> {
+    let made = match crate::s3::bucket_tags(aws, name).await {
+        Ok(Some(tags)) => {
+            if !tags.iter().any(|(k, v)| k == IDENTITY_TAG && *v == id.key()) {
+                return Err(AwsError::operator(
+                    "GetBucketTagging",
+                    format!("bucket {name} exists and is not this management side's (no {IDENTITY_TAG}={}): name another oidcBucket", id.key()),
+                ));
+            }
+            false
+        }
+        Ok(None) => {
+            let mut create = aws.s3.create_bucket().bucket(name);
+            if aws.region != "us-east-1" {
+                let at = CreateBucketConfiguration::builder()
+                    .location_constraint(BucketLocationConstraint::from(aws.region.as_str()))
+                    .build();
+                create = create.create_bucket_configuration(at);
+            }
+            match create.send().await.map_err(|e| classify("CreateBucket", e)) {
+                Ok(_) => {}
+                // Ours from an attempt whose answer was lost: its tags say so below.
+                Err(e) if e.code_is("BucketAlreadyOwnedByYou") => {}
+                Err(e) => return Err(e),
+            }
+            true
+        }
+        Err(e) => return Err(e),
+    };
+    let tags: Vec<Tag> = id
+        .tags()
+        .into_iter()
+        .filter(|(k, _)| made || k != CREATED_BY_TAG)
+        .filter_map(|(k, v)| Tag::builder().key(k).value(v).build().ok())
+        .collect();
+    let tagging = Tagging::builder().set_tag_set(Some(tags)).build().map_err(|e| AwsError::terminal("tag", e.to_string()))?;
+    aws.s3.put_bucket_tagging().bucket(name).tagging(tagging).send().await.map_err(|e| classify("PutBucketTagging", e))?;
+    let open = PublicAccessBlockConfiguration::builder()
+        .block_public_acls(true)
+        .ignore_public_acls(true)
+        .block_public_policy(false)
+        .restrict_public_buckets(false)
+        .build();
+    aws.s3
+        .put_public_access_block()
+        .bucket(name)
+        .public_access_block_configuration(open)
+        .send()
+        .await
+        .map_err(|e| classify("PutPublicAccessBlock", e))?;
+    aws.s3
+        .put_bucket_policy()
+        .bucket(name)
+        .policy(public_read_policy(name))
+        .send()
+        .await
+        .map_err(|e| classify("PutBucketPolicy", e))?;
+    Ok(made)
+}
+
+/// Deletes bucket `name` if it carries `id`'s identity and holds no object; false if it is gone
+/// or not this management side's. A bucket that still holds clusters' documents is refused (the
+/// operator's: those clusters' issuers would break).
+pub async fn delete_oidc_bucket_if_empty(aws: &Aws, id: &Identity, name: &str) -> AwsResult<bool> {
+    let Some(tags) = crate::s3::bucket_tags(aws, name).await? else { return Ok(false) };
+    if !tags.iter().any(|(k, v)| k == IDENTITY_TAG && *v == id.key()) {
+        return Ok(false);
+    }
+    let listed =
+        aws.s3.list_objects_v2().bucket(name).max_keys(1).send().await.map_err(|e| classify("ListObjectsV2", e))?;
+    if listed.key_count().unwrap_or(0) > 0 {
+        return Err(AwsError::operator(
+            "DeleteBucket",
+            format!("bucket {name} still holds clusters' OIDC documents: tear those clusters down (or move their documents) first, then `infraflow retry`"),
+        ));
+    }
+    let r = aws.s3.delete_bucket().bucket(name).send().await.map_err(|e| classify("DeleteBucket", e));
+    match r {
+        Ok(_) => Ok(true),
+        Err(e) if e.code_is("NoSuchBucket") => Ok(false),
+        Err(e) => Err(e),
+    }
+}
