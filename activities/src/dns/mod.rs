@@ -9,6 +9,7 @@
 //! `vpc_zones` since).
 
 mod names;
+pub mod public;
 mod records;
 mod room;
 mod soa;
