@@ -10,6 +10,7 @@ pub mod cluster;
 mod cluster_roles;
 pub mod create_cluster;
 pub mod create_iam;
+pub mod create_management;
 pub mod create_privatelink;
 pub mod expiry;
 pub mod hold;

@@ -517,3 +517,10 @@ pub(crate) async fn get_oidc_provider(
         Err(e) => Err(e),
     }
 }
+
+/// The OIDC provider serving `issuer` (`https://host/path`), if the account has one: what a
+/// management side's roles trust (HyperShift's `create operator-roles` finds it the same way).
+pub async fn find_oidc_provider_by_issuer(aws: &Aws, issuer: &str) -> AwsResult<Option<String>> {
+    let host_path = issuer_host_path(issuer);
+    Ok(list_oidc_providers(aws).await?.into_iter().find(|arn| arn.ends_with(&format!("/{host_path}"))))
+}

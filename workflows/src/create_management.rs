@@ -1,0 +1,269 @@
+//! `create-management` (WIP, issue 59 part 3): what every hosted cluster of a management cluster
+//! needs before the first one, made in one command and resumable — the OIDC bucket with the
+//! access HyperShift's quick-setup documents, the public zone if missing, and the HyperShift
+//! operator's three roles as `hypershift create operator-roles aws` makes them. Its resources
+//! carry the ownership key `management.<namePrefix>`, which no infraID can be (a dot): no
+//! cluster's teardown or sweep ever names them; only `teardown-management` (to come) deletes them.
+
+use infraflow_activities::iam::{self, issuer_host_path};
+use infraflow_activities::{AwsPool, Identity, dns, oidc_bucket};
+use infraflow_engine::{ActivityError, BoxFuture, InputError, StepError, StepOptions, Validated, WfCtx, WorkflowDef};
+use infraflow_journal::Undo;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::aws_steps::{aws_retry, from_aws, probe_environment};
+use crate::validate;
+
+/// The undo of the bucket's step: deleted if ours and still empty.
+pub const DELETE_OIDC_BUCKET: &str = "s3.delete-oidc-bucket";
+/// The undo of the zone's step: deleted if made by this workflow and still empty.
+pub const DELETE_PUBLIC_ZONE: &str = "route53.delete-public-zone";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagementInput {
+    pub region: String,
+    pub oidc_bucket: String,
+    /// The public zone clusters' names go under: made when missing, taken as it is when there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_domain: Option<String>,
+    /// The roles' names start with it (HyperShift's default `hypershift`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_prefix: Option<String>,
+    /// Where the HyperShift operator runs (default `hypershift`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_namespace: Option<String>,
+    /// The management cluster's issuer, whose IAM OIDC provider the roles trust…
+    #[serde(rename = "oidcIssuerURL", default, skip_serializing_if = "Option::is_none")]
+    pub oidc_issuer_url: Option<String>,
+    /// …or the instance role they trust instead.
+    #[serde(rename = "instanceRoleARN", default, skip_serializing_if = "Option::is_none")]
+    pub instance_role_arn: Option<String>,
+    #[serde(rename = "roleARN", default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
+    #[serde(rename = "externalID", default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_identity: Option<String>,
+}
+
+impl ManagementInput {
+    fn prefix(&self) -> &str {
+        self.name_prefix.as_deref().unwrap_or("hypershift")
+    }
+
+    /// The ownership key's name: `management.<prefix>`, which no cluster's infraID can be.
+    pub fn owner(&self) -> String {
+        format!("management.{}", self.prefix())
+    }
+}
+
+/// HyperShift's `CreateOperatorRolesOutput`, plus what else was made.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagementOutput {
+    pub oidc_bucket: String,
+    #[serde(rename = "publicZoneID", default, skip_serializing_if = "String::is_empty")]
+    pub public_zone_id: String,
+    #[serde(rename = "operatorEC2RoleARN")]
+    pub operator_ec2_role_arn: String,
+    #[serde(rename = "operatorOIDCS3RoleARN")]
+    pub operator_oidc_s3_role_arn: String,
+    #[serde(rename = "externalDNSRoleARN")]
+    pub external_dns_role_arn: String,
+}
+
+pub struct CreateManagement {
+    pub pool: AwsPool,
+}
+
+fn role_policy(file: &str, bucket: &str, zone: Option<&str>) -> String {
+    let text = match file {
+        "operator-ec2" => include_str!("../policies/management/operator-ec2.json"),
+        "operator-oidc-s3" => include_str!("../policies/management/operator-oidc-s3.json"),
+        _ => include_str!("../policies/management/external-dns.json"),
+    };
+    let zone_arn = zone.map(|z| format!("arn:aws:route53:::hostedzone/{z}")).unwrap_or("arn:aws:route53:::hostedzone/*".into());
+    let doc: Value = serde_json::from_str(&text.replace("BUCKET", bucket).replace("ZONE_ARN", &zone_arn))
+        .expect("workflows/policies/management/ holds JSON");
+    doc.to_string()
+}
+
+fn trust(p: &ManagementInput, provider_arn: Option<&str>, account: &str) -> String {
+    let namespace = p.operator_namespace.as_deref().unwrap_or("hypershift");
+    match (provider_arn, &p.instance_role_arn) {
+        (Some(provider), _) => {
+            let host = issuer_host_path(p.oidc_issuer_url.as_deref().unwrap_or_default());
+            serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+                "Principal": {"Federated": provider}, "Action": "sts:AssumeRoleWithWebIdentity",
+                "Condition": {"StringEquals": {format!("{host}:sub"): format!("system:serviceaccount:{namespace}:{account}")}}}]})
+            .to_string()
+        }
+        (None, Some(role)) => serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+            "Principal": {"AWS": role}, "Action": "sts:AssumeRole"}]})
+        .to_string(),
+        (None, None) => String::new(),
+    }
+}
+
+impl WorkflowDef for CreateManagement {
+    fn name(&self) -> &'static str {
+        "create-management"
+    }
+
+    fn summary(&self) -> &'static str {
+        "the management side every cluster needs: the OIDC bucket, the public zone, the HyperShift operator's roles"
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn oldest_version(&self) -> u32 {
+        1
+    }
+
+    fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError> {
+        let p: ManagementInput = validate::decode(input)?;
+        validate::region("region", &p.region)?;
+        let ok = (3..=63).contains(&p.oidc_bucket.len())
+            && p.oidc_bucket.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+        if !ok {
+            return Err(InputError::field("oidcBucket", format!("{:?} is not an S3 bucket name", p.oidc_bucket)));
+        }
+        if let Some(d) = &p.base_domain {
+            validate::domain("baseDomain", d)?;
+        }
+        validate::dns_label("namePrefix", p.prefix(), 32)?;
+        match (&p.oidc_issuer_url, &p.instance_role_arn) {
+            (Some(_), Some(_)) => return Err(InputError::field("instanceRoleARN", "give oidcIssuerURL or instanceRoleARN, not both")),
+            (None, None) => {
+                return Err(InputError::field("oidcIssuerURL", "give the management cluster's issuer (or instanceRoleARN): the roles trust it"));
+            }
+            _ => {}
+        }
+        let input = serde_json::to_value(&p).map_err(|e| InputError(e.to_string()))?;
+        Ok(Validated { input: validate::session_named(id, input), cluster: p.owner() })
+    }
+
+    fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
+        let pool = self.pool.assuming(crate::aws_steps::role_of(&input).as_ref());
+        Box::pin(async move {
+            let p: ManagementInput = serde_json::from_value(input)
+                .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
+            let out = create_management(&ctx, &pool, &p).await?;
+            serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
+        })
+    }
+
+    fn iam_actions(&self) -> std::collections::BTreeSet<&'static str> {
+        use crate::policy::*;
+        let mut all = actions(&[(IAM, Use::Manage), (DNS, Use::Manage)]);
+        all.extend(oidc_bucket::IAM_WRITE);
+        all.extend(oidc_bucket::IAM_DELETE);
+        all
+    }
+
+    fn undo_context(&self, input: &Value) -> serde_json::Map<String, Value> {
+        crate::aws_steps::role_context(input)
+    }
+
+    fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
+        let region = serde_json::from_value::<ManagementInput>(input.clone()).map(|p| p.region).unwrap_or_default();
+        Some(probe_environment(&self.pool.assuming(crate::aws_steps::role_of(input).as_ref()), &region))
+    }
+}
+
+fn undo_of(activity: &str, region: &str, id: &Identity, name: &str) -> Undo {
+    Undo {
+        activity: activity.to_string(),
+        input: serde_json::json!({"region": region, "owner": id.infra_id, "role": id.key(), "createdBy": id.workflow, "name": name}),
+    }
+}
+
+async fn create_management(ctx: &WfCtx, pool: &AwsPool, p: &ManagementInput) -> Result<ManagementOutput, StepError> {
+    let region = crate::aws_steps::acting_region(ctx, &p.region);
+    let owner = p.owner();
+    let ident = |role: &str, name: &str| Identity::new(&owner, role, None, name.to_string()).with_tags(&[], ctx.creator());
+    let bucket_id = ident("oidc-bucket", &p.oidc_bucket);
+    let opts = |undo: Undo| StepOptions { retry: Some(aws_retry()), undo: Some(undo), settle: None };
+    let _: bool = ctx
+        .step_with(
+            "oidc-bucket",
+            "s3.ensure-oidc-bucket",
+            &(&bucket_id, &p.oidc_bucket),
+            opts(undo_of(DELETE_OIDC_BUCKET, &region, &bucket_id, &p.oidc_bucket)),
+            || async {
+                let aws = pool.region(&region).await;
+                oidc_bucket::ensure_oidc_bucket(&aws, &bucket_id, &p.oidc_bucket).await.map_err(from_aws)
+            },
+        )
+        .await?;
+    let mut public_zone_id = String::new();
+    if let Some(base) = &p.base_domain {
+        let zone_id = ident("public-zone", base);
+        let (zone, _made): (String, bool) = ctx
+            .step_with(
+                "public-zone",
+                "route53.ensure-public-zone",
+                &(&zone_id, base),
+                opts(undo_of(DELETE_PUBLIC_ZONE, &region, &zone_id, base)),
+                || async {
+                    let aws = pool.region(&region).await;
+                    dns::public::ensure_public_zone(&aws, &zone_id, base).await.map_err(from_aws)
+                },
+            )
+            .await?;
+        public_zone_id = zone;
+    }
+    // The management cluster's provider, found by its issuer (HyperShift's CLI requires it there).
+    let provider: Option<String> = match &p.oidc_issuer_url {
+        Some(issuer) => Some(
+            ctx.step_with("issuer-provider", "iam.find-oidc-provider", issuer, crate::aws_steps::read_opts(), || async {
+                let aws = pool.region(&region).await;
+                iam::find_oidc_provider_by_issuer(&aws, issuer).await.map_err(from_aws)?.ok_or_else(|| ActivityError {
+                    operator: true,
+                    ..ActivityError::terminal(format!(
+                        "no IAM OIDC provider serves issuer {issuer}: register the management cluster's provider first"
+                    ))
+                })
+            })
+            .await?,
+        ),
+        None => None,
+    };
+    let prefix = p.prefix();
+    let zone = (!public_zone_id.is_empty()).then_some(public_zone_id.as_str());
+    let mut arns = Vec::new();
+    for (file, account) in [("operator-ec2", "operator"), ("operator-oidc-s3", "operator"), ("external-dns", "external-dns")] {
+        let name = format!("{prefix}-{file}");
+        let id = ident(&format!("role/{file}"), &name);
+        let trust = trust(p, provider.as_deref(), account);
+        let document = role_policy(file, &p.oidc_bucket, zone);
+        let policy =
+            iam::InlinePolicy { name: &name, document: &document, replaces: &[], superseded_by: &[], repair: false };
+        let arn: String = ctx
+            .step_with(
+                &format!("role/{file}"),
+                "iam.ensure-role",
+                &(&id, &trust, &document),
+                opts(crate::aws_steps::undo(&region, infraflow_activities::Kind::IamRole, &id)),
+                || async {
+                    let aws = pool.region(&region).await;
+                    iam::ensure_role(&aws, &id, &name, &trust, policy).await.map_err(from_aws)
+                },
+            )
+            .await?;
+        arns.push(arn);
+    }
+    Ok(ManagementOutput {
+        oidc_bucket: p.oidc_bucket.clone(),
+        public_zone_id,
+        operator_ec2_role_arn: arns[0].clone(),
+        operator_oidc_s3_role_arn: arns[1].clone(),
+        external_dns_role_arn: arns[2].clone(),
+    })
+}
