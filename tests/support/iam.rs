@@ -22,6 +22,7 @@ pub fn iam_action(head: &str, action: &str) -> String {
         let iam = match action {
             "ListBuckets" => "ListAllMyBuckets",
             "ListObjectVersions" => "ListBucketVersions",
+            "PutPublicAccessBlock" => "PutBucketPublicAccessBlock",
             "ListObjects" | "HeadBucket" => "ListBucket",
             // Authorized per object named (and `s3:DeleteObjectVersion` for a version: `authz`).
             "DeleteObjects" => "DeleteObject",

@@ -162,6 +162,7 @@ impl WorkflowDef for CreateManagement {
     fn iam_actions(&self) -> std::collections::BTreeSet<&'static str> {
         use crate::policy::*;
         let mut all = actions(&[(IAM, Use::Manage), (DNS, Use::Manage)]);
+        all.extend(infraflow_activities::s3::IAM_READ);
         all.extend(oidc_bucket::IAM_WRITE);
         all.extend(oidc_bucket::IAM_DELETE);
         all
@@ -177,10 +178,49 @@ impl WorkflowDef for CreateManagement {
     }
 }
 
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct UndoInput {
+    region: String,
+    owner: String,
+    /// The identity's key (`<owner>/<what>`).
+    identity: String,
+    created_by: String,
+    name: String,
+    /// The role the workflow acts through (`undo_context`).
+    #[serde(default)]
+    role: Option<infraflow_activities::AssumedRole>,
+}
+
+/// Registers the undos of the bucket's and the zone's steps: each deletes only what this
+/// workflow made and only while it is empty.
+pub fn register_undo(r: &mut infraflow_engine::Registry, pool: AwsPool) {
+    for activity in [DELETE_OIDC_BUCKET, DELETE_PUBLIC_ZONE] {
+        let pool = pool.clone();
+        r.add_undo(activity, move |input: Value| {
+            let pool = pool.clone();
+            async move {
+                let u: UndoInput = serde_json::from_value(input)
+                    .map_err(|e| ActivityError::terminal(format!("bad undo input: {e}")))?;
+                let aws = pool.assuming(u.role.as_ref()).region(&u.region).await;
+                let what = u.identity.strip_prefix(&format!("{}/", u.owner)).unwrap_or_default().to_string();
+                let id = Identity::new(&u.owner, &what, None, u.name.clone()).with_tags(&[], &u.created_by);
+                let deleted = if activity == DELETE_OIDC_BUCKET {
+                    oidc_bucket::delete_oidc_bucket_if_empty(&aws, &id, &u.name).await
+                } else {
+                    dns::public::delete_public_zone_if_empty(&aws, &id, &u.name).await
+                }
+                .map_err(from_aws)?;
+                Ok(serde_json::json!({ "deleted": deleted }))
+            }
+        });
+    }
+}
+
 fn undo_of(activity: &str, region: &str, id: &Identity, name: &str) -> Undo {
     Undo {
         activity: activity.to_string(),
-        input: serde_json::json!({"region": region, "owner": id.infra_id, "role": id.key(), "createdBy": id.workflow, "name": name}),
+        input: serde_json::json!({"region": region, "owner": id.infra_id, "identity": id.key(), "createdBy": id.workflow, "name": name}),
     }
 }
 

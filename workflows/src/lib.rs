@@ -56,6 +56,8 @@ pub fn full_registry(pool: infraflow_activities::AwsPool) -> Registry {
     r.add_workflow(create_privatelink::CreatePrivateLink { pool: pool.clone() });
     r.add_workflow(create_iam::CreateIam { pool: pool.clone() });
     r.add_workflow(create_cluster::CreateCluster { pool: pool.clone() });
+    create_management::register_undo(&mut r, pool.clone());
+    r.add_workflow(create_management::CreateManagement { pool: pool.clone() });
     r.add_workflow(teardown::Teardown { pool });
     r
 }
