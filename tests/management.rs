@@ -36,3 +36,30 @@ fn the_management_side_made_twice_makes_nothing_twice() {
     let policy = e.c.block_on(e.c.s3.get_bucket_policy().bucket("mgmt-oidc").send()).unwrap();
     assert!(policy.policy().unwrap_or_default().contains("s3:GetObject"));
 }
+
+/// The management side goes only by its own teardown, and only once no cluster uses it: a
+/// bucket holding a cluster's documents pauses it; emptied, the bucket, the zone it made and the
+/// roles go.
+#[test]
+fn the_management_side_goes_by_its_own_teardown_once_no_cluster_uses_it() {
+    let e = Env::new();
+    let input = e.input(
+        "m.json",
+        json!({"region": "us-east-1", "oidcBucket": "mgmt-oidc2", "baseDomain": "mgmt2.example.com",
+               "instanceRoleARN": "arn:aws:iam::123456789012:role/mgmt-nodes"}),
+    );
+    ok(&e.cli(&["run", "create-management", "--input", &input, "--id", "m1"]));
+    let doc = aws_sdk_s3::primitives::ByteStream::from(b"{}".to_vec());
+    e.c.block_on(e.c.s3.put_object().bucket("mgmt-oidc2").key("c1-abcde/openid/v1/jwks").body(doc).send()).unwrap();
+    let out = e.cli(&["run", "teardown-management", "--input", &input, "--id", "md"]);
+    assert_ne!(out.status.code(), Some(0));
+    let st = e.s.status("md");
+    assert!(st["error"].as_str().is_some_and(|w| w.contains("mgmt-oidc2") && w.contains("OIDC documents")), "{st}");
+    e.c.block_on(e.c.s3.delete_object().bucket("mgmt-oidc2").key("c1-abcde/openid/v1/jwks").send()).unwrap();
+    ok(&e.cli(&["retry", "md"]));
+    let done = e.s.status("md");
+    assert_eq!(done["state"], "completed", "{done}");
+    let roles = e.c.block_on(e.c.iam.list_roles().send()).unwrap();
+    assert!(!roles.roles().iter().any(|r| r.role_name().starts_with("hypershift-")), "a role left");
+    assert!(e.c.block_on(e.c.s3.head_bucket().bucket("mgmt-oidc2").send()).is_err(), "the bucket left");
+}

@@ -11,6 +11,7 @@ mod cluster_roles;
 pub mod create_cluster;
 pub mod create_iam;
 pub mod create_management;
+pub mod teardown_management;
 pub mod create_privatelink;
 pub mod expiry;
 pub mod hold;
@@ -58,6 +59,7 @@ pub fn full_registry(pool: infraflow_activities::AwsPool) -> Registry {
     r.add_workflow(create_cluster::CreateCluster { pool: pool.clone() });
     create_management::register_undo(&mut r, pool.clone());
     r.add_workflow(create_management::CreateManagement { pool: pool.clone() });
+    r.add_workflow(teardown_management::TeardownManagement { pool: pool.clone() });
     r.add_workflow(teardown::Teardown { pool });
     r
 }

@@ -524,3 +524,8 @@ pub async fn find_oidc_provider_by_issuer(aws: &Aws, issuer: &str) -> AwsResult<
     let host_path = issuer_host_path(issuer);
     Ok(list_oidc_providers(aws).await?.into_iter().find(|arn| arn.ends_with(&format!("/{host_path}"))))
 }
+
+/// Role `name`'s tags; None if it is gone.
+pub async fn role_tags(aws: &Aws, name: &str) -> AwsResult<Option<Vec<(String, String)>>> {
+    Ok(get_role(aws, name).await?.map(|r| pairs(&r.tags)))
+}

@@ -1,0 +1,133 @@
+//! `teardown-management` (WIP, issue 59 part 3): the explicit teardown of what `create-management`
+//! made — the operator's roles, the OIDC bucket while it holds no cluster's documents, the public
+//! zone while it holds no cluster's records — each only when its identity tag (or zone mark)
+//! says it is this management side's. Nothing a cluster's teardown or sweep ever does.
+
+use infraflow_activities::tags::IDENTITY_TAG;
+use infraflow_activities::{AwsPool, Identity, dns, iam, oidc_bucket};
+use infraflow_engine::{ActivityError, BoxFuture, InputError, StepError, Validated, WfCtx, WorkflowDef};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::aws_steps::{aws_retry, from_aws, probe_environment};
+use crate::create_management::ManagementInput;
+
+/// What it deleted, and what it left because it was not this management side's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagementTeardownOutput {
+    pub deleted: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<String>,
+}
+
+pub struct TeardownManagement {
+    pub pool: AwsPool,
+}
+
+const ROLES: [&str; 3] = ["operator-ec2", "operator-oidc-s3", "external-dns"];
+
+impl WorkflowDef for TeardownManagement {
+    fn name(&self) -> &'static str {
+        "teardown-management"
+    }
+
+    fn summary(&self) -> &'static str {
+        "delete what create-management made, once no cluster uses it"
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn oldest_version(&self) -> u32 {
+        1
+    }
+
+    fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError> {
+        // The same input as create-management's: what it names is what goes.
+        let v = crate::create_management::CreateManagement { pool: self.pool.clone() }.validate(id, input)?;
+        Ok(v)
+    }
+
+    fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
+        let pool = self.pool.assuming(crate::aws_steps::role_of(&input).as_ref());
+        Box::pin(async move {
+            let p: ManagementInput = serde_json::from_value(input)
+                .map_err(|e| StepError::Decode { step: "input".into(), detail: e.to_string() })?;
+            let out = teardown_management(&ctx, &pool, &p).await?;
+            serde_json::to_value(out).map_err(|e| StepError::Decode { step: "output".into(), detail: e.to_string() })
+        })
+    }
+
+    fn iam_actions(&self) -> std::collections::BTreeSet<&'static str> {
+        use crate::policy::*;
+        let mut all = actions(&[(IAM, Use::Remove), (DNS, Use::Remove)]);
+        all.extend(infraflow_activities::s3::IAM_READ);
+        all.extend(oidc_bucket::IAM_DELETE);
+        all
+    }
+
+    fn undo_context(&self, input: &Value) -> serde_json::Map<String, Value> {
+        crate::aws_steps::role_context(input)
+    }
+
+    fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
+        let region = serde_json::from_value::<ManagementInput>(input.clone()).map(|p| p.region).unwrap_or_default();
+        Some(probe_environment(&self.pool.assuming(crate::aws_steps::role_of(input).as_ref()), &region))
+    }
+}
+
+async fn teardown_management(
+    ctx: &WfCtx,
+    pool: &AwsPool,
+    p: &ManagementInput,
+) -> Result<ManagementTeardownOutput, StepError> {
+    let region = crate::aws_steps::acting_region(ctx, &p.region);
+    let owner = p.owner();
+    let opts = || infraflow_engine::StepOptions { retry: Some(aws_retry()), undo: None, settle: None };
+    let mut out = ManagementTeardownOutput::default();
+    let prefix = p.name_prefix.as_deref().unwrap_or("hypershift");
+    for file in ROLES {
+        let name = format!("{prefix}-{file}");
+        let key = format!("{owner}/role/{file}");
+        let gone: Option<bool> = ctx
+            .step_with(&format!("delete/role/{file}"), "iam.delete-management-role", &(&name, &key), opts(), || async {
+                let aws = pool.region(&region).await;
+                let Some(tags) = iam::role_tags(&aws, &name).await.map_err(from_aws)? else { return Ok(Some(false)) };
+                if !tags.iter().any(|(k, v)| k == IDENTITY_TAG && *v == key) {
+                    return Ok(None);
+                }
+                iam::delete_role(&aws, &name).await.map(Some).map_err(from_aws)
+            })
+            .await?;
+        match gone {
+            Some(true) => out.deleted.push(format!("iam-role {name}")),
+            Some(false) => {}
+            None => out.left.push(format!("iam-role {name}: not this management side's (no {IDENTITY_TAG}={key})")),
+        }
+    }
+    let bucket_id = Identity::new(&owner, "oidc-bucket", None, p.oidc_bucket.clone());
+    let deleted: bool = ctx
+        .step_with("delete/oidc-bucket", "s3.delete-oidc-bucket", &(&p.oidc_bucket, bucket_id.key()), opts(), || async {
+            let aws = pool.region(&region).await;
+            oidc_bucket::delete_oidc_bucket_if_empty(&aws, &bucket_id, &p.oidc_bucket).await.map_err(from_aws)
+        })
+        .await?;
+    if deleted {
+        out.deleted.push(format!("oidc-bucket {}", p.oidc_bucket));
+    }
+    if let Some(base) = &p.base_domain {
+        let zone_id = Identity::new(&owner, "public-zone", None, base.clone());
+        let deleted: bool = ctx
+            .step_with("delete/public-zone", "route53.delete-public-zone", &(base, zone_id.key()), opts(), || async {
+                let aws = pool.region(&region).await;
+                dns::public::delete_public_zone_if_empty(&aws, &zone_id, base).await.map_err(from_aws)
+            })
+            .await?;
+        if deleted {
+            out.deleted.push(format!("public-zone {base}"));
+        }
+    }
+    Ok(out)
+}
