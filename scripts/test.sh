@@ -41,7 +41,7 @@ if [ "$#" -eq 0 ]; then
   scripts/run-tests.py run --label plain --jobs "$jobs" --first cross_journal,aws_provision,aws_iam,hypershift_adoption,cluster_that_ran,roles,byo_vpc -- --test-threads=2 \
     --skip several_hosts \
     --then --label strict --first aws_provision --env INFRAFLOW_TEST_STRICT=1 --env INFRAFLOW_MOTO_CHECKED=1 \
-    --only aws_provision,aws_teardown,aws_privatelink,byo_vpc,one_authority,drift_check,quotas,aws_nodepool,operator_sequences,hypershift_adoption,hypershift_today,aws_iam,cross_journal,janitor,cluster_that_ran,roles,provenance,autonode,iam_drift -- \
+    --only aws_provision,aws_teardown,aws_privatelink,byo_vpc,one_authority,drift_check,quotas,aws_nodepool,operator_sequences,hypershift_adoption,hypershift_today,aws_iam,cross_journal,janitor,cluster_that_ran,roles,provenance,autonode,iam_drift,management -- \
     --test-threads=2 "${skip_lagged[@]}" --skip every_aws_call || status=1
   # Daemons on three hosts (network namespaces) sharing PostgreSQL, one test at a time and alone
   # on the machine (they measure takeover times), with the figures they print.

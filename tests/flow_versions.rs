@@ -132,6 +132,16 @@ fn every_aws_workflow_calls_the_steps_recorded_for_its_code_version() {
     );
     ok(&e.cli(&["run", "create-cluster", "--input", &cluster, "--id", "cluster"]));
     check(&e, "create-cluster", "cluster", &mut failures);
+
+    let management = e.input(
+        "m.json",
+        json!({"region": "us-east-1", "oidcBucket": "fv-mgmt", "baseDomain": "mgmt.example.com",
+               "instanceRoleARN": "arn:aws:iam::123456789012:role/mgmt-nodes"}),
+    );
+    ok(&e.cli(&["run", "create-management", "--input", &management, "--id", "management"]));
+    check(&e, "create-management", "management", &mut failures);
+    ok(&e.cli(&["run", "teardown-management", "--input", &management, "--id", "management-down"]));
+    check(&e, "teardown-management", "management-down", &mut failures);
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 

@@ -3,7 +3,9 @@
 //! Made once, tagged with the management side's identity; a bucket of that name that does not
 //! carry it is someone else's, never configured or deleted here.
 
-use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration, PublicAccessBlockConfiguration, Tag, Tagging};
+use aws_sdk_s3::types::{
+    BucketLocationConstraint, CreateBucketConfiguration, PublicAccessBlockConfiguration, Tag, Tagging,
+};
 
 use crate::client::Aws;
 use crate::error::{AwsError, AwsResult, classify};
@@ -25,21 +27,64 @@ pub fn public_read_policy(bucket: &str) -> String {
     .to_string()
 }
 
+/// Whose bucket `name` is, read before making it: what decides whether an untagged bucket of
+/// that name found later is the one a killed attempt made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BucketFound {
+    Absent,
+    /// Carries `id`'s identity and a creator: made by a create-management.
+    Ours,
+    /// There, without that proof: never configured, tagged or deleted here.
+    Foreign,
+}
+
+/// Whether bucket `name` is absent, this management side's (its identity and a creator), or
+/// another's.
+pub async fn find_oidc_bucket(aws: &Aws, id: &Identity, name: &str) -> AwsResult<BucketFound> {
+    Ok(match crate::s3::bucket_tags(aws, name).await? {
+        None => BucketFound::Absent,
+        Some(tags) if is_ours(&tags, id) => BucketFound::Ours,
+        Some(_) => BucketFound::Foreign,
+    })
+}
+
+/// The maker's proof: the identity tag, and a created-by tag (naming `id.workflow` when set).
+fn is_ours(tags: &[(String, String)], id: &Identity) -> bool {
+    let key = id.key();
+    tags.iter().any(|(k, v)| k == IDENTITY_TAG && *v == key)
+        && tags
+            .iter()
+            .any(|(k, v)| k == CREATED_BY_TAG && !v.is_empty() && (id.workflow.is_empty() || *v == id.workflow))
+}
+
 /// Bucket `name` in `aws`'s region, made if missing and tagged with `id`; its public access
-/// block lets the read policy stand, and the policy is written. A bucket of that name without
-/// `id`'s identity is refused (the operator's to rename or adopt by hand).
-pub async fn ensure_oidc_bucket(aws: &Aws, id: &Identity, name: &str) -> AwsResult<bool> {
-    let made = match crate::s3::bucket_tags(aws, name).await {
-        Ok(Some(tags)) => {
-            if !tags.iter().any(|(k, v)| k == IDENTITY_TAG && *v == id.key()) {
-                return Err(AwsError::operator(
-                    "GetBucketTagging",
-                    format!("bucket {name} exists and is not this management side's (no {IDENTITY_TAG}={}): name another oidcBucket", id.key()),
-                ));
-            }
-            false
+/// block lets the read policy stand, and the policy is written. `before` is what
+/// `find_oidc_bucket` journaled before the first attempt: a bucket of that name with no tags at
+/// all is the one a killed attempt made only if it was absent then; one without `id`'s proof is
+/// refused (the operator's to rename or adopt by hand). True if this workflow made it.
+pub async fn ensure_oidc_bucket(aws: &Aws, id: &Identity, name: &str, before: BucketFound) -> AwsResult<bool> {
+    let refused = || {
+        AwsError::operator(
+            "GetBucketTagging",
+            format!(
+                "bucket {name} exists and is not this management side's (no {IDENTITY_TAG}={} with a {CREATED_BY_TAG}): name another oidcBucket",
+                id.key()
+            ),
+        )
+    };
+    // (made by this workflow, to be tagged now)
+    let (made, untagged) = match crate::s3::bucket_tags(aws, name).await? {
+        Some(tags) if is_ours(&tags, &id.clone().with_tags(&[], "")) => {
+            (tags.iter().any(|(k, v)| k == CREATED_BY_TAG && *v == id.workflow), false)
         }
-        Ok(None) => {
+        // Made by an attempt of ours killed before it tagged the bucket.
+        Some(tags) if tags.is_empty() && before == BucketFound::Absent => (true, true),
+        Some(_) => return Err(refused()),
+        None => {
+            if before == BucketFound::Foreign {
+                return Err(refused());
+            }
             let mut create = aws.s3.create_bucket().bucket(name);
             if aws.region != "us-east-1" {
                 let at = CreateBucketConfiguration::builder()
@@ -53,18 +98,24 @@ pub async fn ensure_oidc_bucket(aws: &Aws, id: &Identity, name: &str) -> AwsResu
                 Err(e) if e.code_is("BucketAlreadyOwnedByYou") => {}
                 Err(e) => return Err(e),
             }
-            true
+            (true, true)
         }
-        Err(e) => return Err(e),
     };
-    let tags: Vec<Tag> = id
-        .tags()
-        .into_iter()
-        .filter(|(k, _)| made || k != CREATED_BY_TAG)
-        .filter_map(|(k, v)| Tag::builder().key(k).value(v).build().ok())
-        .collect();
-    let tagging = Tagging::builder().set_tag_set(Some(tags)).build().map_err(|e| AwsError::terminal("tag", e.to_string()))?;
-    aws.s3.put_bucket_tagging().bucket(name).tagging(tagging).send().await.map_err(|e| classify("PutBucketTagging", e))?;
+    if untagged {
+        // Tagging replaces every tag: written only on the bucket this workflow made, never over
+        // what an operator added to one found.
+        let tags: Vec<Tag> =
+            id.tags().into_iter().filter_map(|(k, v)| Tag::builder().key(k).value(v).build().ok()).collect();
+        let tagging =
+            Tagging::builder().set_tag_set(Some(tags)).build().map_err(|e| AwsError::terminal("tag", e.to_string()))?;
+        aws.s3
+            .put_bucket_tagging()
+            .bucket(name)
+            .tagging(tagging)
+            .send()
+            .await
+            .map_err(|e| classify("PutBucketTagging", e))?;
+    }
     let open = PublicAccessBlockConfiguration::builder()
         .block_public_acls(true)
         .ignore_public_acls(true)
@@ -88,12 +139,12 @@ pub async fn ensure_oidc_bucket(aws: &Aws, id: &Identity, name: &str) -> AwsResu
     Ok(made)
 }
 
-/// Deletes bucket `name` if it carries `id`'s identity and holds no object; false if it is gone
-/// or not this management side's. A bucket that still holds clusters' documents is refused (the
+/// Deletes bucket `name` if it carries `id`'s proof (`id.workflow` set: made by that workflow,
+/// as an undo asks) and holds no object; false if it is gone or not this management side's. A bucket that still holds clusters' documents is refused (the
 /// operator's: those clusters' issuers would break).
 pub async fn delete_oidc_bucket_if_empty(aws: &Aws, id: &Identity, name: &str) -> AwsResult<bool> {
     let Some(tags) = crate::s3::bucket_tags(aws, name).await? else { return Ok(false) };
-    if !tags.iter().any(|(k, v)| k == IDENTITY_TAG && *v == id.key()) {
+    if !is_ours(&tags, id) {
         return Ok(false);
     }
     let listed =
@@ -101,7 +152,9 @@ pub async fn delete_oidc_bucket_if_empty(aws: &Aws, id: &Identity, name: &str) -
     if listed.key_count().unwrap_or(0) > 0 {
         return Err(AwsError::operator(
             "DeleteBucket",
-            format!("bucket {name} still holds clusters' OIDC documents: tear those clusters down (or move their documents) first, then `infraflow retry`"),
+            format!(
+                "bucket {name} still holds clusters' OIDC documents: tear those clusters down (or move their documents) first, then `infraflow retry`"
+            ),
         ));
     }
     let r = aws.s3.delete_bucket().bucket(name).send().await.map_err(|e| classify("DeleteBucket", e));

@@ -86,7 +86,8 @@ fn role_policy(file: &str, bucket: &str, zone: Option<&str>) -> String {
         "operator-oidc-s3" => include_str!("../policies/management/operator-oidc-s3.json"),
         _ => include_str!("../policies/management/external-dns.json"),
     };
-    let zone_arn = zone.map(|z| format!("arn:aws:route53:::hostedzone/{z}")).unwrap_or("arn:aws:route53:::hostedzone/*".into());
+    let zone_arn =
+        zone.map(|z| format!("arn:aws:route53:::hostedzone/{z}")).unwrap_or("arn:aws:route53:::hostedzone/*".into());
     let doc: Value = serde_json::from_str(&text.replace("BUCKET", bucket).replace("ZONE_ARN", &zone_arn))
         .expect("workflows/policies/management/ holds JSON");
     doc.to_string()
@@ -139,9 +140,14 @@ impl WorkflowDef for CreateManagement {
         }
         validate::dns_label("namePrefix", p.prefix(), 32)?;
         match (&p.oidc_issuer_url, &p.instance_role_arn) {
-            (Some(_), Some(_)) => return Err(InputError::field("instanceRoleARN", "give oidcIssuerURL or instanceRoleARN, not both")),
+            (Some(_), Some(_)) => {
+                return Err(InputError::field("instanceRoleARN", "give oidcIssuerURL or instanceRoleARN, not both"));
+            }
             (None, None) => {
-                return Err(InputError::field("oidcIssuerURL", "give the management cluster's issuer (or instanceRoleARN): the roles trust it"));
+                return Err(InputError::field(
+                    "oidcIssuerURL",
+                    "give the management cluster's issuer (or instanceRoleARN): the roles trust it",
+                ));
             }
             _ => {}
         }
@@ -227,9 +233,24 @@ fn undo_of(activity: &str, region: &str, id: &Identity, name: &str) -> Undo {
 async fn create_management(ctx: &WfCtx, pool: &AwsPool, p: &ManagementInput) -> Result<ManagementOutput, StepError> {
     let region = crate::aws_steps::acting_region(ctx, &p.region);
     let owner = p.owner();
-    let ident = |role: &str, name: &str| Identity::new(&owner, role, None, name.to_string()).with_tags(&[], ctx.creator());
+    let ident =
+        |role: &str, name: &str| Identity::new(&owner, role, None, name.to_string()).with_tags(&[], ctx.creator());
     let bucket_id = ident("oidc-bucket", &p.oidc_bucket);
     let opts = |undo: Undo| StepOptions { retry: Some(aws_retry()), undo: Some(undo), settle: None };
+    // Read and journaled before any attempt to make it: an untagged bucket of that name found
+    // after a kill is the killed attempt's only if there was none before.
+    let before: oidc_bucket::BucketFound = ctx
+        .step_with(
+            "oidc-bucket-before",
+            "s3.find-oidc-bucket",
+            &(&bucket_id, &p.oidc_bucket),
+            crate::aws_steps::read_opts(),
+            || async {
+                let aws = pool.region(&region).await;
+                oidc_bucket::find_oidc_bucket(&aws, &bucket_id, &p.oidc_bucket).await.map_err(from_aws)
+            },
+        )
+        .await?;
     let _: bool = ctx
         .step_with(
             "oidc-bucket",
@@ -238,7 +259,7 @@ async fn create_management(ctx: &WfCtx, pool: &AwsPool, p: &ManagementInput) -> 
             opts(undo_of(DELETE_OIDC_BUCKET, &region, &bucket_id, &p.oidc_bucket)),
             || async {
                 let aws = pool.region(&region).await;
-                oidc_bucket::ensure_oidc_bucket(&aws, &bucket_id, &p.oidc_bucket).await.map_err(from_aws)
+                oidc_bucket::ensure_oidc_bucket(&aws, &bucket_id, &p.oidc_bucket, before).await.map_err(from_aws)
             },
         )
         .await?;
@@ -278,7 +299,9 @@ async fn create_management(ctx: &WfCtx, pool: &AwsPool, p: &ManagementInput) -> 
     let prefix = p.prefix();
     let zone = (!public_zone_id.is_empty()).then_some(public_zone_id.as_str());
     let mut arns = Vec::new();
-    for (file, account) in [("operator-ec2", "operator"), ("operator-oidc-s3", "operator"), ("external-dns", "external-dns")] {
+    for (file, account) in
+        [("operator-ec2", "operator"), ("operator-oidc-s3", "operator"), ("external-dns", "external-dns")]
+    {
         let name = format!("{prefix}-{file}");
         let id = ident(&format!("role/{file}"), &name);
         let trust = trust(p, provider.as_deref(), account);

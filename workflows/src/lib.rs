@@ -11,7 +11,6 @@ mod cluster_roles;
 pub mod create_cluster;
 pub mod create_iam;
 pub mod create_management;
-pub mod teardown_management;
 pub mod create_privatelink;
 pub mod expiry;
 pub mod hold;
@@ -24,6 +23,7 @@ pub mod quota;
 mod read_again;
 pub mod scale_nodepool;
 pub mod teardown;
+pub mod teardown_management;
 mod user_data;
 mod validate;
 

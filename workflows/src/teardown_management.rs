@@ -3,7 +3,7 @@
 //! zone while it holds no cluster's records — each only when its identity tag (or zone mark)
 //! says it is this management side's. Nothing a cluster's teardown or sweep ever does.
 
-use infraflow_activities::tags::IDENTITY_TAG;
+use infraflow_activities::tags::{CREATED_BY_TAG, IDENTITY_TAG};
 use infraflow_activities::{AwsPool, Identity, dns, iam, oidc_bucket};
 use infraflow_engine::{ActivityError, BoxFuture, InputError, StepError, Validated, WfCtx, WorkflowDef};
 use serde::{Deserialize, Serialize};
@@ -95,7 +95,8 @@ async fn teardown_management(
             .step_with(&format!("delete/role/{file}"), "iam.delete-management-role", &(&name, &key), opts(), || async {
                 let aws = pool.region(&region).await;
                 let Some(tags) = iam::role_tags(&aws, &name).await.map_err(from_aws)? else { return Ok(Some(false)) };
-                if !tags.iter().any(|(k, v)| k == IDENTITY_TAG && *v == key) {
+                let made_here = tags.iter().any(|(k, v)| k == CREATED_BY_TAG && !v.is_empty());
+                if !made_here || !tags.iter().any(|(k, v)| k == IDENTITY_TAG && *v == key) {
                     return Ok(None);
                 }
                 iam::delete_role(&aws, &name).await.map(Some).map_err(from_aws)
@@ -104,15 +105,23 @@ async fn teardown_management(
         match gone {
             Some(true) => out.deleted.push(format!("iam-role {name}")),
             Some(false) => {}
-            None => out.left.push(format!("iam-role {name}: not this management side's (no {IDENTITY_TAG}={key})")),
+            None => out.left.push(format!(
+                "iam-role {name}: not this management side's (no {IDENTITY_TAG}={key} with a {CREATED_BY_TAG})"
+            )),
         }
     }
     let bucket_id = Identity::new(&owner, "oidc-bucket", None, p.oidc_bucket.clone());
     let deleted: bool = ctx
-        .step_with("delete/oidc-bucket", "s3.delete-oidc-bucket", &(&p.oidc_bucket, bucket_id.key()), opts(), || async {
-            let aws = pool.region(&region).await;
-            oidc_bucket::delete_oidc_bucket_if_empty(&aws, &bucket_id, &p.oidc_bucket).await.map_err(from_aws)
-        })
+        .step_with(
+            "delete/oidc-bucket",
+            "s3.delete-oidc-bucket",
+            &(&p.oidc_bucket, bucket_id.key()),
+            opts(),
+            || async {
+                let aws = pool.region(&region).await;
+                oidc_bucket::delete_oidc_bucket_if_empty(&aws, &bucket_id, &p.oidc_bucket).await.map_err(from_aws)
+            },
+        )
         .await?;
     if deleted {
         out.deleted.push(format!("oidc-bucket {}", p.oidc_bucket));

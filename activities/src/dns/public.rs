@@ -1,5 +1,5 @@
 //! The management side's public zone (the base domain clusters' records go under): found by
-//! name, or made — its comment marks whose it is (`infraflow:<identity>/<creator>`), as a
+//! name, or made — its comment marks whose it is (`infraflow:<identity> created-by:<creator>`), as a
 //! cluster's private zones are marked — and deleted only if marked so and holding nothing but
 //! its NS and SOA records.
 
@@ -18,7 +18,7 @@ pub async fn ensure_public_zone(aws: &Aws, id: &Identity, name: &str) -> AwsResu
     if let Some(z) = zones_named(aws, name).await?.into_iter().find(|z| !z.private) {
         return Ok((z.id, false));
     }
-    let mark = format!("infraflow:{}/{}", id.key(), id.workflow);
+    let mark = super::marker(id);
     let out = within_rate(|| async {
         aws.r53
             .create_hosted_zone()
@@ -32,7 +32,9 @@ pub async fn ensure_public_zone(aws: &Aws, id: &Identity, name: &str) -> AwsResu
     })
     .await;
     match out {
-        Ok(out) => Ok((bare(out.hosted_zone().map(|z| z.id()).ok_or_else(|| missing("CreateHostedZone", "zone id"))?), true)),
+        Ok(out) => {
+            Ok((bare(out.hosted_zone().map(|z| z.id()).ok_or_else(|| missing("CreateHostedZone", "zone id"))?), true))
+        }
         // Made by an attempt whose answer was lost: found by name now.
         Err(e) if e.code_is("HostedZoneAlreadyExists") => {
             let z = zones_named(aws, name).await?.into_iter().find(|z| !z.private);
@@ -42,16 +44,17 @@ pub async fn ensure_public_zone(aws: &Aws, id: &Identity, name: &str) -> AwsResu
     }
 }
 
-/// Deletes public zone `name` if its comment marks it as `id`'s and it holds only its NS and SOA
-/// records; false if it is gone or not this management side's. Records of clusters in it are
+/// Deletes public zone `name` if its comment marks it as made by `id` (by the workflow `id.workflow`
+/// when set, as an undo asks) and it holds only its NS and SOA records; false if it is gone or not this management side's. Records of clusters in it are
 /// refused (the operator's: those clusters' names would stop resolving).
 pub async fn delete_public_zone_if_empty(aws: &Aws, id: &Identity, name: &str) -> AwsResult<bool> {
     let key = id.key();
-    let Some(z) = zones_named(aws, name)
-        .await?
-        .into_iter()
-        .find(|z| !z.private && parse_marker(&z.comment).is_some_and(|(k, _)| k == key))
-    else {
+    let Some(z) = zones_named(aws, name).await?.into_iter().find(|z| {
+        !z.private
+            && parse_marker(&z.comment).is_some_and(|(k, by)| {
+                k == key && by.is_some_and(|by| !by.is_empty() && (id.workflow.is_empty() || by == id.workflow))
+            })
+    }) else {
         return Ok(false);
     };
     let records = aws
@@ -65,7 +68,10 @@ pub async fn delete_public_zone_if_empty(aws: &Aws, id: &Identity, name: &str) -
     if others > 0 {
         return Err(AwsError::operator(
             "DeleteHostedZone",
-            format!("public zone {name} ({}) still holds {others} records of clusters: tear those clusters down first, then `infraflow retry`", z.id),
+            format!(
+                "public zone {name} ({}) still holds {others} records of clusters: tear those clusters down first, then `infraflow retry`",
+                z.id
+            ),
         ));
     }
     match aws.r53.delete_hosted_zone().id(&z.id).send().await.map_err(|e| classify("DeleteHostedZone", e)) {

@@ -28,16 +28,7 @@ fn unreadable(operation: &'static str, name: &str) -> AwsError {
 
 /// The names of the roles whose names start with `prefix` and whose tags match `q`.
 pub async fn find_roles(aws: &Aws, prefix: &str, q: &TagQuery) -> AwsResult<Vec<String>> {
-    let mut names = Vec::new();
-    let mut marker: Option<String> = None;
-    loop {
-        let out = aws.iam.list_roles().set_marker(marker.clone()).send().await.map_err(|e| classify("ListRoles", e))?;
-        names.extend(out.roles().iter().map(|r| r.role_name().to_string()).filter(|n| n.starts_with(prefix)));
-        marker = out.marker().map(str::to_string).filter(|_| out.is_truncated());
-        if marker.is_none() {
-            break;
-        }
-    }
+    let names = role_names(aws, prefix).await?;
     // ListRoles carries no tags: each candidate is read. One listed but not readable yet (IAM is
     // eventually consistent) is asked again, never passed over: it may be the cluster's.
     let mut found = Vec::new();
@@ -48,6 +39,21 @@ pub async fn find_roles(aws: &Aws, prefix: &str, q: &TagQuery) -> AwsResult<Vec<
         }
     }
     Ok(found)
+}
+
+/// The names of the roles listed whose names start with `prefix`.
+pub(super) async fn role_names(aws: &Aws, prefix: &str) -> AwsResult<Vec<String>> {
+    let mut names = Vec::new();
+    let mut marker: Option<String> = None;
+    loop {
+        let out = aws.iam.list_roles().set_marker(marker.clone()).send().await.map_err(|e| classify("ListRoles", e))?;
+        names.extend(out.roles().iter().map(|r| r.role_name().to_string()).filter(|n| n.starts_with(prefix)));
+        marker = out.marker().map(str::to_string).filter(|_| out.is_truncated());
+        if marker.is_none() {
+            break;
+        }
+    }
+    Ok(names)
 }
 
 /// The names of the instance profiles whose names start with `prefix` and whose tags match `q`.

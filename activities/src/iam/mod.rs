@@ -525,7 +525,15 @@ pub async fn find_oidc_provider_by_issuer(aws: &Aws, issuer: &str) -> AwsResult<
     Ok(list_oidc_providers(aws).await?.into_iter().find(|arn| arn.ends_with(&format!("/{host_path}"))))
 }
 
-/// Role `name`'s tags; None if it is gone.
+/// Role `name`'s tags; None if it is gone. A role not readable yet but listed (IAM is eventually
+/// consistent: one just made answers NoSuchEntity for a while) is a not-yet error, asked again:
+/// never taken for gone, which would leave it behind.
 pub async fn role_tags(aws: &Aws, name: &str) -> AwsResult<Option<Vec<(String, String)>>> {
-    Ok(get_role(aws, name).await?.map(|r| pairs(&r.tags)))
+    if let Some(role) = get_role(aws, name).await? {
+        return Ok(Some(pairs(&role.tags)));
+    }
+    if cleanup::role_names(aws, name).await?.iter().any(|n| n == name) {
+        return Err(AwsError::not_yet("GetRole", format!("{name} is listed but cannot be read yet")));
+    }
+    Ok(None)
 }
