@@ -1,4 +1,4 @@
-//! The management side made in one command (`create-management`, WIP): the OIDC bucket with
+//! The management side made in one command (`create-management`) and gone only by its own teardown: the OIDC bucket with
 //! public read of its objects, the public zone when missing, the HyperShift operator's three
 //! roles trusting the management cluster's provider; made twice, nothing is made twice.
 

@@ -1,9 +1,9 @@
-//! `create-management` (WIP, issue 59 part 3): what every hosted cluster of a management cluster
+//! `create-management`: what every hosted cluster of a management cluster
 //! needs before the first one, made in one command and resumable — the OIDC bucket with the
 //! access HyperShift's quick-setup documents, the public zone if missing, and the HyperShift
 //! operator's three roles as `hypershift create operator-roles aws` makes them. Its resources
 //! carry the ownership key `management.<namePrefix>`, which no infraID can be (a dot): no
-//! cluster's teardown or sweep ever names them; only `teardown-management` (to come) deletes them.
+//! cluster's teardown or sweep ever names them; only `teardown-management` deletes them.
 
 use infraflow_activities::iam::{self, issuer_host_path};
 use infraflow_activities::{AwsPool, Identity, dns, oidc_bucket};

@@ -1,4 +1,4 @@
-//! `teardown-management` (WIP, issue 59 part 3): the explicit teardown of what `create-management`
+//! `teardown-management`: the explicit teardown of what `create-management`
 //! made — the operator's roles, the OIDC bucket while it holds no cluster's documents, the public
 //! zone while it holds no cluster's records — each only when its identity tag (or zone mark)
 //! says it is this management side's. Nothing a cluster's teardown or sweep ever does.
