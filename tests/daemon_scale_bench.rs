@@ -21,7 +21,14 @@ fn submit_canaries(s: &Scratch, inputs: impl Iterator<Item = Value>) {
         let journal = Journal::open(&s.db()).unwrap();
         let engine = Engine::new(journal, base_registry(), Arc::new(SystemClock), EngineConfig::default());
         for input in inputs {
-            let sub = Submission { workflow: "canary".into(), input, id: None, no_rollback: false, submitter: None };
+            let sub = Submission {
+                workflow: "canary".into(),
+                input,
+                id: None,
+                no_rollback: false,
+                submitter: None,
+                traceparent: None,
+            };
             engine.submit(sub).await.unwrap();
         }
     });

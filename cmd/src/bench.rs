@@ -54,6 +54,7 @@ async fn steps_per_second(location: &Location, workflows: u32, steps: u32) -> Re
             id: None,
             no_rollback: false,
             submitter: None,
+            traceparent: None,
         };
         ids.push(engine.submit(s).await?.id);
     }

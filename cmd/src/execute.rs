@@ -35,6 +35,7 @@ fn validated_submission(args: &SubmitArgs, registry: &Registry) -> Result<Submis
         id: Some(id),
         no_rollback: args.no_rollback,
         submitter: None,
+        traceparent: caller_traceparent()?,
     })
 }
 
@@ -367,4 +368,17 @@ pub async fn daemon(
     }
     engine.daemon(usize::from(workers), shutdown).await?;
     Ok(OK)
+}
+
+/// `TRACEPARENT`, the caller's W3C trace context the submission continues; one that is set but
+/// is not a traceparent is refused, naming it (an explicit input, unlike a forwarded header).
+fn caller_traceparent() -> Result<Option<String>, Failure> {
+    match std::env::var("TRACEPARENT") {
+        Ok(v) if !v.trim().is_empty() => {
+            infraflow_trace::TraceParent::parse(&v).map(|t| Some(t.to_string())).ok_or_else(|| {
+                Failure::usage(format!("TRACEPARENT {v:?} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"))
+            })
+        }
+        _ => Ok(None),
+    }
 }

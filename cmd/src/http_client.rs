@@ -79,15 +79,40 @@ impl Server {
     }
 
     pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply, Failure> {
+        let body = Bytes::from(body.map(|b| b.to_string()).unwrap_or_default());
+        let (status, raw) = self.timed(method, path, "application/json", body).await?;
+        let body = serde_json::from_slice(&raw).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&raw).into()));
+        Ok(Reply { status, body })
+    }
+
+    /// POSTs `body` of `content_type` to `path` (the OTLP exporter's protobuf): the answer's status.
+    pub async fn post_bytes(&self, path: &str, content_type: &str, body: Vec<u8>) -> Result<u16, Failure> {
+        Ok(self.timed("POST", path, content_type, Bytes::from(body)).await?.0)
+    }
+
+    async fn timed(&self, method: &str, path: &str, content_type: &str, body: Bytes) -> Result<(u16, Bytes), Failure> {
         match self.timeout {
-            Some(limit) => tokio::time::timeout(limit, self.exchange(method, path, body)).await.unwrap_or_else(|_| {
-                Err(Failure::other(format!("no answer from {}:{} within {}s", self.host, self.port, limit.as_secs())))
-            }),
-            None => self.exchange(method, path, body).await,
+            Some(limit) => tokio::time::timeout(limit, self.exchange(method, path, content_type, body))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Failure::other(format!(
+                        "no answer from {}:{} within {}s",
+                        self.host,
+                        self.port,
+                        limit.as_secs()
+                    )))
+                }),
+            None => self.exchange(method, path, content_type, body).await,
         }
     }
 
-    async fn exchange(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply, Failure> {
+    async fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: Bytes,
+    ) -> Result<(u16, Bytes), Failure> {
         let unreachable =
             |e: &dyn std::fmt::Display| Failure::other(format!("cannot reach {}:{}: {e}", self.host, self.port));
         let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port)).await.map_err(|e| unreachable(&e))?;
@@ -95,13 +120,12 @@ impl Server {
             .method(method)
             .uri(path)
             .header(hyper::header::HOST, &self.authority)
-            .header(hyper::header::CONTENT_TYPE, "application/json");
+            .header(hyper::header::CONTENT_TYPE, content_type);
         if let Some(token) = &self.token {
             request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
         }
-        let body = body.map(|b| b.to_string()).unwrap_or_default();
-        let request = request.body(Full::new(Bytes::from(body))).map_err(|e| unreachable(&e))?;
-        let (status, raw) = match &self.tls {
+        let request = request.body(Full::new(body)).map_err(|e| unreachable(&e))?;
+        match &self.tls {
             Some(config) => {
                 let name = ServerName::try_from(self.host.clone())
                     .map_err(|_| Failure::usage(format!("{} is not a host name", self.host)))?;
@@ -109,12 +133,10 @@ impl Server {
                     .connect(name, tcp)
                     .await
                     .map_err(|e| unreachable(&e))?;
-                send(tls, request).await.map_err(|e| unreachable(&e))?
+                send(tls, request).await.map_err(|e| unreachable(&e))
             }
-            None => send(tcp, request).await.map_err(|e| unreachable(&e))?,
-        };
-        let body = serde_json::from_slice(&raw).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&raw).into()));
-        Ok(Reply { status, body })
+            None => send(tcp, request).await.map_err(|e| unreachable(&e)),
+        }
     }
 }
 

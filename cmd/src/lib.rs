@@ -16,6 +16,7 @@ mod http_client;
 mod input;
 mod lock;
 mod metrics;
+mod otlp;
 mod page;
 mod paths;
 mod policy;
@@ -46,8 +47,9 @@ fn init_logging(default: &str, format: LogFormat) {
     let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Text => fmt.init(),
-        // Fields at the top level of each object (`workflow`, `step`, `attempt`), not nested.
-        LogFormat::Json => fmt.json().flatten_event(true).with_current_span(false).with_span_list(false).init(),
+        // Fields at the top level of each object (`workflow`, `step`, `attempt`), not nested; a
+        // traced line's `span` holds its `trace_id` and `span_id`.
+        LogFormat::Json => fmt.json().flatten_event(true).with_current_span(true).with_span_list(false).init(),
     }
 }
 
@@ -115,6 +117,8 @@ fn infraflow_command() -> ExitCode {
             infraflow_workflows::set_consistency_settle(settle);
         }
         let locking = lock::configure(&cli.lock, &db)?;
+        // Sends what is queued when the command ends (dropped last).
+        let _tracing = otlp::install_from_env()?;
         match cli.command {
             Command::Status(args) => status::status(&db, &args),
             Command::History { id, json } => status::history(&db, &id, json),

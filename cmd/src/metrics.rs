@@ -52,6 +52,7 @@ pub struct Metrics {
     throttles: Family<Labels, Counter>,
     rate_waiting: Family<Labels, Gauge>,
     cluster_leases: Family<Labels, Gauge>,
+    trace_spans: Family<Labels, Gauge>,
     sweep_clusters: Family<Labels, Gauge>,
     sweep_teardowns: Counter,
     cluster_drift: Family<Labels, Gauge>,
@@ -81,6 +82,7 @@ impl Metrics {
             throttles: Family::default(),
             rate_waiting: Family::default(),
             cluster_leases: Family::default(),
+            trace_spans: Family::default(),
             sweep_clusters: Family::default(),
             sweep_teardowns: Counter::default(),
             cluster_drift: Family::default(),
@@ -135,6 +137,11 @@ impl Metrics {
             "cluster_leases",
             "Cluster leases (--lock-bucket) this process holds, and its workflows waiting for one another journal holds",
             m.cluster_leases.clone(),
+        );
+        registry.register(
+            "trace_spans",
+            "Spans this process sent to the OTLP collector, and dropped (a full queue, a collector that refused or never answered)",
+            m.trace_spans.clone(),
         );
         registry.register(
             "aws_throttles",
@@ -296,6 +303,8 @@ impl Metrics {
         let (held, waiting) = infraflow_workflows::hold::lease::leases_now();
         self.cluster_leases.get_or_create(&labels(&[("state", "held")])).set(held);
         self.cluster_leases.get_or_create(&labels(&[("state", "waiting")])).set(waiting);
+        self.trace_spans.get_or_create(&labels(&[("outcome", "sent")])).set(crate::otlp::exported() as i64);
+        self.trace_spans.get_or_create(&labels(&[("outcome", "dropped")])).set(infraflow_trace::dropped() as i64);
         let mut out = String::new();
         encode(&mut out, &self.registry).map_err(|e| e.to_string())?;
         Ok(out)

@@ -119,7 +119,17 @@ pub fn view_json(row: &WorkflowRow, view: &WorkflowView, waiting: &WaitingFor) -
     if let Some(s) = &view.submitter {
         v["submitter"] = json!(s);
     }
+    v["traceId"] = json!(trace_id(view));
     v
+}
+
+/// The trace every execution of the workflow joins: the caller's (`traceparent`), else the one
+/// derived from its submission.
+pub fn trace_id(view: &WorkflowView) -> String {
+    match view.traceparent.as_deref().and_then(infraflow_trace::TraceParent::parse) {
+        Some(caller) => caller.trace_id.to_string(),
+        None => infraflow_trace::derived_trace_id(&view.creator).to_string(),
+    }
 }
 
 pub fn view_text(row: &WorkflowRow, view: &WorkflowView, waiting: &WaitingFor, now_ms: i64) -> String {
@@ -130,6 +140,7 @@ pub fn view_text(row: &WorkflowRow, view: &WorkflowView, waiting: &WaitingFor, n
         out.push_str(&format!("submitter: {s}\n"));
     }
     out.push_str(&format!("state:     {}\n", row.state));
+    out.push_str(&format!("trace:     {}\n", trace_id(view)));
     out.push_str(&format!("created:   {} ({} ago)\n", iso_time(view.created_at), age(now_ms - view.created_at)));
     match acts_as(view) {
         (Some(account), Some(role)) => out.push_str(&format!("account:   {account} (role {role})\n")),

@@ -93,6 +93,7 @@ pub async fn submit_teardowns(engine: &Engine, swept: &mut [Swept]) -> Result<Ve
             id: Some(id.clone()),
             no_rollback: false,
             submitter: None,
+            traceparent: None,
         };
         // One cluster's refusal (an id pruned and refused, a protection met at submit) is said
         // on its row; the other expired clusters are still submitted.

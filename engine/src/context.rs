@@ -83,6 +83,8 @@ pub(crate) struct Run {
     pub positions: Mutex<HashMap<String, u32>>,
     /// The journal's step at each recorded position (`<scope>#<n>`).
     pub by_position: HashMap<String, String>,
+    /// This execution's spans, when tracing is on and its trace sampled.
+    pub trace: Option<crate::trace::ExecTrace>,
 }
 
 impl Run {
@@ -396,6 +398,7 @@ impl WfCtx {
             run.sleep_until(at.min(cap)).await;
             self.check_boundary()?;
         }
+        let step_span = run.trace.as_ref().map_or_else(crate::trace::StepSpan::none, |t| t.step(&key, activity));
         loop {
             if round >= policy.max_attempts {
                 if run.compensating.load(Ordering::SeqCst) {
@@ -431,11 +434,12 @@ impl WfCtx {
             });
             let t0 = Instant::now();
             let step_id = crate::current_step::StepId { workflow: run.id.clone(), step: key.clone() };
+            let attempt = step_span.attempt(total);
             let result = if options.undo.is_some() {
                 run.record(vec![started], Durability::Durable).await?;
-                crate::current_step::within_step(step_id, f()).await
+                attempt.within(crate::current_step::within_step(step_id, f())).await
             } else {
-                let work = crate::current_step::within_step(step_id, f());
+                let work = attempt.within(crate::current_step::within_step(step_id, f()));
                 tokio::pin!(work);
                 tokio::select! {
                     biased;
@@ -446,6 +450,7 @@ impl WfCtx {
                     }
                 }
             };
+            attempt.end(result.as_ref().err().map(ToString::to_string));
             let failed = |error: &ActivityError, retryable: bool, next_attempt_at: Option<i64>| Event::StepFailed {
                 step: key.clone(),
                 attempt: total,
@@ -499,6 +504,7 @@ impl WfCtx {
                         attempt: total,
                         millis: t0.elapsed().as_millis() as u64,
                     });
+                    step_span.ok();
                     return Ok(out);
                 }
                 Err(error) if error.operator => {

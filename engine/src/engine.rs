@@ -64,6 +64,8 @@ pub struct Submission {
     pub no_rollback: bool,
     /// Who asked, through the daemon's API (`<tenant>/<subject>`); none from the journal path.
     pub submitter: Option<String>,
+    /// The caller's W3C `traceparent`, journaled: every execution's trace continues it.
+    pub traceparent: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,6 +141,7 @@ impl Engine {
                 code_version: Some(def.version()),
                 creator: Some(ids::new_creator(&id, self.clock.now_ms())),
                 submitter: s.submitter,
+                traceparent: s.traceparent,
                 at: self.clock.now_ms(),
             })
             .await?;
@@ -211,6 +214,13 @@ impl Engine {
         if view.summary.cancel_requested {
             signals.cancel();
         }
+        // The journal says which execution this is (its `LeaseTaken`): read only when traced.
+        let trace = match infraflow_trace::enabled() {
+            Some(_) => {
+                self.journal.events_async(id).await.ok().and_then(|ev| crate::trace::ExecTrace::begin(&view, &ev))
+            }
+            None => None,
+        };
         let recorded: HashMap<_, _> = view.steps.iter().map(|s| (s.key.clone(), s.clone())).collect();
         let by_position: HashMap<_, _> =
             view.steps.iter().filter_map(|s| Some((s.position.clone()?, s.key.clone()))).collect();
@@ -233,6 +243,7 @@ impl Engine {
             environment: std::sync::Mutex::new(None),
             positions: std::sync::Mutex::new(HashMap::new()),
             by_position,
+            trace,
         });
         let Some(def) = self.registry.workflow(&view.workflow) else {
             // The pause keeps the saga phase: a compensating workflow resumes compensating.
@@ -262,11 +273,19 @@ impl Engine {
         }
         // Before anything acts, forward or compensating: the same account and region as at
         // start, and one writer per cluster across journals (the workflow's hold).
-        let hold = match self.pass_gate(&run, def.as_ref(), &view, &signals).await? {
+        let gate_started = infraflow_trace::now_ns();
+        let gate = self.pass_gate(&run, def.as_ref(), &view, &signals);
+        let hold = match crate::trace::within(&run.trace, gate).await? {
             Ok(hold) => hold,
-            Err(state) => return Ok(state),
+            Err(state) => {
+                crate::trace::end(&run.trace, state);
+                return Ok(state);
+            }
         };
-        let work = self.act(&run, def.as_ref(), &view, &signals);
+        if let Some(t) = &run.trace {
+            t.gate_passed(gate_started);
+        }
+        let work = crate::trace::within(&run.trace, self.act(&run, def.as_ref(), &view, &signals));
         let state = match &hold {
             None => work.await?,
             Some(h) => {
@@ -293,6 +312,7 @@ impl Engine {
             }
             h.release().await;
         }
+        crate::trace::end(&run.trace, state);
         Ok(state)
     }
 

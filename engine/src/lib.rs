@@ -20,6 +20,7 @@ mod registry;
 mod retry;
 mod runner;
 mod signals;
+mod trace;
 
 pub use branches::{join_branches, join_pair};
 pub use clock::{Clock, Sleep, SystemClock, TestClock};

@@ -32,6 +32,8 @@ pub struct NewWorkflow {
     pub creator: Option<String>,
     /// Who asked for it through the API (`Event::Submitted::submitter`): none from the journal path.
     pub submitter: Option<String>,
+    /// The caller's trace (`Event::Submitted::traceparent`).
+    pub traceparent: Option<String>,
     pub at: i64,
 }
 

@@ -34,6 +34,10 @@ pub enum Event {
         /// loses nothing but the showing: it acts the same.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         submitter: Option<String>,
+        /// The caller's W3C `traceparent` the submission's trace continues (`TRACEPARENT`, the
+        /// API's header). An older binary ignores it: its executions start traces of their own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        traceparent: Option<String>,
     },
     LeaseTaken {
         owner: String,

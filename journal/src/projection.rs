@@ -285,6 +285,8 @@ pub struct WorkflowView {
     pub creator: String,
     /// Who asked for it through the API (`Event::Submitted::submitter`), as `<tenant>/<subject>`.
     pub submitter: Option<String>,
+    /// The caller's trace the submission continues (`Event::Submitted::traceparent`).
+    pub traceparent: Option<String>,
     /// How many times the operator asked to resume it (`retry`).
     pub resumes: u32,
     pub created_at: i64,
@@ -307,6 +309,7 @@ impl WorkflowView {
             code_version: None,
             creator: id.to_string(),
             submitter: None,
+            traceparent: None,
             resumes: 0,
             created_at: events.first().map_or(0, |e| e.at),
             updated_at: events.last().map_or(0, |e| e.at),
@@ -358,8 +361,9 @@ impl WorkflowView {
         for rec in events {
             view.summary.apply(&rec.event);
             match &rec.event {
-                Event::Submitted { workflow, input, no_rollback, code_version, creator, submitter } => {
+                Event::Submitted { workflow, input, no_rollback, code_version, creator, submitter, traceparent } => {
                     view.workflow = workflow.clone();
+                    view.traceparent = traceparent.clone();
                     view.submitter = submitter.clone();
                     if let Some(c) = creator {
                         view.creator = c.clone();

@@ -59,6 +59,14 @@ impl AwsEnv {
         out
     }
 
+    /// `infraflow ARGS` through the world's proxy with more environment (no policy check).
+    pub fn cli_with(&self, args: &[&str], extra: &[(&str, &str)]) -> std::process::Output {
+        let env = aws_env(&self.proxy.endpoint());
+        let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        env.extend_from_slice(extra);
+        self.s.cli_env(args, &env)
+    }
+
     pub fn cli(&self, args: &[&str]) -> std::process::Output {
         self.cli_at(&self.proxy.endpoint(), args)
     }

@@ -223,6 +223,7 @@ pub mod inventory;
 pub mod look_alikes;
 pub mod moto;
 pub mod netns;
+pub mod otlp;
 pub mod postgres;
 pub mod proxy;
 pub mod quotas;

@@ -81,6 +81,7 @@ async fn no_rollback_keeps_completed_steps_and_ends_failed() {
             id: Some("keep-1".into()),
             no_rollback: true,
             submitter: None,
+            traceparent: None,
         })
         .await
         .unwrap()

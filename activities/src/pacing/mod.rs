@@ -364,8 +364,12 @@ impl Pacer {
                 // spreads the others' next look.
                 tokio::time::sleep(wait + wait.mul_f64(fastrand::f64() * 0.25)).await;
             }
+            let waited = waiting.is_some();
             if let (Some(_), Some(observe)) = (waiting, WAITS.get()) {
                 observe(&self.account, class, started.elapsed());
+            }
+            if waited {
+                crate::observe::traced_wait("wait: AWS request rate", class.as_str(), started.elapsed());
             }
         }
     }

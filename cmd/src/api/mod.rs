@@ -246,7 +246,8 @@ impl Api {
                 return p.response();
             }
         };
-        let (action, answer) = self.routes.dispatch(&who, &parts.method, &path, &query, &body).await;
+        let (action, answer) =
+            self.routes.dispatch(&who, &parts.method, &path, &query, &body, traceparent(&parts.headers)).await;
         match answer {
             Ok(a) => {
                 audit::record(client, &caller, action, a.workflow.as_deref(), a.status.as_u16(), "");
@@ -289,4 +290,11 @@ async fn fetch_jwks_periodically(api: Arc<Api>) {
             tracing::warn!(error = %e, "JWKS not fetched again; keeping the keys before");
         }
     }
+}
+
+/// The request's W3C `traceparent`, when it is one: a submission's trace continues it. One that
+/// does not parse is ignored, as the W3C asks of a receiver (a new trace starts).
+fn traceparent(headers: &hyper::HeaderMap) -> Option<String> {
+    let value = headers.get("traceparent")?.to_str().ok()?;
+    infraflow_trace::TraceParent::parse(value).map(|t| t.to_string())
 }

@@ -66,6 +66,7 @@ impl Routes {
         path: &str,
         query: &str,
         body: &[u8],
+        traceparent: Option<String>,
     ) -> (&'static str, Result<Answer, Problem>) {
         use hyper::Method;
         let decoded: Vec<String> = path
@@ -76,7 +77,7 @@ impl Routes {
             .collect();
         let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
         match (method, segments.as_slice()) {
-            (&Method::POST, ["workflows"]) => ("submit", self.submit(who, body).await),
+            (&Method::POST, ["workflows"]) => ("submit", self.submit(who, body, traceparent).await),
             (&Method::GET, ["workflows"]) => ("list", self.list(who, query)),
             (&Method::GET, ["workflows", id]) => ("status", self.status(who, id)),
             (&Method::GET, ["workflows", id, "history"]) => ("history", self.history(who, id)),
@@ -93,7 +94,7 @@ impl Routes {
         }
     }
 
-    async fn submit(&self, who: &Authenticated, body: &[u8]) -> Result<Answer, Problem> {
+    async fn submit(&self, who: &Authenticated, body: &[u8], traceparent: Option<String>) -> Result<Answer, Problem> {
         fences::permits(who, Permission::Submit, "submit")?;
         let de = &mut serde_json::Deserializer::from_slice(body);
         let b: SubmitBody = serde_path_to_error::deserialize(de).map_err(|e| {
@@ -130,6 +131,7 @@ impl Routes {
             id: Some(id.clone()),
             no_rollback: b.no_rollback,
             submitter: Some(who.submitter()),
+            traceparent,
         };
         let journaled = self.engine.journal().row(&id).ok().flatten().is_some();
         crate::admit::refuse_unless_journaled(journaled, &submission).await.map_err(|f| {

@@ -73,6 +73,7 @@ pub(crate) async fn submit(c: &mut Conn, new: &NewWorkflow) -> Result<SubmitOutc
         code_version: new.code_version,
         creator: new.creator.clone(),
         submitter: new.submitter.clone(),
+        traceparent: new.traceparent.clone(),
     };
     append_one(&tx, &appends, AppendReq { id: new.id.clone(), fence: None, events: vec![submitted], at: new.at })
         .await?;

@@ -132,6 +132,7 @@ pub(crate) fn submit_tx(c: &Connection, new: &NewWorkflow) -> Result<SubmitOutco
             code_version: new.code_version,
             creator: new.creator.clone(),
             submitter: new.submitter.clone(),
+            traceparent: new.traceparent.clone(),
         }],
         new.at,
     )?;
@@ -163,6 +164,7 @@ mod tests {
                 code_version: Some(1),
                 creator: None,
                 submitter: None,
+                traceparent: None,
                 at: 1,
             };
             c.execute_batch("BEGIN IMMEDIATE").unwrap();

@@ -80,6 +80,7 @@ pub fn new_wf(id: &str, cluster: &str) -> NewWorkflow {
         code_version: Some(1),
         creator: None,
         submitter: None,
+        traceparent: None,
         at: 1_000,
     }
 }

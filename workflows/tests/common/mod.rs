@@ -62,7 +62,14 @@ impl World {
 
 pub async fn submit(engine: &Engine, workflow: &str, input: Value) -> String {
     engine
-        .submit(Submission { workflow: workflow.into(), input, id: None, no_rollback: false, submitter: None })
+        .submit(Submission {
+            workflow: workflow.into(),
+            input,
+            id: None,
+            no_rollback: false,
+            submitter: None,
+            traceparent: None,
+        })
         .await
         .unwrap()
         .id

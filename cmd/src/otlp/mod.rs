@@ -1,0 +1,204 @@
+//! Spans out by OTLP/HTTP (protobuf), configured by the standard `OTEL_*` variables and off when
+//! no endpoint is set. The exporter is a thread of its own: a workflow only ever puts a span in
+//! a bounded queue, so a slow, refusing or silent collector costs it nothing; what cannot be
+//! sent is dropped and counted (`infraflow_trace_spans_dropped_total`).
+
+mod encode;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use infraflow_trace::{Attr, Sampler, Span};
+
+use crate::failure::Failure;
+use crate::http_client::Server;
+
+static EXPORTED: AtomicU64 = AtomicU64::new(0);
+
+/// Spans a collector accepted so far.
+pub fn exported() -> u64 {
+    EXPORTED.load(Ordering::Relaxed)
+}
+
+/// The exporter's settings, from the environment.
+struct Config {
+    server: Server,
+    path: String,
+    resource: Vec<(String, Attr)>,
+    sampler: Sampler,
+    queue: usize,
+    batch: usize,
+    delay: Duration,
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+}
+
+fn millis(name: &str, default: u64) -> Result<Duration, Failure> {
+    match var(name) {
+        None => Ok(Duration::from_millis(default)),
+        Some(v) => v
+            .parse::<u64>()
+            .map(Duration::from_millis)
+            .map_err(|_| Failure::usage(format!("{name} {v:?} is not a number of milliseconds"))),
+    }
+}
+
+fn count(name: &str, default: usize) -> Result<usize, Failure> {
+    match var(name) {
+        None => Ok(default),
+        Some(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| Failure::usage(format!("{name} {v:?} is not a positive number"))),
+    }
+}
+
+/// `k=v,k2=v2` (`OTEL_RESOURCE_ATTRIBUTES`), values percent-decoded as the spec asks.
+fn pairs(name: &str) -> Result<Vec<(String, Attr)>, Failure> {
+    let Some(v) = var(name) else { return Ok(Vec::new()) };
+    v.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').ok_or_else(|| Failure::usage(format!("{name}: {p:?} is not key=value")))?;
+            let v = percent_encoding::percent_decode_str(v.trim()).decode_utf8_lossy().into_owned();
+            Ok((k.trim().to_string(), Attr::Str(v)))
+        })
+        .collect()
+}
+
+impl Config {
+    /// None when tracing is off: no endpoint, `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`.
+    fn from_env() -> Result<Option<Config>, Failure> {
+        if var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+            || var("OTEL_TRACES_EXPORTER").is_some_and(|v| v == "none")
+        {
+            return Ok(None);
+        }
+        let (url, path) = match (var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), var("OTEL_EXPORTER_OTLP_ENDPOINT")) {
+            (Some(url), _) => (url, None),
+            (None, Some(base)) => (base, Some("v1/traces")),
+            (None, None) => return Ok(None),
+        };
+        let protocol = var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"));
+        if let Some(p) = protocol.filter(|p| p != "http/protobuf") {
+            return Err(Failure::usage(format!(
+                "OTEL_EXPORTER_OTLP_PROTOCOL {p:?}: infraflow sends http/protobuf only (a collector's port 4318)"
+            )));
+        }
+        let timeout = millis("OTEL_EXPORTER_OTLP_TIMEOUT", 10_000)?;
+        let server = Server::new("OTEL_EXPORTER_OTLP_ENDPOINT", &url, None, None)?.within(timeout);
+        let path = match path {
+            Some(tail) => format!("{}/{tail}", server.path.trim_end_matches('/')),
+            None => server.path.clone(),
+        };
+        let sampler =
+            Sampler::from_env(var("OTEL_TRACES_SAMPLER").as_deref(), var("OTEL_TRACES_SAMPLER_ARG").as_deref())
+                .map_err(Failure::usage)?;
+        let mut resource = pairs("OTEL_RESOURCE_ATTRIBUTES")?;
+        let service = var("OTEL_SERVICE_NAME")
+            .or_else(|| {
+                resource.iter().find(|(k, _)| k == "service.name").and_then(|(_, v)| match v {
+                    Attr::Str(s) => Some(s.clone()),
+                    _ => None,
+                })
+            })
+            .unwrap_or_else(|| "infraflow".into());
+        resource.retain(|(k, _)| k != "service.name");
+        resource.insert(0, ("service.name".into(), Attr::Str(service)));
+        resource.push(("service.version".into(), Attr::Str(env!("CARGO_PKG_VERSION").into())));
+        Ok(Some(Config {
+            server,
+            path,
+            resource,
+            sampler,
+            queue: count("OTEL_BSP_MAX_QUEUE_SIZE", 2048)?,
+            batch: count("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)?,
+            delay: millis("OTEL_BSP_SCHEDULE_DELAY", 1000)?,
+        }))
+    }
+}
+
+/// The running exporter; dropping it sends what is queued, waiting only for a collector that
+/// has answered so far, and at most 2 s.
+pub struct Tracing {
+    closing: Arc<AtomicBool>,
+    healthy: Arc<AtomicBool>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+/// Starts the exporter when the environment names a collector.
+pub fn install_from_env() -> Result<Option<Tracing>, Failure> {
+    let Some(config) = Config::from_env()? else { return Ok(None) };
+    let Some(queue) = infraflow_trace::install(config.queue, config.sampler) else { return Ok(None) };
+    let closing = Arc::new(AtomicBool::new(false));
+    let healthy = Arc::new(AtomicBool::new(true));
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let (c, h) = (closing.clone(), healthy.clone());
+    std::thread::Builder::new()
+        .name("otlp-exporter".into())
+        .spawn(move || {
+            export_loop(config, queue, &c, &h);
+            let _ = done_tx.send(());
+        })
+        .map_err(|e| Failure::other(format!("cannot start the trace exporter: {e}")))?;
+    Ok(Some(Tracing { closing, healthy, done }))
+}
+
+impl Drop for Tracing {
+    fn drop(&mut self) {
+        self.closing.store(true, Ordering::SeqCst);
+        // A collector that never answered gets no more of the command's time.
+        let limit = if self.healthy.load(Ordering::SeqCst) { Duration::from_secs(2) } else { Duration::ZERO };
+        let _ = self.done.recv_timeout(limit);
+    }
+}
+
+fn export_loop(config: Config, queue: infraflow_trace::Exported, closing: &AtomicBool, healthy: &AtomicBool) {
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+    let mut batch: Vec<Span> = Vec::new();
+    let mut since = Instant::now();
+    loop {
+        let closing_now = closing.load(Ordering::SeqCst);
+        match queue.recv_timeout(Duration::from_millis(50)) {
+            Ok(span) => batch.push(span),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        while batch.len() < config.batch {
+            match queue.try_recv() {
+                Ok(span) => batch.push(span),
+                Err(_) => break,
+            }
+        }
+        let due = batch.len() >= config.batch || since.elapsed() >= config.delay || closing_now;
+        if !batch.is_empty() && due {
+            let body = encode::export_request(&config.resource, &batch);
+            // Pending while it is sent: a close meanwhile does not wait for a silent collector.
+            healthy.store(false, Ordering::SeqCst);
+            let sent = rt.block_on(config.server.post_bytes(&config.path, "application/x-protobuf", body));
+            match sent {
+                Ok(status) if (200..300).contains(&status) => {
+                    EXPORTED.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    healthy.store(true, Ordering::SeqCst);
+                }
+                Ok(status) => {
+                    tracing::debug!(status, "the trace collector refused a batch");
+                    infraflow_trace::count_dropped(batch.len() as u64);
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e.message, "the trace collector did not take a batch");
+                    infraflow_trace::count_dropped(batch.len() as u64);
+                }
+            }
+            batch.clear();
+            since = Instant::now();
+        }
+        if closing_now && batch.is_empty() && queue.try_recv().map(|s| batch.push(s)).is_err() {
+            break;
+        }
+    }
+}

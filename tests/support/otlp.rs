@@ -1,0 +1,227 @@
+//! A test collector: an OTLP/HTTP receiver on a loopback port that decodes what it is sent with
+//! a protobuf reader of its own (not the exporter's encoder), or a silent one that accepts
+//! connections and never answers.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+/// One span as received.
+#[derive(Clone, Debug)]
+pub struct Got {
+    pub trace_id: String,
+    pub span_id: String,
+    pub parent: Option<String>,
+    pub name: String,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub attrs: BTreeMap<String, String>,
+    /// 0 unset, 1 ok, 2 error.
+    pub status: u64,
+    pub message: String,
+    pub events: Vec<String>,
+}
+
+pub struct Collector {
+    pub port: u16,
+    spans: Arc<Mutex<Vec<Got>>>,
+}
+
+enum Field<'a> {
+    Int(u64),
+    Bytes(&'a [u8]),
+}
+
+fn varint(b: &[u8], i: &mut usize) -> u64 {
+    let (mut n, mut shift) = (0u64, 0);
+    loop {
+        let byte = b[*i];
+        *i += 1;
+        n |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return n;
+        }
+        shift += 7;
+    }
+}
+
+fn fields(b: &[u8]) -> Vec<(u64, Field<'_>)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let key = varint(b, &mut i);
+        let (field, wire) = (key >> 3, key & 7);
+        let value = match wire {
+            0 => Field::Int(varint(b, &mut i)),
+            1 => {
+                let v = u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+                i += 8;
+                Field::Int(v)
+            }
+            2 => {
+                let len = varint(b, &mut i) as usize;
+                let v = &b[i..i + len];
+                i += len;
+                Field::Bytes(v)
+            }
+            5 => {
+                let v = u64::from(u32::from_le_bytes(b[i..i + 4].try_into().unwrap()));
+                i += 4;
+                Field::Int(v)
+            }
+            other => panic!("wire type {other} in an OTLP message"),
+        };
+        out.push((field, value));
+    }
+    out
+}
+
+fn sub<'a>(b: &'a [u8], n: u64) -> Vec<&'a [u8]> {
+    fields(b)
+        .into_iter()
+        .filter_map(|(f, v)| matches!(v, Field::Bytes(_)).then_some((f, v)))
+        .filter(|(f, _)| *f == n)
+        .map(|(_, v)| match v {
+            Field::Bytes(b) => b,
+            Field::Int(_) => unreachable!(),
+        })
+        .collect()
+}
+
+fn int(b: &[u8], n: u64) -> u64 {
+    fields(b)
+        .into_iter()
+        .find_map(|(f, v)| match v {
+            Field::Int(x) if f == n => Some(x),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
+fn text(b: &[u8], n: u64) -> String {
+    sub(b, n).first().map(|s| String::from_utf8_lossy(s).into_owned()).unwrap_or_default()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// `KeyValue`s (field `n`) as strings.
+fn attrs(b: &[u8], n: u64) -> BTreeMap<String, String> {
+    sub(b, n)
+        .into_iter()
+        .map(|kv| {
+            let value = sub(kv, 2).first().map(|any| {
+                fields(any)
+                    .into_iter()
+                    .map(|(f, v)| match (f, v) {
+                        (1, Field::Bytes(s)) => String::from_utf8_lossy(s).into_owned(),
+                        (_, Field::Int(x)) => x.to_string(),
+                        _ => String::new(),
+                    })
+                    .collect::<String>()
+            });
+            (text(kv, 1), value.unwrap_or_default())
+        })
+        .collect()
+}
+
+/// The spans of one `ExportTraceServiceRequest`.
+pub fn decode(body: &[u8]) -> Vec<Got> {
+    let mut out = Vec::new();
+    for rs in sub(body, 1) {
+        for ss in sub(rs, 2) {
+            for s in sub(ss, 2) {
+                let status = sub(s, 15).first().copied();
+                out.push(Got {
+                    trace_id: hex(sub(s, 1)[0]),
+                    span_id: hex(sub(s, 2)[0]),
+                    parent: sub(s, 4).first().map(|p| hex(p)),
+                    name: text(s, 5),
+                    start_ns: int(s, 7),
+                    end_ns: int(s, 8),
+                    attrs: attrs(s, 9),
+                    status: status.map_or(0, |st| int(st, 3)),
+                    message: status.map(|st| text(st, 2)).unwrap_or_default(),
+                    events: sub(s, 11).into_iter().map(|e| text(e, 2)).collect(),
+                });
+            }
+        }
+    }
+    out
+}
+
+impl Collector {
+    /// A collector that answers every export 200 and keeps what it decoded.
+    pub fn start() -> Collector {
+        Self::serve(true)
+    }
+
+    /// A collector that takes connections and never answers.
+    pub fn silent() -> Collector {
+        Self::serve(false)
+    }
+
+    fn serve(answers: bool) -> Collector {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let spans = Arc::new(Mutex::new(Vec::new()));
+        let kept = spans.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                if !answers {
+                    held.push(conn);
+                    continue;
+                }
+                let kept = kept.clone();
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 65536];
+                    let (head_end, len) = loop {
+                        let n = conn.read(&mut chunk).unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&buf[..i]).to_lowercase();
+                            assert!(head.starts_with("post /v1/traces "), "{head}");
+                            assert!(head.contains("content-type: application/x-protobuf"), "{head}");
+                            let len = head
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length:"))
+                                .map_or(0, |v| v.trim().parse().unwrap());
+                            break (i + 4, len);
+                        }
+                    };
+                    while buf.len() < head_end + len {
+                        let n = conn.read(&mut chunk).unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                    }
+                    kept.lock().unwrap().extend(decode(&buf[head_end..head_end + len]));
+                    let _ = conn.write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n",
+                    );
+                });
+            }
+        });
+        Collector { port, spans }
+    }
+
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("OTEL_EXPORTER_OTLP_ENDPOINT".into(), format!("http://127.0.0.1:{}", self.port)),
+            ("OTEL_BSP_SCHEDULE_DELAY".into(), "0".into()),
+        ]
+    }
+
+    pub fn spans(&self) -> Vec<Got> {
+        self.spans.lock().unwrap().clone()
+    }
+}

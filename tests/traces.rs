@@ -1,0 +1,178 @@
+//! OpenTelemetry traces, received by a test collector (`support::otlp`, its own protobuf
+//! reader): one trace per submission across a kill -9 and its resume, every step that completed
+//! sent once, every AWS call a child of its attempt; a caller's `TRACEPARENT` the root's parent;
+//! a collector that never answers costs a run nothing it waits for.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::json;
+use support::aws::{AwsEnv as Env, ok};
+use support::otlp::{Collector, Got};
+use support::proxy::KillAt;
+
+fn env_of(c: &Collector) -> Vec<(String, String)> {
+    c.env()
+}
+
+fn refs(v: &[(String, String)]) -> Vec<(&str, &str)> {
+    v.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+/// Waits (briefly: a finished run sent everything before it exited) until `enough` holds.
+fn received(c: &Collector, enough: impl Fn(&[Got]) -> bool) -> Vec<Got> {
+    for _ in 0..100 {
+        let spans = c.spans();
+        if enough(&spans) {
+            return spans;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    c.spans()
+}
+
+#[test]
+fn a_provision_killed_mid_way_and_resumed_is_one_trace_of_two_executions() {
+    let e = Env::new();
+    let collector = Collector::start();
+    let vars = env_of(&collector);
+    let input = e.input(
+        "p.json",
+        json!({"name": "tr", "infraID": "tr-abcde", "region": "us-east-1", "zones": ["us-east-1a"], "baseDomain": "example.com"}),
+    );
+    e.c.create_public_zone("example.com");
+    let args = ["run", "provision-infra", "--input", input.as_str(), "--id", "tr"];
+    let mut child = e.spawn_cli_with(&e.proxy.endpoint(), &args, &refs(&vars));
+    e.proxy.kill_at(KillAt { call: 12, after_aws_acts: true, pid: child.id() });
+    let status = child.wait().unwrap();
+    assert!(e.proxy.kill_fired() && !status.success(), "killed at its 12th call: {status:?}");
+    let out = e.cli_with(&args, &refs(&vars));
+    assert!(out.status.success(), "{}", support::stderr(&out));
+
+    let st = e.s.status("tr");
+    assert_eq!(st["state"], "completed", "{st}");
+    let trace = st["traceId"].as_str().unwrap().to_string();
+    let spans = received(&collector, |s| s.iter().any(|g| g.name.starts_with("provision-infra ")));
+    assert!(
+        spans.iter().all(|s| s.trace_id == trace),
+        "one trace: {:?}",
+        spans.iter().map(|s| &s.trace_id).collect::<BTreeSet<_>>()
+    );
+    let by_id: BTreeMap<&str, &Got> = spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
+
+    // The root: the submission, no parent; the two executions its children, the killed one sent
+    // by the resume, ended without its steps.
+    let roots: Vec<&Got> = spans.iter().filter(|s| s.name == "provision-infra tr").collect();
+    assert_eq!(roots.len(), 1, "{roots:?}");
+    assert_eq!(roots[0].parent, None);
+    assert_eq!(roots[0].status, 1);
+    let executions: Vec<&Got> = spans.iter().filter(|s| s.name == "execution").collect();
+    assert_eq!(executions.len(), 2, "{executions:#?}");
+    assert!(executions.iter().all(|x| x.parent.as_deref() == Some(roots[0].span_id.as_str())));
+    let killed = executions.iter().find(|x| x.status == 2).expect("the killed execution");
+    assert!(killed.message.contains("without its steps"), "{}", killed.message);
+    let resumed = executions.iter().find(|x| x.status == 1).expect("the resumed execution");
+    assert!(killed.end_ns <= resumed.start_ns, "the kill before the resume");
+
+    // Every step completed exactly once: the resume's completions all sent, none twice; the
+    // killed execution's completions (sent while it ran, the last ones lost with it) never again.
+    let ok_steps: Vec<&Got> = spans.iter().filter(|s| s.name == "step" && s.status == 1).collect();
+    let mut seen = BTreeSet::new();
+    for s in &ok_steps {
+        assert!(
+            seen.insert(s.attrs["infraflow.step"].clone()),
+            "step {} sent completed twice",
+            s.attrs["infraflow.step"]
+        );
+    }
+    let history = e.s.history("tr");
+    let resumed_at =
+        history.iter().filter(|ev| ev["type"] == "lease_taken").nth(1).and_then(|ev| ev["seq"].as_i64()).unwrap();
+    let completed_on_resume: BTreeSet<String> = history
+        .iter()
+        .filter(|ev| ev["type"] == "step_completed" && ev["seq"].as_i64().unwrap() > resumed_at)
+        .map(|ev| ev["step"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!completed_on_resume.is_empty());
+    for key in &completed_on_resume {
+        let s = ok_steps
+            .iter()
+            .find(|s| &s.attrs["infraflow.step"] == key)
+            .unwrap_or_else(|| panic!("no span of step {key}"));
+        assert_eq!(s.parent.as_deref(), Some(resumed.span_id.as_str()), "{key}");
+    }
+    let all_completed: BTreeSet<String> = st["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["state"] == "completed")
+        .map(|s| s["key"].as_str().unwrap().to_string())
+        .collect();
+    assert!(seen.is_subset(&all_completed), "{seen:?} vs {all_completed:?}");
+
+    // Every AWS call a child of its attempt (or of the execution, for the gate's reads), the
+    // attempt a child of its step; but for calls of the killed execution whose attempt died with it.
+    let calls: Vec<&Got> = spans.iter().filter(|s| s.attrs.get("rpc.system").is_some_and(|v| v == "aws-api")).collect();
+    assert!(calls.len() >= 20, "{} calls", calls.len());
+    let mut under_attempts = 0;
+    for c in &calls {
+        assert!(c.attrs.contains_key("rpc.service") && c.attrs.contains_key("rpc.method"), "{c:?}");
+        assert_eq!(c.name, format!("{}.{}", c.attrs["rpc.service"], c.attrs["rpc.method"]));
+        assert!(c.attrs.contains_key("http.response.status_code"), "{c:?}");
+        match c.parent.as_deref().and_then(|p| by_id.get(p)) {
+            Some(p) if p.name == "attempt" => {
+                under_attempts += 1;
+                let step = p.parent.as_deref().and_then(|s| by_id.get(s));
+                assert!(step.is_some_and(|s| s.name == "step" || s.name == "compensation"), "{p:?}");
+            }
+            Some(p) => assert_eq!(p.name, "execution", "{c:?} under {p:?}"),
+            None => assert!(c.start_ns < resumed.start_ns, "a call of the resume without its attempt: {c:?}"),
+        }
+    }
+    assert!(under_attempts * 10 >= calls.len() * 8, "{under_attempts} of {} calls under attempts", calls.len());
+}
+
+#[test]
+fn a_callers_traceparent_given_to_submit_is_the_parent_of_the_root_span() {
+    let e = Env::new();
+    let collector = Collector::start();
+    let mut vars = env_of(&collector);
+    let input = e.input("c.json", json!({"steps": 2}));
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let bad = e.s.cli_env(&["submit", "canary", "--input", &input, "--id", "tp"], &[("TRACEPARENT", "00-nope")]);
+    assert_eq!(bad.status.code(), Some(2), "{}", support::stderr(&bad));
+    assert!(support::stderr(&bad).contains("TRACEPARENT"), "{}", support::stderr(&bad));
+    vars.push(("TRACEPARENT".into(), parent.into()));
+    let sub = e.s.cli_env(&["submit", "canary", "--input", &input, "--id", "tp"], &refs(&vars));
+    assert!(sub.status.success(), "{}", support::stderr(&sub));
+    vars.pop();
+    let run = e.s.cli_env(&["run", "canary", "--input", &input, "--id", "tp"], &refs(&vars));
+    assert!(run.status.success(), "{}", support::stderr(&run));
+    assert_eq!(e.s.status("tp")["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    let spans = received(&collector, |s| s.iter().any(|g| g.name == "canary tp"));
+    let root = spans.iter().find(|g| g.name == "canary tp").expect("the root span");
+    assert_eq!(root.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(root.parent.as_deref(), Some("00f067aa0ba902b7"));
+    assert!(spans.iter().filter(|g| g.name == "step").count() >= 2, "{spans:#?}");
+}
+
+/// A collector that takes the connection and never answers, given ten minutes to: the provision
+/// finishes without waiting for it (a test's time, not a timing, is what would fail).
+#[test]
+fn a_collector_that_never_answers_does_not_hold_a_provision_up() {
+    let e = Env::new();
+    let silent = Collector::silent();
+    let mut vars = env_of(&silent);
+    vars.push(("OTEL_EXPORTER_OTLP_TIMEOUT".into(), "600000".into()));
+    let input = e.input(
+        "p.json",
+        json!({"name": "sl", "infraID": "sl-abcde", "region": "us-east-1", "zones": ["us-east-1a"], "baseDomain": "example.com"}),
+    );
+    e.c.create_public_zone("example.com");
+    let started = std::time::Instant::now();
+    let out = ok(&e.cli_with(&["run", "provision-infra", "--input", &input, "--id", "sl"], &refs(&vars)));
+    eprintln!("a provision with a silent collector: {:?}", started.elapsed());
+    assert!(out["vpcID"].is_string(), "{out}");
+    assert!(silent.spans().is_empty());
+}
