@@ -398,7 +398,9 @@ impl WfCtx {
             run.sleep_until(at.min(cap)).await;
             self.check_boundary()?;
         }
-        let step_span = run.trace.as_ref().map_or_else(crate::trace::StepSpan::none, |t| t.step(&key, activity));
+        let step_span = run.trace.as_ref().map_or_else(crate::trace::StepSpan::none, |t| {
+            t.step(&key, activity, run.compensating.load(Ordering::SeqCst))
+        });
         loop {
             if round >= policy.max_attempts {
                 if run.compensating.load(Ordering::SeqCst) {

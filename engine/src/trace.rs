@@ -8,8 +8,6 @@
 use infraflow_journal::{Event, EventRecord, WorkflowState, WorkflowView};
 use infraflow_trace::{Span, SpanCtx, SpanId, Status, TraceId, TraceParent, derived_span_id, derived_trace_id};
 
-use crate::compensate::UNDO_PREFIX;
-
 /// What the spans of one execution share; absent when tracing is off or the trace not sampled.
 pub(crate) struct ExecTrace {
     trace_id: TraceId,
@@ -123,8 +121,8 @@ impl ExecTrace {
     }
 
     /// The span of one step's run in this execution (a compensation's undo is named so).
-    pub(crate) fn step(&self, key: &str, activity: &str) -> StepSpan {
-        let name = if key.starts_with(UNDO_PREFIX) { "compensation" } else { "step" };
+    pub(crate) fn step(&self, key: &str, activity: &str, compensating: bool) -> StepSpan {
+        let name = if compensating { "compensation" } else { "step" };
         let span = Span::start(self.trace_id, Some(self.execution_id), name)
             .attr("infraflow.step", key)
             .attr("infraflow.activity", activity);

@@ -41,8 +41,21 @@ pub async fn find_roles(aws: &Aws, prefix: &str, q: &TagQuery) -> AwsResult<Vec<
     Ok(found)
 }
 
+/// Role `name`'s tags; None if it is gone. A role not readable yet but listed (IAM is eventually
+/// consistent: one just made answers NoSuchEntity for a while) is a not-yet error, asked again:
+/// never taken for gone, which would leave it behind.
+pub async fn role_tags(aws: &Aws, name: &str) -> AwsResult<Option<Vec<(String, String)>>> {
+    if let Some(role) = get_role(aws, name).await? {
+        return Ok(Some(pairs(&role.tags)));
+    }
+    if role_names(aws, name).await?.iter().any(|n| n == name) {
+        return Err(AwsError::not_yet("GetRole", format!("{name} is listed but cannot be read yet")));
+    }
+    Ok(None)
+}
+
 /// The names of the roles listed whose names start with `prefix`.
-pub(super) async fn role_names(aws: &Aws, prefix: &str) -> AwsResult<Vec<String>> {
+async fn role_names(aws: &Aws, prefix: &str) -> AwsResult<Vec<String>> {
     let mut names = Vec::new();
     let mut marker: Option<String> = None;
     loop {

@@ -25,7 +25,8 @@ mod room;
 pub use cleanup::incarnation;
 pub(crate) use cleanup::now;
 pub use cleanup::{
-    delete_instance_profile, delete_oidc_provider, delete_role, find_instance_profiles, find_oidc_providers, find_roles,
+    delete_instance_profile, delete_oidc_provider, delete_role, find_instance_profiles, find_oidc_providers,
+    find_roles, role_tags,
 };
 pub use room::{IamRoom, iam_existing, iam_room};
 
@@ -523,17 +524,4 @@ pub(crate) async fn get_oidc_provider(
 pub async fn find_oidc_provider_by_issuer(aws: &Aws, issuer: &str) -> AwsResult<Option<String>> {
     let host_path = issuer_host_path(issuer);
     Ok(list_oidc_providers(aws).await?.into_iter().find(|arn| arn.ends_with(&format!("/{host_path}"))))
-}
-
-/// Role `name`'s tags; None if it is gone. A role not readable yet but listed (IAM is eventually
-/// consistent: one just made answers NoSuchEntity for a while) is a not-yet error, asked again:
-/// never taken for gone, which would leave it behind.
-pub async fn role_tags(aws: &Aws, name: &str) -> AwsResult<Option<Vec<(String, String)>>> {
-    if let Some(role) = get_role(aws, name).await? {
-        return Ok(Some(pairs(&role.tags)));
-    }
-    if cleanup::role_names(aws, name).await?.iter().any(|n| n == name) {
-        return Err(AwsError::not_yet("GetRole", format!("{name} is listed but cannot be read yet")));
-    }
-    Ok(None)
 }
