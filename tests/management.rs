@@ -7,7 +7,7 @@ mod support;
 use serde_json::json;
 use support::aws::{AwsEnv as Env, ok};
 use support::chain::Kills;
-use support::proxy::Proxy;
+use support::proxy::{KillAt, Proxy};
 use support::sweep::Part;
 
 #[test]
@@ -60,7 +60,13 @@ fn the_management_side_goes_by_its_own_teardown_once_no_cluster_uses_it() {
     let out = e.cli(&["run", "teardown-management", "--input", &input, "--id", "md"]);
     assert_ne!(out.status.code(), Some(0));
     let st = e.s.status("md");
-    assert!(st["error"].as_str().is_some_and(|w| w.contains("mgmt-oidc2") && w.contains("OIDC documents")), "{st}");
+    assert!(st["error"].as_str().is_some_and(|w| w.contains("mgmt-oidc2") && w.contains("c1-abcde")), "{st}");
+    // Nothing of it goes while a cluster uses it: the operator's roles are what would clean up.
+    assert_eq!(
+        management_left(&e, "hypershift", "mgmt-oidc2", "mgmt2.example.com"),
+        (3, true, 1),
+        "deleted while used"
+    );
     e.c.block_on(e.c.s3.delete_object().bucket("mgmt-oidc2").key("c1-abcde/openid/v1/jwks").send()).unwrap();
     ok(&e.cli(&["retry", "md"]));
     let done = e.s.status("md");
@@ -207,4 +213,53 @@ fn look_alikes_of_the_management_side_are_refused_and_left() {
     assert!(left.contains("la-operator-ec2"), "{down}");
     assert!(e.c.block_on(e.c.iam.get_role().role_name("la-operator-ec2").send()).is_ok(), "a look-alike role deleted");
     assert!(e.c.block_on(e.c.s3.head_bucket().bucket("someones-bucket").send()).is_ok(), "someone's bucket deleted");
+
+    // The role with the copied identity and no creator: a create-management pauses on it and
+    // leaves it as it was; cancelled, it undoes only the bucket it made itself.
+    let own = e.input(
+        "own.json",
+        json!({"region": "us-east-1", "oidcBucket": "la-own-bucket", "namePrefix": "la",
+               "instanceRoleARN": "arn:aws:iam::123456789012:role/mgmt-nodes"}),
+    );
+    let out = e.cli(&["run", "create-management", "--input", &own, "--id", "m2"]);
+    assert_ne!(out.status.code(), Some(0));
+    let why = e.s.status("m2")["error"].as_str().unwrap_or_default().to_string();
+    assert!(why.contains("la-operator-ec2") && why.contains("not this management side's"), "{why}");
+    let role = e.c.block_on(e.c.iam.get_role().role_name("la-operator-ec2").send()).unwrap();
+    let trust_now = role.role().unwrap().assume_role_policy_document().unwrap_or_default().to_string();
+    assert!(percent_decoded(&trust_now).contains("ec2.amazonaws.com"), "its trust rewritten: {trust_now}");
+    assert_eq!(e.cli(&["cancel", "m2"]).status.code(), Some(0));
+    assert!(e.c.block_on(e.c.s3.head_bucket().bucket("la-own-bucket").send()).is_err(), "its own bucket left");
+    assert!(e.c.block_on(e.c.iam.get_role().role_name("la-operator-ec2").send()).is_ok(), "the look-alike deleted");
+}
+
+fn percent_decoded(s: &str) -> String {
+    percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned()
+}
+
+/// Killed after it found no bucket of the name and before its CreateBucket reached S3, then
+/// someone else makes that bucket and puts an object in it: the resumed create refuses it, never
+/// tags it or makes it public.
+#[test]
+fn a_bucket_someone_made_while_the_create_was_down_is_refused() {
+    let e = Env::new();
+    let input = e.input(
+        "m.json",
+        json!({"region": "us-east-1", "oidcBucket": "race-bucket", "namePrefix": "rc",
+               "instanceRoleARN": "arn:aws:iam::123456789012:role/mgmt-nodes"}),
+    );
+    let args = ["run", "create-management", "--input", input.as_str(), "--id", "rc"];
+    let mut child = e.spawn_cli_at(&e.proxy.endpoint(), &args);
+    e.proxy.kill_at_action("CreateBucket", KillAt { call: 0, after_aws_acts: false, pid: child.id() });
+    child.wait().unwrap();
+    assert!(e.proxy.action_kill_fired(), "killed at its CreateBucket");
+    e.c.block_on(e.c.s3.create_bucket().bucket("race-bucket").send()).unwrap();
+    let secret = aws_sdk_s3::primitives::ByteStream::from(b"theirs".to_vec());
+    e.c.block_on(e.c.s3.put_object().bucket("race-bucket").key("private/secret.txt").body(secret).send()).unwrap();
+    let out = e.cli(&args);
+    assert_ne!(out.status.code(), Some(0), "{}", support::stderr(&out));
+    let why = e.s.status("rc")["error"].as_str().unwrap_or_default().to_string();
+    assert!(why.contains("race-bucket") && why.contains("not this management side's"), "{why}");
+    assert!(e.c.block_on(e.c.s3.get_bucket_policy().bucket("race-bucket").send()).is_err(), "made public");
+    assert!(e.c.block_on(e.c.s3.get_bucket_tagging().bucket("race-bucket").send()).is_err(), "tagged as ours");
 }

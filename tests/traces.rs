@@ -124,7 +124,10 @@ fn a_provision_killed_mid_way_and_resumed_is_one_trace_of_two_executions() {
             Some(p) if p.name == "attempt" => {
                 under_attempts += 1;
                 let step = p.parent.as_deref().and_then(|s| by_id.get(s));
-                assert!(step.is_some_and(|s| s.name == "step" || s.name == "compensation"), "{p:?}");
+                // An attempt of the killed execution may have ended (to be retried) and its
+                // step died with the process: only those go without their step.
+                let in_step = step.is_some_and(|s| s.name == "step" || s.name == "compensation");
+                assert!(in_step || p.start_ns < resumed.start_ns, "an attempt of the resume without its step: {p:?}");
             }
             Some(p) => assert_eq!(p.name, "execution", "{c:?} under {p:?}"),
             None => assert!(c.start_ns < resumed.start_ns, "a call of the resume without its attempt: {c:?}"),

@@ -12,10 +12,16 @@ use crate::error::{AwsError, AwsResult, classify};
 use crate::tags::{CREATED_BY_TAG, IDENTITY_TAG, Identity};
 
 /// The IAM actions of making and configuring it.
-pub const IAM_WRITE: &[&str] =
-    &["s3:CreateBucket", "s3:PutBucketTagging", "s3:PutBucketPublicAccessBlock", "s3:PutBucketPolicy"];
+pub const IAM_WRITE: &[&str] = &[
+    "s3:CreateBucket",
+    "s3:PutBucketTagging",
+    "s3:PutBucketPublicAccessBlock",
+    "s3:PutBucketPolicy",
+    "s3:ListAllMyBuckets",
+    "s3:ListBucketVersions",
+];
 /// The IAM actions of its delete (only when empty: clusters' documents are never deleted here).
-pub const IAM_DELETE: &[&str] = &["s3:ListBucket", "s3:DeleteBucket"];
+pub const IAM_DELETE: &[&str] = &["s3:ListBucket", "s3:ListBucketVersions", "s3:ListAllMyBuckets", "s3:DeleteBucket"];
 
 /// Anyone may read the objects, nothing else (HyperShift's quick-setup policy).
 pub fn public_read_policy(bucket: &str) -> String {
@@ -32,7 +38,8 @@ pub fn public_read_policy(bucket: &str) -> String {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BucketFound {
-    Absent,
+    /// None there at this time (ms since the epoch).
+    Absent { at: i64 },
     /// Carries `id`'s identity and a creator: made by a create-management.
     Ours,
     /// There, without that proof: never configured, tagged or deleted here.
@@ -43,10 +50,71 @@ pub enum BucketFound {
 /// another's.
 pub async fn find_oidc_bucket(aws: &Aws, id: &Identity, name: &str) -> AwsResult<BucketFound> {
     Ok(match crate::s3::bucket_tags(aws, name).await? {
-        None => BucketFound::Absent,
+        None => BucketFound::Absent { at: now_ms() },
         Some(tags) if is_ours(&tags, id) => BucketFound::Ours,
         Some(_) => BucketFound::Foreign,
     })
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// How far another clock (S3's, the host that journaled `Absent`) may be off ours.
+const CLOCK_SKEW_MS: i64 = 60_000;
+
+/// Whether untagged bucket `name` is the one a killed attempt of ours made: created after `absent_at`
+/// (when none was there) and holding nothing. Anyone else's bucket made in between holds
+/// something, or is older, or is left to the operator.
+async fn made_by_a_killed_attempt(aws: &Aws, name: &str, absent_at: i64) -> AwsResult<bool> {
+    let listed = aws.s3.list_buckets().send().await.map_err(|e| classify("ListBuckets", e))?;
+    let created = listed
+        .buckets()
+        .iter()
+        .find(|b| b.name() == Some(name))
+        .and_then(|b| b.creation_date())
+        .and_then(|d| d.to_millis().ok());
+    if !created.is_some_and(|c| c + CLOCK_SKEW_MS >= absent_at) {
+        return Ok(false);
+    }
+    Ok(!holds_objects(aws, name).await?)
+}
+
+/// Whether bucket `name` holds any object or object version (a delete marker included).
+async fn holds_objects(aws: &Aws, name: &str) -> AwsResult<bool> {
+    let versions = aws
+        .s3
+        .list_object_versions()
+        .bucket(name)
+        .max_keys(1)
+        .send()
+        .await
+        .map_err(|e| classify("ListObjectVersions", e))?;
+    Ok(!versions.versions().is_empty() || !versions.delete_markers().is_empty())
+}
+
+/// The first path segments (clusters' infraIDs, HyperShift's layout) of objects in bucket `name`.
+pub async fn clusters_in(aws: &Aws, name: &str) -> AwsResult<Vec<String>> {
+    let listed =
+        aws.s3.list_objects_v2().bucket(name).max_keys(100).send().await.map_err(|e| classify("ListObjectsV2", e))?;
+    let mut found: Vec<String> = listed
+        .contents()
+        .iter()
+        .filter_map(|o| o.key())
+        .map(|k| k.split('/').next().unwrap_or(k).to_string())
+        .collect();
+    found.dedup();
+    Ok(found)
+}
+
+/// What a delete of the management side's bucket or zone did.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Removal {
+    Deleted,
+    Gone,
+    /// There without this management side's proof: left.
+    NotOurs,
 }
 
 /// The maker's proof: the identity tag, and a created-by tag (naming `id.workflow` when set).
@@ -79,7 +147,10 @@ pub async fn ensure_oidc_bucket(aws: &Aws, id: &Identity, name: &str, before: Bu
             (tags.iter().any(|(k, v)| k == CREATED_BY_TAG && *v == id.workflow), false)
         }
         // Made by an attempt of ours killed before it tagged the bucket.
-        Some(tags) if tags.is_empty() && before == BucketFound::Absent => (true, true),
+        Some(tags) if tags.is_empty() => match before {
+            BucketFound::Absent { at } if made_by_a_killed_attempt(aws, name, at).await? => (true, true),
+            _ => return Err(refused()),
+        },
         Some(_) => return Err(refused()),
         None => {
             if before == BucketFound::Foreign {
@@ -139,28 +210,44 @@ pub async fn ensure_oidc_bucket(aws: &Aws, id: &Identity, name: &str, before: Bu
     Ok(made)
 }
 
+/// Refuses (a pause naming them) while bucket `name`, if this management side's, holds clusters'
+/// documents or any object version: nothing of the management side may go while a cluster uses it.
+pub async fn refuse_while_used(aws: &Aws, id: &Identity, name: &str) -> AwsResult<()> {
+    let Some(tags) = crate::s3::bucket_tags(aws, name).await? else { return Ok(()) };
+    if !is_ours(&tags, id) || !holds_objects(aws, name).await? {
+        return Ok(());
+    }
+    let clusters = clusters_in(aws, name).await?;
+    let named = if clusters.is_empty() {
+        "old object versions".to_string()
+    } else {
+        format!("the documents of {}", clusters.join(", "))
+    };
+    Err(AwsError::operator(
+        "DeleteBucket",
+        format!(
+            "bucket {name} still holds {named}: tear those clusters down (or empty the bucket) first, then `infraflow retry`"
+        ),
+    ))
+}
+
 /// Deletes bucket `name` if it carries `id`'s proof (`id.workflow` set: made by that workflow,
-/// as an undo asks) and holds no object; false if it is gone or not this management side's. A bucket that still holds clusters' documents is refused (the
-/// operator's: those clusters' issuers would break).
-pub async fn delete_oidc_bucket_if_empty(aws: &Aws, id: &Identity, name: &str) -> AwsResult<bool> {
-    let Some(tags) = crate::s3::bucket_tags(aws, name).await? else { return Ok(false) };
+/// as an undo asks) and holds nothing; a bucket still used is refused (`refuse_while_used`).
+pub async fn delete_oidc_bucket_if_empty(aws: &Aws, id: &Identity, name: &str) -> AwsResult<Removal> {
+    let Some(tags) = crate::s3::bucket_tags(aws, name).await? else { return Ok(Removal::Gone) };
     if !is_ours(&tags, id) {
-        return Ok(false);
+        return Ok(Removal::NotOurs);
     }
-    let listed =
-        aws.s3.list_objects_v2().bucket(name).max_keys(1).send().await.map_err(|e| classify("ListObjectsV2", e))?;
-    if listed.key_count().unwrap_or(0) > 0 {
-        return Err(AwsError::operator(
-            "DeleteBucket",
-            format!(
-                "bucket {name} still holds clusters' OIDC documents: tear those clusters down (or move their documents) first, then `infraflow retry`"
-            ),
-        ));
-    }
+    refuse_while_used(aws, id, name).await?;
     let r = aws.s3.delete_bucket().bucket(name).send().await.map_err(|e| classify("DeleteBucket", e));
     match r {
-        Ok(_) => Ok(true),
-        Err(e) if e.code_is("NoSuchBucket") => Ok(false),
+        Ok(_) => Ok(Removal::Deleted),
+        Err(e) if e.code_is("NoSuchBucket") => Ok(Removal::Gone),
+        // Written to between the check and the delete: the same pause, asked again by `retry`.
+        Err(e) if e.code_is("BucketNotEmpty") => Err(AwsError::operator(
+            "DeleteBucket",
+            format!("bucket {name} was written to as it was being deleted: see what uses it, then `infraflow retry`"),
+        )),
         Err(e) => Err(e),
     }
 }

@@ -82,6 +82,9 @@ pub struct Engine {
     pub(crate) owner: Owner,
     pub(crate) config: EngineConfig,
     pub(crate) observer: Observer,
+    /// Workflows `drive` waited for before it took their lease (since when, for what): the
+    /// execution that then runs sends the wait as a span of its trace.
+    pub(crate) queued: std::sync::Mutex<HashMap<String, (u64, String)>>,
 }
 
 impl Engine {
@@ -93,6 +96,7 @@ impl Engine {
             owner: Owner::for_this_process(),
             config,
             observer: silent(),
+            queued: Default::default(),
         }
     }
 
@@ -215,12 +219,16 @@ impl Engine {
             signals.cancel();
         }
         // The journal says which execution this is (its `LeaseTaken`): read only when traced.
+        let queued = self.queued.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
         let trace = match infraflow_trace::enabled() {
             Some(_) => {
                 self.journal.events_async(id).await.ok().and_then(|ev| crate::trace::ExecTrace::begin(&view, &ev))
             }
             None => None,
         };
+        if let (Some(t), Some((since, reason))) = (&trace, queued) {
+            t.queued(since, &reason);
+        }
         let recorded: HashMap<_, _> = view.steps.iter().map(|s| (s.key.clone(), s.clone())).collect();
         let by_position: HashMap<_, _> =
             view.steps.iter().filter_map(|s| Some((s.position.clone()?, s.key.clone()))).collect();

@@ -157,6 +157,10 @@ impl Engine {
     }
 
     fn report_wait(&self, id: &str, last: &mut String, reason: String) {
+        if last.is_empty() {
+            let since = (infraflow_trace::now_ns(), reason.clone());
+            self.queued.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_string(), since);
+        }
         if *last != reason {
             (self.observer)(&Progress::Waiting { workflow: id.to_string(), reason: reason.clone() });
             *last = reason;

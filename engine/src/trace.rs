@@ -85,6 +85,15 @@ impl ExecTrace {
         SpanCtx { trace_id: self.trace_id, span_id: self.execution_id, sampled: true }
     }
 
+    /// The wait before this execution took the workflow's lease (`drive`: another owner's lease,
+    /// an older workflow of the cluster), since `start_ns`: a span of the submission's.
+    pub(crate) fn queued(&self, start_ns: u64, reason: &str) {
+        let mut s = Span::start(self.trace_id, Some(self.root), "wait: the workflow's turn")
+            .attr("infraflow.waited_for", reason);
+        s.start_ns = start_ns;
+        s.end(Status::Ok);
+    }
+
     /// The gate passed (the account and region checked, the cluster's hold and the quota's
     /// admission taken), begun at `start_ns`: a span, named a wait when it was one.
     pub(crate) fn gate_passed(&self, start_ns: u64) {

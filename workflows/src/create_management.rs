@@ -6,6 +6,7 @@
 //! cluster's teardown or sweep ever names them; only `teardown-management` deletes them.
 
 use infraflow_activities::iam::{self, issuer_host_path};
+use infraflow_activities::tags::CREATED_BY_TAG;
 use infraflow_activities::{AwsPool, Identity, dns, oidc_bucket};
 use infraflow_engine::{ActivityError, BoxFuture, InputError, StepError, StepOptions, Validated, WfCtx, WorkflowDef};
 use infraflow_journal::Undo;
@@ -93,6 +94,20 @@ fn role_policy(file: &str, bucket: &str, zone: Option<&str>) -> String {
     doc.to_string()
 }
 
+/// S3's rules for a bucket name: 3-63 of lowercase letters, digits, '-' and '.', a letter or
+/// digit at each end, no "..", not an IP address, none of S3's reserved prefixes and suffixes.
+fn is_bucket_name(b: &str) -> bool {
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    (3..=63).contains(&b.len())
+        && b.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && edge(b.chars().next())
+        && edge(b.chars().last())
+        && !b.contains("..")
+        && b.parse::<std::net::Ipv4Addr>().is_err()
+        && !["xn--", "sthree-", "amzn-s3-demo-"].iter().any(|p| b.starts_with(p))
+        && !["-s3alias", "--ol-s3", "--x-s3", ".mrap"].iter().any(|s| b.ends_with(s))
+}
+
 fn trust(p: &ManagementInput, provider_arn: Option<&str>, account: &str) -> String {
     let namespace = p.operator_namespace.as_deref().unwrap_or("hypershift");
     match (provider_arn, &p.instance_role_arn) {
@@ -130,11 +145,29 @@ impl WorkflowDef for CreateManagement {
     fn validate(&self, id: &str, input: &Value) -> Result<Validated, InputError> {
         let p: ManagementInput = validate::decode(input)?;
         validate::region("region", &p.region)?;
-        let ok = (3..=63).contains(&p.oidc_bucket.len())
-            && p.oidc_bucket.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
-        if !ok {
-            return Err(InputError::field("oidcBucket", format!("{:?} is not an S3 bucket name", p.oidc_bucket)));
+        if !is_bucket_name(&p.oidc_bucket) {
+            return Err(InputError::field(
+                "oidcBucket",
+                format!(
+                    "{:?} is not an S3 bucket name (3-63 lowercase letters, digits, '-', '.'; a letter or digit at each end)",
+                    p.oidc_bucket
+                ),
+            ));
         }
+        if let Some(url) = &p.oidc_issuer_url
+            && !(url.starts_with("https://") && url.len() > "https://".len())
+        {
+            return Err(InputError::field("oidcIssuerURL", format!("{url:?} is not an https:// issuer URL")));
+        }
+        if let Some(arn) = &p.instance_role_arn
+            && !(arn.starts_with("arn:aws") && arn.contains(":iam::") && arn.contains(":role/"))
+        {
+            return Err(InputError::field("instanceRoleARN", format!("{arn:?} is not an IAM role's ARN")));
+        }
+        if let Some(ns) = &p.operator_namespace {
+            validate::dns_label("operatorNamespace", ns, 63)?;
+        }
+        let role = validate::role(input)?;
         if let Some(d) = &p.base_domain {
             validate::domain("baseDomain", d)?;
         }
@@ -152,7 +185,10 @@ impl WorkflowDef for CreateManagement {
             _ => {}
         }
         let input = serde_json::to_value(&p).map_err(|e| InputError(e.to_string()))?;
-        Ok(Validated { input: validate::session_named(id, input), cluster: p.owner() })
+        Ok(Validated {
+            input: validate::session_named(id, input),
+            cluster: validate::cluster_key(&p.owner(), role.as_ref()),
+        })
     }
 
     fn run(&self, ctx: WfCtx, input: Value) -> BoxFuture<Result<Value, StepError>> {
@@ -211,13 +247,13 @@ pub fn register_undo(r: &mut infraflow_engine::Registry, pool: AwsPool) {
                 let aws = pool.assuming(u.role.as_ref()).region(&u.region).await;
                 let what = u.identity.strip_prefix(&format!("{}/", u.owner)).unwrap_or_default().to_string();
                 let id = Identity::new(&u.owner, &what, None, u.name.clone()).with_tags(&[], &u.created_by);
-                let deleted = if activity == DELETE_OIDC_BUCKET {
+                let removal = if activity == DELETE_OIDC_BUCKET {
                     oidc_bucket::delete_oidc_bucket_if_empty(&aws, &id, &u.name).await
                 } else {
                     dns::public::delete_public_zone_if_empty(&aws, &id, &u.name).await
                 }
                 .map_err(from_aws)?;
-                Ok(serde_json::json!({ "deleted": deleted }))
+                Ok(serde_json::json!({ "deleted": removal == oidc_bucket::Removal::Deleted }))
             }
         });
     }
@@ -316,6 +352,18 @@ async fn create_management(ctx: &WfCtx, pool: &AwsPool, p: &ManagementInput) -> 
                 opts(crate::aws_steps::undo(&region, infraflow_activities::Kind::IamRole, &id)),
                 || async {
                     let aws = pool.region(&region).await;
+                    // A role of the name without a creator is nobody's proof of ours, though it
+                    // carries the identity tag (anyone can copy it): refused, never rewritten.
+                    if let Some(tags) = iam::role_tags(&aws, &name).await.map_err(from_aws)?
+                        && !tags.iter().any(|(k, v)| k == CREATED_BY_TAG && !v.is_empty())
+                    {
+                        return Err(ActivityError {
+                            operator: true,
+                            ..ActivityError::terminal(format!(
+                                "role {name} exists and is not this management side's (no {CREATED_BY_TAG}): delete or rename it, or give another namePrefix"
+                            ))
+                        });
+                    }
                     iam::ensure_role(&aws, &id, &name, &trust, policy).await.map_err(from_aws)
                 },
             )

@@ -3,6 +3,7 @@
 //! zone while it holds no cluster's records — each only when its identity tag (or zone mark)
 //! says it is this management side's. Nothing a cluster's teardown or sweep ever does.
 
+use infraflow_activities::oidc_bucket::Removal;
 use infraflow_activities::tags::{CREATED_BY_TAG, IDENTITY_TAG};
 use infraflow_activities::{AwsPool, Identity, dns, iam, oidc_bucket};
 use infraflow_engine::{ActivityError, BoxFuture, InputError, StepError, Validated, WfCtx, WorkflowDef};
@@ -19,6 +20,18 @@ pub struct ManagementTeardownOutput {
     pub deleted: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left: Vec<String>,
+}
+
+impl ManagementTeardownOutput {
+    fn record(&mut self, kind: &str, name: &str, removal: Removal, id: &Identity) {
+        match removal {
+            Removal::Deleted => self.deleted.push(format!("{kind} {name}")),
+            Removal::Gone => {}
+            Removal::NotOurs => self
+                .left
+                .push(format!("{kind} {name}: not this management side's (no mark of {} with a creator)", id.key())),
+        }
+    }
 }
 
 pub struct TeardownManagement {
@@ -88,6 +101,20 @@ async fn teardown_management(
     let opts = || infraflow_engine::StepOptions { retry: Some(aws_retry()), undo: None, settle: None };
     let mut out = ManagementTeardownOutput::default();
     let prefix = p.name_prefix.as_deref().unwrap_or("hypershift");
+    let bucket_id = Identity::new(&owner, "oidc-bucket", None, p.oidc_bucket.clone());
+    let zone_id = p.base_domain.as_ref().map(|base| Identity::new(&owner, "public-zone", None, base.clone()));
+    // Nothing goes while a cluster uses the management side: its documents in the bucket, its
+    // records in the zone (the operator's roles are what would remove them).
+    let _: () = ctx
+        .step_with("unused", "management.refuse-while-used", &(&p.oidc_bucket, &p.base_domain), opts(), || async {
+            let aws = pool.region(&region).await;
+            oidc_bucket::refuse_while_used(&aws, &bucket_id, &p.oidc_bucket).await.map_err(from_aws)?;
+            if let (Some(base), Some(zone_id)) = (&p.base_domain, &zone_id) {
+                dns::public::refuse_while_used(&aws, zone_id, base).await.map_err(from_aws)?;
+            }
+            Ok(())
+        })
+        .await?;
     for file in ROLES {
         let name = format!("{prefix}-{file}");
         let key = format!("{owner}/role/{file}");
@@ -110,8 +137,7 @@ async fn teardown_management(
             )),
         }
     }
-    let bucket_id = Identity::new(&owner, "oidc-bucket", None, p.oidc_bucket.clone());
-    let deleted: bool = ctx
+    let removal: Removal = ctx
         .step_with(
             "delete/oidc-bucket",
             "s3.delete-oidc-bucket",
@@ -123,20 +149,15 @@ async fn teardown_management(
             },
         )
         .await?;
-    if deleted {
-        out.deleted.push(format!("oidc-bucket {}", p.oidc_bucket));
-    }
-    if let Some(base) = &p.base_domain {
-        let zone_id = Identity::new(&owner, "public-zone", None, base.clone());
-        let deleted: bool = ctx
+    out.record("oidc-bucket", &p.oidc_bucket, removal, &bucket_id);
+    if let (Some(base), Some(zone_id)) = (&p.base_domain, &zone_id) {
+        let removal: Removal = ctx
             .step_with("delete/public-zone", "route53.delete-public-zone", &(base, zone_id.key()), opts(), || async {
                 let aws = pool.region(&region).await;
-                dns::public::delete_public_zone_if_empty(&aws, &zone_id, base).await.map_err(from_aws)
+                dns::public::delete_public_zone_if_empty(&aws, zone_id, base).await.map_err(from_aws)
             })
             .await?;
-        if deleted {
-            out.deleted.push(format!("public-zone {base}"));
-        }
+        out.record("public-zone", base, removal, zone_id);
     }
     Ok(out)
 }

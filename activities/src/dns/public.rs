@@ -44,19 +44,22 @@ pub async fn ensure_public_zone(aws: &Aws, id: &Identity, name: &str) -> AwsResu
     }
 }
 
-/// Deletes public zone `name` if its comment marks it as made by `id` (by the workflow `id.workflow`
-/// when set, as an undo asks) and it holds only its NS and SOA records; false if it is gone or not this management side's. Records of clusters in it are
-/// refused (the operator's: those clusters' names would stop resolving).
-pub async fn delete_public_zone_if_empty(aws: &Aws, id: &Identity, name: &str) -> AwsResult<bool> {
+/// The public zone `name` this management side made (its mark names `id`, and by the workflow
+/// `id.workflow` when set, as an undo asks), if there is one.
+async fn ours(aws: &Aws, id: &Identity, name: &str) -> AwsResult<Option<super::ZoneSummary>> {
     let key = id.key();
-    let Some(z) = zones_named(aws, name).await?.into_iter().find(|z| {
+    Ok(zones_named(aws, name).await?.into_iter().find(|z| {
         !z.private
             && parse_marker(&z.comment).is_some_and(|(k, by)| {
                 k == key && by.is_some_and(|by| !by.is_empty() && (id.workflow.is_empty() || by == id.workflow))
             })
-    }) else {
-        return Ok(false);
-    };
+    }))
+}
+
+/// Refuses (a pause naming them) while the zone this management side made holds records of
+/// clusters: anything but its own NS and SOA (a delegation's NS records count).
+pub async fn refuse_while_used(aws: &Aws, id: &Identity, name: &str) -> AwsResult<()> {
+    let Some(z) = ours(aws, id, name).await? else { return Ok(()) };
     let records = aws
         .r53
         .list_resource_record_sets()
@@ -64,19 +67,46 @@ pub async fn delete_public_zone_if_empty(aws: &Aws, id: &Identity, name: &str) -
         .send()
         .await
         .map_err(|e| classify("ListResourceRecordSets", e))?;
-    let others = records.resource_record_sets().iter().filter(|r| !matches!(r.r#type().as_str(), "NS" | "SOA")).count();
-    if others > 0 {
-        return Err(AwsError::operator(
-            "DeleteHostedZone",
-            format!(
-                "public zone {name} ({}) still holds {others} records of clusters: tear those clusters down first, then `infraflow retry`",
-                z.id
-            ),
-        ));
+    let apex = bare_name(name);
+    let used: Vec<String> = records
+        .resource_record_sets()
+        .iter()
+        .filter(|r| !(matches!(r.r#type().as_str(), "NS" | "SOA") && bare_name(r.name()) == apex))
+        .map(|r| format!("{} {}", bare_name(r.name()), r.r#type().as_str()))
+        .collect();
+    if used.is_empty() {
+        return Ok(());
     }
+    Err(AwsError::operator(
+        "DeleteHostedZone",
+        format!(
+            "public zone {name} ({}) still holds records of clusters ({}): tear those clusters down first, then `infraflow retry`",
+            z.id,
+            used.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+        ),
+    ))
+}
+
+fn bare_name(n: &str) -> String {
+    n.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// Deletes public zone `name` if this management side made it (`ours`) and no cluster uses it
+/// (`refuse_while_used`); a zone of that name it did not make is left.
+pub async fn delete_public_zone_if_empty(
+    aws: &Aws,
+    id: &Identity,
+    name: &str,
+) -> AwsResult<crate::oidc_bucket::Removal> {
+    use crate::oidc_bucket::Removal;
+    let Some(z) = ours(aws, id, name).await? else {
+        let there = zones_named(aws, name).await?.iter().any(|z| !z.private);
+        return Ok(if there { Removal::NotOurs } else { Removal::Gone });
+    };
+    refuse_while_used(aws, id, name).await?;
     match aws.r53.delete_hosted_zone().id(&z.id).send().await.map_err(|e| classify("DeleteHostedZone", e)) {
-        Ok(_) => Ok(true),
-        Err(e) if e.is_not_found() => Ok(false),
+        Ok(_) => Ok(Removal::Deleted),
+        Err(e) if e.is_not_found() => Ok(Removal::Gone),
         Err(e) => Err(e),
     }
 }

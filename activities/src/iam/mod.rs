@@ -523,5 +523,7 @@ pub(crate) async fn get_oidc_provider(
 /// management side's roles trust (HyperShift's `create operator-roles` finds it the same way).
 pub async fn find_oidc_provider_by_issuer(aws: &Aws, issuer: &str) -> AwsResult<Option<String>> {
     let host_path = issuer_host_path(issuer);
-    Ok(list_oidc_providers(aws).await?.into_iter().find(|arn| arn.ends_with(&format!("/{host_path}"))))
+    // Exactly `…:oidc-provider/<host/path>`: a provider whose path merely ends so is another issuer.
+    let suffix = format!(":oidc-provider/{host_path}");
+    Ok(list_oidc_providers(aws).await?.into_iter().find(|arn| arn.ends_with(&suffix)))
 }
