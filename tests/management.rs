@@ -263,3 +263,39 @@ fn a_bucket_someone_made_while_the_create_was_down_is_refused() {
     assert!(e.c.block_on(e.c.s3.get_bucket_policy().bucket("race-bucket").send()).is_err(), "made public");
     assert!(e.c.block_on(e.c.s3.get_bucket_tagging().bucket("race-bucket").send()).is_err(), "tagged as ours");
 }
+
+/// Bad input: one line naming the field, exit 2, nothing journaled.
+#[test]
+fn bad_management_input_is_refused_in_one_line_naming_the_field() {
+    let e = Env::new();
+    let base =
+        json!({"region": "us-east-1", "oidcBucket": "mgmt-ok", "instanceRoleARN": "arn:aws:iam::123456789012:role/n"});
+    let cases = [
+        ("oidcBucket", json!("-abc")),
+        ("oidcBucket", json!("192.168.5.4")),
+        ("oidcBucket", json!("a..b")),
+        ("roleARN", json!("junk")),
+        ("instanceRoleARN", json!("not-an-arn")),
+        ("operatorNamespace", json!("Bad NS*")),
+    ];
+    for (i, (field, value)) in cases.iter().enumerate() {
+        let mut input = base.clone();
+        input[*field] = value.clone();
+        let path = e.input(&format!("bad{i}.json"), input);
+        let out = e.cli(&["run", "create-management", "--input", &path, "--id", &format!("bad{i}")]);
+        let err = support::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{field}={value}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(field), "{field}: {err}");
+    }
+    let mut http = base.clone();
+    http.as_object_mut().unwrap().remove("instanceRoleARN");
+    http["oidcIssuerURL"] = json!("http://oidc.example.com");
+    let path = e.input("http.json", http);
+    let out = e.cli(&["run", "create-management", "--input", &path, "--id", "badh"]);
+    assert_eq!(out.status.code(), Some(2), "{}", support::stderr(&out));
+    assert!(support::stderr(&out).contains("oidcIssuerURL"));
+    for id in ["bad0", "bad3", "badh"] {
+        assert!(!e.s.cli(&["status", id]).status.success(), "{id} journaled");
+    }
+}
