@@ -82,7 +82,16 @@ fn every_policy_is_iam_json_and_teardown_may_create_nothing() {
     let sids: Vec<&str> = statements.iter().map(|s| s["Sid"].as_str().unwrap()).collect();
     assert_eq!(
         sids,
-        ["CreateCluster", "CreateIam", "CreatePrivatelink", "ProvisionInfra", "ScaleNodepool", "Teardown"]
+        [
+            "CreateCluster",
+            "CreateIam",
+            "CreateManagement",
+            "CreatePrivatelink",
+            "ProvisionInfra",
+            "ScaleNodepool",
+            "Teardown",
+            "TeardownManagement"
+        ]
     );
     for s in statements {
         assert_eq!(s["Effect"], "Allow");

@@ -179,3 +179,24 @@ fn a_collector_that_never_answers_does_not_hold_a_provision_up() {
     assert!(out["vpcID"].is_string(), "{out}");
     assert!(silent.spans().is_empty());
 }
+
+/// A failed workflow can be retried: its root is sent once, when it ends for good, never at a
+/// failure (a retry would send it again); both executions are in the one trace.
+#[test]
+fn a_failed_workflow_sends_no_root_until_it_ends_for_good() {
+    let e = Env::new();
+    let collector = Collector::start();
+    let vars = env_of(&collector);
+    let input = e.input("c.json", json!({"steps": 4, "failAt": 3}));
+    let first = e.s.cli_env(&["run", "canary", "--input", &input, "--id", "r1", "--no-rollback"], &refs(&vars));
+    assert!(!first.status.success());
+    assert_eq!(e.s.status("r1")["state"], "failed");
+    let spans = received(&collector, |s| s.iter().filter(|g| g.name == "execution").count() >= 1);
+    assert!(!spans.iter().any(|g| g.name == "canary r1"), "a root at a failure retry can take further");
+    e.s.cli_env(&["retry", "r1"], &refs(&vars));
+    let state = e.s.status("r1")["state"].as_str().unwrap_or_default().to_string();
+    let spans = received(&collector, |s| s.iter().filter(|g| g.name == "execution").count() >= 2);
+    let roots = spans.iter().filter(|g| g.name == "canary r1").count();
+    assert_eq!(roots, usize::from(state == "completed" || state == "compensated"), "{state}: {roots} roots");
+    assert!(spans.iter().all(|g| g.trace_id == spans[0].trace_id), "one trace");
+}

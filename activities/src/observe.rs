@@ -140,7 +140,11 @@ fn end_call_span(
     }
     if let Some(code) = status {
         span.set("http.response.status_code", i64::from(code));
-        if code == 429 || code == 503 {
+        // 429/503, or a 400 whose code says so (STS, IAM, Route 53, ELB: `Throttling`; EC2:
+        // `RequestLimitExceeded`).
+        let body = context.response().and_then(|r| r.body().bytes()).unwrap_or_default();
+        let says = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
+        if code == 429 || code == 503 || (code == 400 && (says(b"Throttl") || says(b"RequestLimitExceeded"))) {
             span.event("throttled", vec![("http.response.status_code".into(), Attr::Int(i64::from(code)))]);
         }
     }

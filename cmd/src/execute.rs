@@ -372,7 +372,7 @@ pub async fn daemon(
 
 /// `TRACEPARENT`, the caller's W3C trace context the submission continues; one that is set but
 /// is not a traceparent is refused, naming it (an explicit input, unlike a forwarded header).
-fn caller_traceparent() -> Result<Option<String>, Failure> {
+pub(crate) fn caller_traceparent() -> Result<Option<String>, Failure> {
     match std::env::var("TRACEPARENT") {
         Ok(v) if !v.trim().is_empty() => {
             infraflow_trace::TraceParent::parse(&v).map(|t| Some(t.to_string())).ok_or_else(|| {

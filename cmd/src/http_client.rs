@@ -79,20 +79,38 @@ impl Server {
     }
 
     pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply, Failure> {
+        self.call_with(method, path, body, None).await
+    }
+
+    /// `call`, continuing the caller's trace (`traceparent`: a submission's, `TRACEPARENT`).
+    pub async fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        traceparent: Option<&str>,
+    ) -> Result<Reply, Failure> {
         let body = Bytes::from(body.map(|b| b.to_string()).unwrap_or_default());
-        let (status, raw) = self.timed(method, path, "application/json", body).await?;
+        let (status, raw) = self.timed(method, path, "application/json", body, traceparent).await?;
         let body = serde_json::from_slice(&raw).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&raw).into()));
         Ok(Reply { status, body })
     }
 
     /// POSTs `body` of `content_type` to `path` (the OTLP exporter's protobuf): the answer's status.
     pub async fn post_bytes(&self, path: &str, content_type: &str, body: Vec<u8>) -> Result<u16, Failure> {
-        Ok(self.timed("POST", path, content_type, Bytes::from(body)).await?.0)
+        Ok(self.timed("POST", path, content_type, Bytes::from(body), None).await?.0)
     }
 
-    async fn timed(&self, method: &str, path: &str, content_type: &str, body: Bytes) -> Result<(u16, Bytes), Failure> {
+    async fn timed(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: Bytes,
+        traceparent: Option<&str>,
+    ) -> Result<(u16, Bytes), Failure> {
         match self.timeout {
-            Some(limit) => tokio::time::timeout(limit, self.exchange(method, path, content_type, body))
+            Some(limit) => tokio::time::timeout(limit, self.exchange(method, path, content_type, body, traceparent))
                 .await
                 .unwrap_or_else(|_| {
                     Err(Failure::other(format!(
@@ -102,7 +120,7 @@ impl Server {
                         limit.as_secs()
                     )))
                 }),
-            None => self.exchange(method, path, content_type, body).await,
+            None => self.exchange(method, path, content_type, body, traceparent).await,
         }
     }
 
@@ -112,6 +130,7 @@ impl Server {
         path: &str,
         content_type: &str,
         body: Bytes,
+        traceparent: Option<&str>,
     ) -> Result<(u16, Bytes), Failure> {
         let unreachable =
             |e: &dyn std::fmt::Display| Failure::other(format!("cannot reach {}:{}: {e}", self.host, self.port));
@@ -123,6 +142,9 @@ impl Server {
             .header(hyper::header::CONTENT_TYPE, content_type);
         if let Some(token) = &self.token {
             request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        if let Some(t) = traceparent {
+            request = request.header("traceparent", t);
         }
         let request = request.body(Full::new(body)).map_err(|e| unreachable(&e))?;
         match &self.tls {

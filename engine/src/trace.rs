@@ -118,7 +118,9 @@ impl ExecTrace {
         };
         execution.set("infraflow.workflow.state", state.to_string());
         execution.end(status.clone());
-        if state.is_finished() {
+        // Sent once: only at an end `retry` cannot take further (a failed workflow can be
+        // retried, and its root would be sent again).
+        if matches!(state, WorkflowState::Completed | WorkflowState::Compensated) {
             let mut root = Span::start(self.trace_id, self.caller, format!("{} {}", self.workflow, self.id))
                 .attr("infraflow.workflow.id", self.id.as_str())
                 .attr("infraflow.workflow.name", self.workflow.as_str())

@@ -31,6 +31,17 @@ fn cluster_fields<'a>(workflow: &str, input: &'a Value) -> Option<&'a Value> {
 /// The cluster `workflow`'s validated `input` acts on, if it acts on one. The role is always the
 /// input's own (create-cluster's parts act through create-cluster's role).
 pub fn of(workflow: &str, input: &Value) -> Option<ClusterRef> {
+    // The management side is a "cluster" of its own, `management.<namePrefix>` (a name no
+    // infraID can be): two journals never make or tear it down at once either.
+    if matches!(workflow, "create-management" | "teardown-management") {
+        let prefix = input.get("namePrefix").and_then(Value::as_str).unwrap_or("hypershift");
+        let region = input.get("region").and_then(Value::as_str).unwrap_or_default().to_string();
+        return Some(ClusterRef {
+            infra_id: format!("management.{prefix}"),
+            region,
+            role: crate::aws_steps::role_of(input),
+        });
+    }
     let fields = cluster_fields(workflow, input)?;
     let infra_id = fields.get("infraID")?.as_str().filter(|s| !s.is_empty())?.to_string();
     let region = fields.get("region").and_then(Value::as_str).unwrap_or_default().to_string();
@@ -75,6 +86,8 @@ mod tests {
             "create-privatelink" => json!({"name": "s", "infraID": "s-abcde", "region": "us-east-1",
                 "management": {"vpcID": "vpc-0123abcd", "subnetIDs": ["subnet-0123abcd"]},
                 "guest": {"vpcID": "vpc-4567abcd", "subnetIDs": ["subnet-4567abcd"], "machineCIDR": "10.0.0.0/16"}}),
+            "create-management" | "teardown-management" => json!({"region": "us-east-1", "oidcBucket": "s-oidc",
+                "namePrefix": "s-abcde", "instanceRoleARN": "arn:aws:iam::123456789012:role/n"}),
             other => panic!("no sample input for workflow {other}: add one, with the cluster it names"),
         }
     }
@@ -99,7 +112,8 @@ mod tests {
         for def in registry.workflows().filter(|d| !d.iam_actions().is_empty()) {
             let validated = def.validate("w-1", &sample(def.name())).unwrap_or_else(|e| panic!("{}: {e}", def.name()));
             let cluster = of(def.name(), &validated.input).unwrap_or_else(|| panic!("{} names no cluster", def.name()));
-            assert_eq!(cluster.infra_id, "s-abcde", "{}", def.name());
+            let expected = if def.name().ends_with("-management") { "management.s-abcde" } else { "s-abcde" };
+            assert_eq!(cluster.infra_id, expected, "{}", def.name());
             let request = infraflow_engine::HoldRequest {
                 workflow: "w-1".into(),
                 creator: "c".into(),
@@ -110,7 +124,7 @@ mod tests {
             assert!(def.hold(request, &validated.input).is_some(), "{} takes no cluster lease", def.name());
             held.push(def.name());
         }
-        assert_eq!(held.len(), 6, "the AWS workflows: {held:?}");
+        assert_eq!(held.len(), 8, "the AWS workflows: {held:?}");
     }
 
     #[test]

@@ -126,6 +126,10 @@ fn trust(p: &ManagementInput, provider_arn: Option<&str>, account: &str) -> Stri
 }
 
 impl WorkflowDef for CreateManagement {
+    fn hold(&self, request: infraflow_engine::HoldRequest, input: &Value) -> Option<infraflow_engine::TakeHold> {
+        crate::hold::lease::for_input(&self.pool, request, self.name(), input)
+    }
+
     fn name(&self) -> &'static str {
         "create-management"
     }

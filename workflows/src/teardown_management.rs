@@ -41,6 +41,10 @@ pub struct TeardownManagement {
 const ROLES: [&str; 3] = ["operator-ec2", "operator-oidc-s3", "external-dns"];
 
 impl WorkflowDef for TeardownManagement {
+    fn hold(&self, request: infraflow_engine::HoldRequest, input: &Value) -> Option<infraflow_engine::TakeHold> {
+        crate::hold::lease::for_input(&self.pool, request, self.name(), input)
+    }
+
     fn name(&self) -> &'static str {
         "teardown-management"
     }

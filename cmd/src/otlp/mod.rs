@@ -1,7 +1,7 @@
 //! Spans out by OTLP/HTTP (protobuf), configured by the standard `OTEL_*` variables and off when
 //! no endpoint is set. The exporter is a thread of its own: a workflow only ever puts a span in
 //! a bounded queue, so a slow, refusing or silent collector costs it nothing; what cannot be
-//! sent is dropped and counted (`infraflow_trace_spans_dropped_total`).
+//! sent is dropped and counted (`infraflow_trace_spans{outcome="dropped"}`).
 
 mod encode;
 
@@ -78,11 +78,23 @@ impl Config {
         {
             return Ok(None);
         }
-        let (url, path) = match (var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), var("OTEL_EXPORTER_OTLP_ENDPOINT")) {
-            (Some(url), _) => (url, None),
-            (None, Some(base)) => (base, Some("v1/traces")),
+        let (what, url, path) = match (var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), var("OTEL_EXPORTER_OTLP_ENDPOINT")) {
+            (Some(url), _) => ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url, None),
+            (None, Some(base)) => ("OTEL_EXPORTER_OTLP_ENDPOINT", base, Some("v1/traces")),
             (None, None) => return Ok(None),
         };
+        let rest = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
+        if rest.split(['/', '?', '#']).next().unwrap_or_default().contains('@') {
+            // Never echoed: it carries a password.
+            return Err(Failure::usage(format!(
+                "{what} carries credentials (user:password@): give the collector's URL without them"
+            )));
+        }
+        if url.contains('?') || url.contains('#') {
+            return Err(Failure::usage(format!(
+                "{what} {url:?}: give the collector's URL without a query or fragment"
+            )));
+        }
         let protocol = var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"));
         if let Some(p) = protocol.filter(|p| p != "http/protobuf") {
             return Err(Failure::usage(format!(
@@ -90,7 +102,10 @@ impl Config {
             )));
         }
         let timeout = millis("OTEL_EXPORTER_OTLP_TIMEOUT", 10_000)?;
-        let server = Server::new("OTEL_EXPORTER_OTLP_ENDPOINT", &url, None, None)?.within(timeout);
+        if timeout.is_zero() {
+            return Err(Failure::usage("OTEL_EXPORTER_OTLP_TIMEOUT 0: give the milliseconds an export may take"));
+        }
+        let server = Server::new(what, &url, None, None)?.within(timeout);
         let path = match path {
             Some(tail) => format!("{}/{tail}", server.path.trim_end_matches('/')),
             None => server.path.clone(),
@@ -122,11 +137,13 @@ impl Config {
     }
 }
 
-/// The running exporter; dropping it sends what is queued, waiting only for a collector that
-/// has answered so far, and at most 2 s.
+/// The running exporter; dropping it sends what is queued, waiting at most 2 s for a collector
+/// that has answered before, 200 ms for one never heard yet, not at all for one that left an
+/// export unanswered or refused.
 pub struct Tracing {
     closing: Arc<AtomicBool>,
     healthy: Arc<AtomicBool>,
+    answered: Arc<AtomicBool>,
     done: std::sync::mpsc::Receiver<()>,
 }
 
@@ -136,28 +153,40 @@ pub fn install_from_env() -> Result<Option<Tracing>, Failure> {
     let Some(queue) = infraflow_trace::install(config.queue, config.sampler) else { return Ok(None) };
     let closing = Arc::new(AtomicBool::new(false));
     let healthy = Arc::new(AtomicBool::new(true));
+    let answered = Arc::new(AtomicBool::new(false));
     let (done_tx, done) = std::sync::mpsc::channel();
-    let (c, h) = (closing.clone(), healthy.clone());
+    let (c, h, a) = (closing.clone(), healthy.clone(), answered.clone());
     std::thread::Builder::new()
         .name("otlp-exporter".into())
         .spawn(move || {
-            export_loop(config, queue, &c, &h);
+            export_loop(config, queue, &c, &h, &a);
             let _ = done_tx.send(());
         })
         .map_err(|e| Failure::other(format!("cannot start the trace exporter: {e}")))?;
-    Ok(Some(Tracing { closing, healthy, done }))
+    Ok(Some(Tracing { closing, healthy, answered, done }))
 }
 
 impl Drop for Tracing {
     fn drop(&mut self) {
         self.closing.store(true, Ordering::SeqCst);
-        // A collector that never answered gets no more of the command's time.
-        let limit = if self.healthy.load(Ordering::SeqCst) { Duration::from_secs(2) } else { Duration::ZERO };
+        // A collector that left an export unanswered, or refused one, gets none of the command's
+        // time; one never heard yet (a short command's only export is its last) a moment.
+        let limit = match (self.healthy.load(Ordering::SeqCst), self.answered.load(Ordering::SeqCst)) {
+            (false, _) => Duration::ZERO,
+            (true, true) => Duration::from_secs(2),
+            (true, false) => Duration::from_millis(200),
+        };
         let _ = self.done.recv_timeout(limit);
     }
 }
 
-fn export_loop(config: Config, queue: infraflow_trace::Exported, closing: &AtomicBool, healthy: &AtomicBool) {
+fn export_loop(
+    config: Config,
+    queue: infraflow_trace::Exported,
+    closing: &AtomicBool,
+    healthy: &AtomicBool,
+    answered: &AtomicBool,
+) {
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
     let mut batch: Vec<Span> = Vec::new();
     let mut since = Instant::now();
@@ -184,6 +213,7 @@ fn export_loop(config: Config, queue: infraflow_trace::Exported, closing: &Atomi
                 Ok(status) if (200..300).contains(&status) => {
                     EXPORTED.fetch_add(batch.len() as u64, Ordering::Relaxed);
                     healthy.store(true, Ordering::SeqCst);
+                    answered.store(true, Ordering::SeqCst);
                 }
                 Ok(status) => {
                     tracing::debug!(status, "the trace collector refused a batch");

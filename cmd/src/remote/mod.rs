@@ -55,7 +55,8 @@ async fn submit(server: &Server, args: &SubmitArgs) -> CmdResult {
     if let Some(id) = &args.id {
         body["id"] = json!(id);
     }
-    let r = server.call("POST", "/v1/workflows", Some(&body)).await?;
+    let traceparent = crate::execute::caller_traceparent()?;
+    let r = server.call_with("POST", "/v1/workflows", Some(&body), traceparent.as_deref()).await?;
     let r = if r.status == 200 { Ok(r.body) } else { expect(r, 201) }?;
     println!("{}", r["id"].as_str().unwrap_or_default());
     Ok(OK)
