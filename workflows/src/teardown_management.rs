@@ -10,7 +10,7 @@ use infraflow_engine::{ActivityError, BoxFuture, InputError, StepError, Validate
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::aws_steps::{aws_retry, from_aws, probe_environment};
+use crate::aws_steps::{aws_retry, from_aws};
 use crate::create_management::ManagementInput;
 
 /// What it deleted, and what it left because it was not this management side's.
@@ -90,8 +90,8 @@ impl WorkflowDef for TeardownManagement {
     }
 
     fn environment(&self, input: &Value) -> Option<BoxFuture<Result<Value, ActivityError>>> {
-        let region = serde_json::from_value::<ManagementInput>(input.clone()).map(|p| p.region).unwrap_or_default();
-        Some(probe_environment(&self.pool.assuming(crate::aws_steps::role_of(input).as_ref()), &region))
+        // The same account and region as the side it tears down: create-management's probe.
+        crate::create_management::CreateManagement { pool: self.pool.clone() }.environment(input)
     }
 }
 
