@@ -218,14 +218,8 @@ impl Engine {
         if view.summary.cancel_requested {
             signals.cancel();
         }
-        // The journal says which execution this is (its `LeaseTaken`): read only when traced.
         let queued = self.queued.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
-        let trace = match infraflow_trace::enabled() {
-            Some(_) => {
-                self.journal.events_async(id).await.ok().and_then(|ev| crate::trace::ExecTrace::begin(&view, &ev))
-            }
-            None => None,
-        };
+        let trace = crate::trace::ExecTrace::begin(&view);
         if let (Some(t), Some((since, reason))) = (&trace, queued) {
             t.queued(since, &reason);
         }

@@ -5,7 +5,7 @@
 //! any host, joins one trace. A killed execution cannot send its own span: the next one sends it,
 //! rebuilt from the journal, ended without its steps.
 
-use infraflow_journal::{Event, EventRecord, WorkflowState, WorkflowView};
+use infraflow_journal::{WorkflowState, WorkflowView};
 use infraflow_trace::{Span, SpanCtx, SpanId, Status, TraceId, TraceParent, derived_span_id, derived_trace_id};
 
 /// What the spans of one execution share; absent when tracing is off or the trace not sampled.
@@ -26,23 +26,10 @@ fn ms_to_ns(ms: i64) -> u64 {
     u64::try_from(ms).unwrap_or(0) * 1_000_000
 }
 
-/// Whether an execution left a record of how it ended (a pause or the workflow's end): one that
-/// did not was killed or stopped mid-way, and sends no span of its own.
-fn ends_an_execution(e: &Event) -> bool {
-    matches!(
-        e,
-        Event::Paused { .. }
-            | Event::Completed { .. }
-            | Event::Failed { .. }
-            | Event::Compensated
-            | Event::CompensationFailed { .. }
-    )
-}
-
 impl ExecTrace {
-    /// The trace of the execution that just took the lease of `view`'s workflow (`events`: its
-    /// journal); sends the span of the execution before it if that one ended without a record.
-    pub(crate) fn begin(view: &WorkflowView, events: &[EventRecord]) -> Option<ExecTrace> {
+    /// The trace of the execution that just took the lease of `view`'s workflow; sends the span
+    /// of the execution before it if that one ended without a record.
+    pub(crate) fn begin(view: &WorkflowView) -> Option<ExecTrace> {
         let sampler = infraflow_trace::enabled()?;
         let caller = view.traceparent.as_deref().and_then(TraceParent::parse);
         let trace_id = caller.map_or_else(|| derived_trace_id(&view.creator), |c| c.trace_id);
@@ -50,19 +37,15 @@ impl ExecTrace {
             return None;
         }
         let root = derived_span_id(&view.creator, &["submission"]);
-        let leases: Vec<&EventRecord> = events.iter().filter(|r| matches!(r.event, Event::LeaseTaken { .. })).collect();
-        let this = leases.last()?;
-        if let [.., before, _] = leases.as_slice() {
-            let between: Vec<&EventRecord> = events.iter().filter(|r| r.seq > before.seq && r.seq < this.seq).collect();
-            if !between.iter().any(|r| ends_an_execution(&r.event)) {
-                let mut killed = Span::start(trace_id, Some(root), "execution")
-                    .attr("infraflow.workflow.id", view.id.as_str())
-                    .attr("infraflow.execution.ended", "without a record: the process was killed or stopped mid-way");
-                killed.span_id = derived_span_id(&view.creator, &["execution", &before.seq.to_string()]);
-                killed.start_ns = ms_to_ns(before.at);
-                killed.end_ns = ms_to_ns(between.last().map_or(before.at, |r| r.at));
-                killed.end(Status::Error("the execution ended without its steps: its process stopped".into()));
-            }
+        let this = view.executions.latest?;
+        if let Some(killed) = view.executions.unended_before_latest {
+            let mut span = Span::start(trace_id, Some(root), "execution")
+                .attr("infraflow.workflow.id", view.id.as_str())
+                .attr("infraflow.execution.ended", "without a record: the process was killed or stopped mid-way");
+            span.span_id = derived_span_id(&view.creator, &["execution", &killed.start.seq.to_string()]);
+            span.start_ns = ms_to_ns(killed.start.at);
+            span.end_ns = ms_to_ns(killed.last_at);
+            span.end(Status::Error("the execution ended without its steps: its process stopped".into()));
         }
         let mut execution = Span::start(trace_id, Some(root), "execution")
             .attr("infraflow.workflow.id", view.id.as_str())

@@ -229,14 +229,6 @@ impl Journal {
         dispatch!(self, b => b.events(id))
     }
 
-    /// `events` for async callers, as `load_async`.
-    pub async fn events_async(&self, id: &str) -> Result<Vec<EventRecord>> {
-        match &self.backend {
-            Backend::Sqlite(b) => b.events(id),
-            Backend::Postgres(b) => b.events_async(id).await,
-        }
-    }
-
     /// The full view of one workflow (summary, steps, lease), or None if unknown.
     pub fn load(&self, id: &str) -> Result<Option<WorkflowView>> {
         dispatch!(self, b => b.load(id))

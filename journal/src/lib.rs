@@ -7,6 +7,7 @@
 mod api;
 mod error;
 mod event;
+mod executions;
 mod journal;
 mod owner;
 mod postgres;
@@ -20,6 +21,7 @@ pub use api::{
 };
 pub use error::{JournalError, Result};
 pub use event::{Event, EventRecord, Undo};
+pub use executions::{ExecutionStart, Executions, UnendedExecution};
 pub use journal::{Journal, Location};
 pub use owner::{Owner, owner_is_gone};
 pub use postgres::{PgTarget, raw_commit_ceiling as postgres_commit_ceiling};

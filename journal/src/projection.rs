@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::event::{Event, EventRecord, Undo};
+use crate::executions::Executions;
 
 /// Where a workflow stands. The strings are part of the CLI's JSON contract.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -296,6 +297,8 @@ pub struct WorkflowView {
     pub steps: Vec<StepView>,
     pub lease_owner: Option<String>,
     pub lease_expires_at: Option<i64>,
+    /// The executions it recorded, as a trace names them.
+    pub executions: Executions,
 }
 
 impl WorkflowView {
@@ -317,6 +320,7 @@ impl WorkflowView {
             steps: Vec::new(),
             lease_owner: None,
             lease_expires_at: None,
+            executions: Executions::default(),
         };
         let mut index: BTreeMap<String, usize> = BTreeMap::new();
         // Start records may be elided (fast steps) or lost (a crash): any step event creates the
@@ -360,6 +364,7 @@ impl WorkflowView {
         }
         for rec in events {
             view.summary.apply(&rec.event);
+            view.executions.apply(rec);
             match &rec.event {
                 Event::Submitted { workflow, input, no_rollback, code_version, creator, submitter, traceparent } => {
                     view.workflow = workflow.clone();

@@ -150,7 +150,7 @@ pub struct Tracing {
 /// Starts the exporter when the environment names a collector.
 pub fn install_from_env() -> Result<Option<Tracing>, Failure> {
     let Some(config) = Config::from_env()? else { return Ok(None) };
-    let Some(queue) = infraflow_trace::install(config.queue, config.sampler) else { return Ok(None) };
+    let Some(queue) = infraflow_trace::install(config.queue, config.batch, config.sampler) else { return Ok(None) };
     let closing = Arc::new(AtomicBool::new(false));
     let healthy = Arc::new(AtomicBool::new(true));
     let answered = Arc::new(AtomicBool::new(false));
@@ -192,17 +192,10 @@ fn export_loop(
     let mut since = Instant::now();
     loop {
         let closing_now = closing.load(Ordering::SeqCst);
-        match queue.recv_timeout(Duration::from_millis(50)) {
-            Ok(span) => batch.push(span),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-        while batch.len() < config.batch {
-            match queue.try_recv() {
-                Ok(span) => batch.push(span),
-                Err(_) => break,
-            }
-        }
+        // Woken by a full batch, else every 50 ms to see whether the delay is up or the command
+        // is closing.
+        let wait = if closing_now { Duration::ZERO } else { Duration::from_millis(50) };
+        batch.extend(queue.next_batch(config.batch - batch.len(), wait));
         let due = batch.len() >= config.batch || since.elapsed() >= config.delay || closing_now;
         if !batch.is_empty() && due {
             let body = encode::export_request(&config.resource, &batch);
@@ -227,8 +220,11 @@ fn export_loop(
             batch.clear();
             since = Instant::now();
         }
-        if closing_now && batch.is_empty() && queue.try_recv().map(|s| batch.push(s)).is_err() {
-            break;
+        if closing_now && batch.is_empty() {
+            batch = queue.next_batch(config.batch, Duration::ZERO);
+            if batch.is_empty() {
+                break;
+            }
         }
     }
 }

@@ -333,15 +333,6 @@ impl Postgres {
         })
     }
 
-    pub async fn events_async(&self, id: &str) -> Result<Vec<EventRecord>> {
-        let id = id.to_string();
-        self.read_async(move |c| {
-            let id = id.clone();
-            Box::pin(async move { reads::events(&**c, &id).await })
-        })
-        .await
-    }
-
     pub fn load(&self, id: &str) -> Result<Option<WorkflowView>> {
         let id = id.to_string();
         self.read(move |c| Box::pin(reads::load(c, id.clone())))
