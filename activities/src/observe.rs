@@ -57,7 +57,7 @@ impl Storable for CallSpan {
 }
 
 /// A wait inside an AWS call (the pacer's), as a span of the call's attempt, if it is traced.
-pub(crate) fn traced_wait(name: &str, class: &str, waited: std::time::Duration) {
+pub(crate) fn traced_wait(name: &'static str, class: &str, waited: std::time::Duration) {
     let Some(SpanCtx { trace_id, span_id, sampled: true }) = infraflow_trace::current() else { return };
     let mut s = Span::start(trace_id, Some(span_id), name).attr("infraflow.rate_class", class);
     s.start_ns = s.start_ns.saturating_sub(waited.as_nanos() as u64);
@@ -93,7 +93,7 @@ impl Intercept for CallCounter {
             if call.attempts > 1 {
                 // The SDK tries again (a throttle, a 5xx, a dropped connection): an event each.
                 let _ = context;
-                call.span.event("retry", vec![("infraflow.attempt".into(), Attr::Int(i64::from(call.attempts)))]);
+                call.span.event("retry", vec![("infraflow.attempt", Attr::Int(i64::from(call.attempts)))]);
             }
             cfg.interceptor_state().store_put(call);
         }
@@ -126,7 +126,7 @@ fn end_call_span(
     account: &str,
 ) {
     let mut span = call.span;
-    span.name = format!("{}.{}", meta.service(), meta.name());
+    span.name = format!("{}.{}", meta.service(), meta.name()).into();
     span.set("rpc.system", "aws-api");
     span.set("rpc.service", meta.service());
     span.set("rpc.method", meta.name());
@@ -145,7 +145,7 @@ fn end_call_span(
         let body = context.response().and_then(|r| r.body().bytes()).unwrap_or_default();
         let says = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
         if code == 429 || code == 503 || (code == 400 && (says(b"Throttl") || says(b"RequestLimitExceeded"))) {
-            span.event("throttled", vec![("http.response.status_code".into(), Attr::Int(i64::from(code)))]);
+            span.event("throttled", vec![("http.response.status_code", Attr::Int(i64::from(code)))]);
         }
     }
     if call.attempts > 1 {

@@ -1,5 +1,6 @@
 //! HTTP/1.1 out of this process — the CLI to the daemon's API (`--server URL`), the daemon to an
-//! OIDC issuer's JWKS — one request a connection (hyper's client: any framing a server uses),
+//! OIDC issuer's JWKS, spans to a collector — one request a connection, or a connection kept
+//! for many (`Kept`: the exporter's batches) (hyper's client: any framing a server uses),
 //! TLS (rustls) for `https://`, trusting a given CA or the system's roots (`SSL_CERT_FILE` too);
 //! plain `http://` only to loopback.
 
@@ -96,11 +97,6 @@ impl Server {
         Ok(Reply { status, body })
     }
 
-    /// POSTs `body` of `content_type` to `path` (the OTLP exporter's protobuf): the answer's status.
-    pub async fn post_bytes(&self, path: &str, content_type: &str, body: Vec<u8>) -> Result<u16, Failure> {
-        Ok(self.timed("POST", path, content_type, Bytes::from(body), None).await?.0)
-    }
-
     async fn timed(
         &self,
         method: &str,
@@ -124,17 +120,14 @@ impl Server {
         }
     }
 
-    async fn exchange(
+    fn request(
         &self,
         method: &str,
         path: &str,
         content_type: &str,
         body: Bytes,
         traceparent: Option<&str>,
-    ) -> Result<(u16, Bytes), Failure> {
-        let unreachable =
-            |e: &dyn std::fmt::Display| Failure::other(format!("cannot reach {}:{}: {e}", self.host, self.port));
-        let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port)).await.map_err(|e| unreachable(&e))?;
+    ) -> Result<hyper::Request<Full<Bytes>>, Failure> {
         let mut request = hyper::Request::builder()
             .method(method)
             .uri(path)
@@ -146,7 +139,17 @@ impl Server {
         if let Some(t) = traceparent {
             request = request.header("traceparent", t);
         }
-        let request = request.body(Full::new(body)).map_err(|e| unreachable(&e))?;
+        request.body(Full::new(body)).map_err(|e| self.unreachable(&e))
+    }
+
+    fn unreachable(&self, e: &dyn std::fmt::Display) -> Failure {
+        Failure::other(format!("cannot reach {}:{}: {e}", self.host, self.port))
+    }
+
+    /// A new connection (TLS when https), its HTTP/1.1 handshake done; the task that drives it.
+    async fn connect(&self) -> Result<(Sender, tokio::task::JoinHandle<()>), Failure> {
+        let tcp =
+            tokio::net::TcpStream::connect((self.host.as_str(), self.port)).await.map_err(|e| self.unreachable(&e))?;
         match &self.tls {
             Some(config) => {
                 let name = ServerName::try_from(self.host.clone())
@@ -154,22 +157,109 @@ impl Server {
                 let tls = tokio_rustls::TlsConnector::from(config.clone())
                     .connect(name, tcp)
                     .await
-                    .map_err(|e| unreachable(&e))?;
-                send(tls, request).await.map_err(|e| unreachable(&e))
+                    .map_err(|e| self.unreachable(&e))?;
+                handshake(tls).await
             }
-            None => send(tcp, request).await.map_err(|e| unreachable(&e)),
+            None => handshake(tcp).await,
+        }
+        .map_err(|e| self.unreachable(&e))
+    }
+
+    async fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: Bytes,
+        traceparent: Option<&str>,
+    ) -> Result<(u16, Bytes), Failure> {
+        let request = self.request(method, path, content_type, body, traceparent)?;
+        let (mut sender, driving) = self.connect().await?;
+        let answer = answer(&mut sender, request).await.map_err(|e| self.unreachable(&e));
+        driving.abort();
+        answer
+    }
+
+    /// POSTs `body` on `kept`, the connection the previous call left open (a new one when there
+    /// is none): the OTLP exporter's batches, one handshake for many. A server may close an idle
+    /// connection as the request leaves: a kept connection that fails before an answer is given
+    /// up and the request sent once more on a new one.
+    pub async fn post_bytes(
+        &self,
+        kept: &mut Kept,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> Result<u16, Failure> {
+        let body = Bytes::from(body);
+        let exchange = async {
+            if kept.0.is_some() {
+                let request = self.request("POST", path, content_type, body.clone(), None)?;
+                match self.on_kept(kept, request).await {
+                    Ok(status) => return Ok(status),
+                    Err(_) => kept.close(),
+                }
+            }
+            let request = self.request("POST", path, content_type, body, None)?;
+            self.on_kept(kept, request).await
+        };
+        let answered = match self.timeout {
+            Some(limit) => tokio::time::timeout(limit, exchange).await.unwrap_or_else(|_| {
+                Err(Failure::other(format!("no answer from {}:{} within {}s", self.host, self.port, limit.as_secs())))
+            }),
+            None => exchange.await,
+        };
+        if answered.is_err() {
+            // Whatever state it was left in, a connection that failed is not used again.
+            kept.close();
+        }
+        answered
+    }
+
+    async fn on_kept(&self, kept: &mut Kept, request: hyper::Request<Full<Bytes>>) -> Result<u16, Failure> {
+        if kept.0.is_none() {
+            kept.0 = Some(self.connect().await?);
+        }
+        let (sender, _) = kept.0.as_mut().expect("connected above");
+        sender.ready().await.map_err(|e| self.unreachable(&e))?;
+        Ok(answer(sender, request).await.map_err(|e| self.unreachable(&e))?.0)
+    }
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+/// A connection kept between calls (`post_bytes`); closed when dropped.
+#[derive(Default)]
+pub struct Kept(Option<(Sender, tokio::task::JoinHandle<()>)>);
+
+impl Kept {
+    fn close(&mut self) {
+        if let Some((_, driving)) = self.0.take() {
+            driving.abort();
         }
     }
 }
 
-/// One request on its own connection: the answer's status and body (at most `ANSWER_LIMIT`).
-async fn send<S>(stream: S, request: hyper::Request<Full<Bytes>>) -> Result<(u16, Bytes), String>
+impl Drop for Kept {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+async fn handshake<S>(stream: S) -> Result<(Sender, tokio::task::JoinHandle<()>), String>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let io = hyper_util::rt::TokioIo::new(stream);
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await.map_err(|e| e.to_string())?;
-    let driving = tokio::spawn(connection);
+    let (sender, connection) = hyper::client::conn::http1::handshake(io).await.map_err(|e| e.to_string())?;
+    let driving = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok((sender, driving))
+}
+
+/// One request's answer: its status and body (at most `ANSWER_LIMIT`).
+async fn answer(sender: &mut Sender, request: hyper::Request<Full<Bytes>>) -> Result<(u16, Bytes), String> {
     let answer = sender.send_request(request).await.map_err(|e| e.to_string())?;
     let status = answer.status().as_u16();
     let body = Limited::new(answer.into_body(), ANSWER_LIMIT)
@@ -177,7 +267,6 @@ where
         .await
         .map_err(|e| format!("reading the answer: {e}"))?
         .to_bytes();
-    driving.abort();
     Ok((status, body))
 }
 

@@ -1,4 +1,7 @@
-//! A finished span as the exporter sends it: ids, name, times, attributes, events, status.
+//! A span while it runs: ids, name, times, attributes, events, status. Its end encodes it on
+//! the thread that made it (`wire`), so what it allocated is freed where it was allocated.
+
+use std::borrow::Cow;
 
 use crate::ids::{SpanId, TraceId};
 
@@ -47,8 +50,8 @@ pub enum Status {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SpanEvent {
     pub at_ns: u64,
-    pub name: String,
-    pub attrs: Vec<(String, Attr)>,
+    pub name: &'static str,
+    pub attrs: Vec<(&'static str, Attr)>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -56,18 +59,18 @@ pub struct Span {
     pub trace_id: TraceId,
     pub span_id: SpanId,
     pub parent: Option<SpanId>,
-    pub name: String,
+    pub name: Cow<'static, str>,
     pub kind: Kind,
     pub start_ns: u64,
     pub end_ns: u64,
-    pub attrs: Vec<(String, Attr)>,
+    pub attrs: Vec<(&'static str, Attr)>,
     pub events: Vec<SpanEvent>,
     pub status: Status,
 }
 
 impl Span {
     /// A span of `ctx`'s trace, a child of `parent`, started now; `end` it to send it.
-    pub fn start(trace_id: TraceId, parent: Option<SpanId>, name: impl Into<String>) -> Span {
+    pub fn start(trace_id: TraceId, parent: Option<SpanId>, name: impl Into<Cow<'static, str>>) -> Span {
         Span {
             trace_id,
             span_id: SpanId::random(),
@@ -76,23 +79,23 @@ impl Span {
             kind: Kind::Internal,
             start_ns: now_ns(),
             end_ns: 0,
-            attrs: Vec::new(),
+            attrs: Vec::with_capacity(4),
             events: Vec::new(),
             status: Status::Unset,
         }
     }
 
-    pub fn attr(mut self, key: &str, value: impl Into<Attr>) -> Span {
-        self.attrs.push((key.to_string(), value.into()));
+    pub fn attr(mut self, key: &'static str, value: impl Into<Attr>) -> Span {
+        self.attrs.push((key, value.into()));
         self
     }
 
-    pub fn set(&mut self, key: &str, value: impl Into<Attr>) {
-        self.attrs.push((key.to_string(), value.into()));
+    pub fn set(&mut self, key: &'static str, value: impl Into<Attr>) {
+        self.attrs.push((key, value.into()));
     }
 
-    pub fn event(&mut self, name: &str, attrs: Vec<(String, Attr)>) {
-        self.events.push(SpanEvent { at_ns: now_ns(), name: name.to_string(), attrs });
+    pub fn event(&mut self, name: &'static str, attrs: Vec<(&'static str, Attr)>) {
+        self.events.push(SpanEvent { at_ns: now_ns(), name, attrs });
     }
 
     /// Ends the span now with `status` and queues it for export (when tracing is on).
@@ -101,7 +104,7 @@ impl Span {
             self.end_ns = now_ns().max(self.start_ns);
         }
         self.status = status;
-        crate::queue::export(self);
+        crate::queue::export(&self);
     }
 }
 
