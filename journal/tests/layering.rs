@@ -11,12 +11,13 @@ const LAYERS: &[(&str, u32)] = &[
     ("error", 0),
     ("owner", 0),
     ("event", 1),
-    ("projection", 2),
-    ("api", 3),
-    ("rules", 4),
-    ("sqlite", 5),
-    ("postgres", 5),
-    ("journal", 6),
+    ("executions", 2),
+    ("projection", 3),
+    ("api", 4),
+    ("rules", 5),
+    ("sqlite", 6),
+    ("postgres", 6),
+    ("journal", 7),
 ];
 
 fn layer(module: &str) -> u32 {
