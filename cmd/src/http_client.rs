@@ -92,31 +92,19 @@ impl Server {
         traceparent: Option<&str>,
     ) -> Result<Reply, Failure> {
         let body = Bytes::from(body.map(|b| b.to_string()).unwrap_or_default());
-        let (status, raw) = self.timed(method, path, "application/json", body, traceparent).await?;
+        let request = self.request(method, path, "application/json", body, traceparent)?;
+        let (status, raw) = self.limited(self.exchange(request)).await?;
         let body = serde_json::from_slice(&raw).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&raw).into()));
         Ok(Reply { status, body })
     }
 
-    async fn timed(
-        &self,
-        method: &str,
-        path: &str,
-        content_type: &str,
-        body: Bytes,
-        traceparent: Option<&str>,
-    ) -> Result<(u16, Bytes), Failure> {
+    /// `work`, given up after the server's limit, if it has one.
+    async fn limited<T>(&self, work: impl std::future::Future<Output = Result<T, Failure>>) -> Result<T, Failure> {
         match self.timeout {
-            Some(limit) => tokio::time::timeout(limit, self.exchange(method, path, content_type, body, traceparent))
-                .await
-                .unwrap_or_else(|_| {
-                    Err(Failure::other(format!(
-                        "no answer from {}:{} within {}s",
-                        self.host,
-                        self.port,
-                        limit.as_secs()
-                    )))
-                }),
-            None => self.exchange(method, path, content_type, body, traceparent).await,
+            Some(limit) => tokio::time::timeout(limit, work).await.unwrap_or_else(|_| {
+                Err(Failure::other(format!("no answer from {}:{} within {}s", self.host, self.port, limit.as_secs())))
+            }),
+            None => work.await,
         }
     }
 
@@ -165,15 +153,8 @@ impl Server {
         .map_err(|e| self.unreachable(&e))
     }
 
-    async fn exchange(
-        &self,
-        method: &str,
-        path: &str,
-        content_type: &str,
-        body: Bytes,
-        traceparent: Option<&str>,
-    ) -> Result<(u16, Bytes), Failure> {
-        let request = self.request(method, path, content_type, body, traceparent)?;
+    /// `request` on a connection of its own.
+    async fn exchange(&self, request: hyper::Request<Full<Bytes>>) -> Result<(u16, Bytes), Failure> {
         let (mut sender, driving) = self.connect().await?;
         let answer = answer(&mut sender, request).await.map_err(|e| self.unreachable(&e));
         driving.abort();
@@ -203,12 +184,7 @@ impl Server {
             let request = self.request("POST", path, content_type, body, None)?;
             self.on_kept(kept, request).await
         };
-        let answered = match self.timeout {
-            Some(limit) => tokio::time::timeout(limit, exchange).await.unwrap_or_else(|_| {
-                Err(Failure::other(format!("no answer from {}:{} within {}s", self.host, self.port, limit.as_secs())))
-            }),
-            None => exchange.await,
-        };
+        let answered = self.limited(exchange).await;
         if answered.is_err() {
             // Whatever state it was left in, a connection that failed is not used again.
             kept.close();
