@@ -75,6 +75,8 @@ impl Exported {
     pub fn take(&self, into: &mut Batch, wait: Duration, due: Instant) {
         let q = self.0;
         let mut pending = q.pending.lock().unwrap_or_else(|p| p.into_inner());
+        // An empty queue is waited on even when due (a delay of 0 must not spin), at most 50 ms.
+        let wait = if pending.is_empty() { wait.max(Duration::from_millis(50)) } else { wait };
         if pending.len() < q.batch && !wait.is_zero() {
             pending = q.full.wait_timeout(pending, wait).unwrap_or_else(|p| p.into_inner()).0;
         }

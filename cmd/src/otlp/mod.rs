@@ -137,7 +137,7 @@ impl Config {
 
 /// The running exporter; dropping it sends what is queued, waiting at most 2 s for a collector
 /// that has answered before, 200 ms for one never heard yet, not at all for one that left an
-/// export unanswered or refused.
+/// export failed (refused, unreachable or timed out).
 pub struct Tracing {
     closing: Arc<AtomicBool>,
     healthy: Arc<AtomicBool>,
@@ -168,7 +168,7 @@ pub fn install_from_env() -> Result<Option<Tracing>, Failure> {
 impl Drop for Tracing {
     fn drop(&mut self) {
         self.closing.store(true, Ordering::SeqCst);
-        // A collector that left an export unanswered, or refused one, gets none of the command's
+        // A collector whose last export failed (refused, unreachable, timed out) gets none of the command's
         // time; one never heard yet (a short command's only export is its last) a moment.
         let limit = match (self.healthy.load(Ordering::SeqCst), self.answered.load(Ordering::SeqCst)) {
             (false, _) => Duration::ZERO,
@@ -239,8 +239,6 @@ fn send(
     answered: &AtomicBool,
 ) {
     let body = infraflow_trace::export_request(&config.resource, entries);
-    // Pending while it is sent: a close meanwhile does not wait for a silent collector.
-    healthy.store(false, Ordering::SeqCst);
     match rt.block_on(config.server.post_bytes(kept, &config.path, "application/x-protobuf", body)) {
         Ok(status) if (200..300).contains(&status) => {
             EXPORTED.fetch_add(spans as u64, Ordering::Relaxed);
@@ -248,10 +246,12 @@ fn send(
             answered.store(true, Ordering::SeqCst);
         }
         Ok(status) => {
+            healthy.store(false, Ordering::SeqCst);
             tracing::debug!(status, "the trace collector refused a batch");
             infraflow_trace::count_dropped(spans as u64);
         }
         Err(e) => {
+            healthy.store(false, Ordering::SeqCst);
             tracing::debug!(error = %e.message, "the trace collector did not take a batch");
             infraflow_trace::count_dropped(spans as u64);
         }
