@@ -136,7 +136,7 @@ impl Config {
 }
 
 /// The running exporter; dropping it sends what is queued, waiting at most 2 s for a collector
-/// that has answered before, 200 ms for one never heard yet, not at all for one that left an
+/// that has answered before, 200 ms for one never heard yet, not at all for one whose last
 /// export failed (refused, unreachable or timed out).
 pub struct Tracing {
     closing: Arc<AtomicBool>,
