@@ -1,7 +1,8 @@
 //! OpenTelemetry traces, received by a test collector (`support::otlp`, its own protobuf
 //! reader): one trace per submission across a kill -9 and its resume, every step that completed
 //! sent once, every AWS call a child of its attempt; a caller's `TRACEPARENT` the root's parent;
-//! a collector that never answers costs a run nothing it waits for.
+//! a collector that never answers costs a run nothing it waits for; a slow one gets the end of a
+//! run; a batch a collector may have kept is not sent twice.
 
 mod support;
 
@@ -199,4 +200,69 @@ fn a_failed_workflow_sends_no_root_until_it_ends_for_good() {
     let roots = spans.iter().filter(|g| g.name == "canary r1").count();
     assert_eq!(roots, usize::from(state == "completed" || state == "compensated"), "{state}: {roots} roots");
     assert!(spans.iter().all(|g| g.trace_id == spans[0].trace_id), "one trace");
+}
+
+/// Spans still queued when a command ends are sent, and a send in flight then is waited for:
+/// a collector that takes 150 ms an export, batches of 10, receives the whole run.
+#[test]
+fn a_send_in_flight_at_exit_is_waited_for_and_nothing_queued_is_lost() {
+    let e = Env::new();
+    let collector = Collector::slow(std::time::Duration::from_millis(150));
+    let mut vars = env_of(&collector);
+    vars.push(("OTEL_BSP_MAX_EXPORT_BATCH_SIZE".into(), "10".into()));
+    let input = e.input("c.json", json!({"steps": 20, "stepMillis": 10}));
+    let run = e.s.cli_env(&["run", "canary", "--input", &input, "--id", "slow"], &refs(&vars));
+    assert!(run.status.success(), "{}", support::stderr(&run));
+    let spans = collector.spans();
+    let named = |n: &str| spans.iter().filter(|g| g.name == n).count();
+    assert_eq!((named("canary slow"), named("execution"), named("step")), (1, 1, 20), "{spans:#?}");
+}
+
+/// A collector that read a batch and closed the connection without answering may have kept
+/// it: the exporter does not send it again (it is counted dropped), so no span arrives twice.
+#[test]
+fn a_batch_the_collector_read_is_not_sent_again_when_it_closes_unanswered() {
+    let e = Env::new();
+    let collector = Collector::closing_unanswered();
+    let mut vars = env_of(&collector);
+    vars.push(("OTEL_BSP_MAX_EXPORT_BATCH_SIZE".into(), "5".into()));
+    let input = e.input("c.json", json!({"steps": 20, "stepMillis": 5}));
+    let run = e.s.cli_env(&["run", "canary", "--input", &input, "--id", "cu"], &refs(&vars));
+    assert!(run.status.success(), "{}", support::stderr(&run));
+    let spans = collector.spans();
+    let mut seen = BTreeSet::new();
+    let twice: Vec<_> = spans.iter().filter(|g| !seen.insert(g.span_id.clone())).map(|g| &g.name).collect();
+    assert!(spans.len() >= 10, "two exports at least: {} spans", spans.len());
+    assert!(twice.is_empty(), "sent twice: {twice:?}");
+}
+
+/// CPU time (clock ticks) the process's `otlp-exporter` thread has used.
+fn exporter_ticks(pid: u32) -> u64 {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let stat = std::fs::read_to_string(task.unwrap().path().join("stat")).unwrap_or_default();
+        if let Some((_, rest)) = stat.split_once("(otlp-exporter) ") {
+            let f: Vec<&str> = rest.split(' ').collect();
+            return f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+        }
+    }
+    panic!("no otlp-exporter thread in {pid}");
+}
+
+/// `OTEL_BSP_SCHEDULE_DELAY=0` (send at once) on an idle daemon: the exporter waits on its empty
+/// queue rather than polling it; a second of idling costs it a small part of a second of CPU
+/// (a busy loop would use all of it).
+#[test]
+fn an_idle_exporter_with_no_schedule_delay_waits_rather_than_spins() {
+    let e = Env::new();
+    let collector = Collector::start();
+    let vars = env_of(&collector);
+    assert!(vars.contains(&("OTEL_BSP_SCHEDULE_DELAY".into(), "0".into())));
+    let mut daemon = e.s.spawn_daemon(&[], &refs(&vars));
+    e.s.wait_for_daemon_start(1);
+    let before = exporter_ticks(daemon.id());
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let used = exporter_ticks(daemon.id()) - before;
+    support::terminate(&mut daemon, std::time::Duration::from_secs(10));
+    // 100 ticks a second on Linux: a spinning thread would have used about 200.
+    assert!(used < 40, "the idle exporter used {used} ticks in 2 s");
 }

@@ -163,8 +163,9 @@ impl Server {
 
     /// POSTs `body` on `kept`, the connection the previous call left open (a new one when there
     /// is none): the OTLP exporter's batches, one handshake for many. A server may close an idle
-    /// connection as the request leaves: a kept connection that fails before an answer is given
-    /// up and the request sent once more on a new one.
+    /// connection as the request leaves: a request hyper gives back unwritten is sent on a new
+    /// connection; one that was written is never sent twice (the server may have read it), its
+    /// failure is the caller's (the exporter counts the batch as dropped).
     pub async fn post_bytes(
         &self,
         kept: &mut Kept,
@@ -172,19 +173,8 @@ impl Server {
         content_type: &str,
         body: Vec<u8>,
     ) -> Result<u16, Failure> {
-        let body = Bytes::from(body);
-        let exchange = async {
-            if kept.0.is_some() {
-                let request = self.request("POST", path, content_type, body.clone(), None)?;
-                match self.on_kept(kept, request).await {
-                    Ok(status) => return Ok(status),
-                    Err(_) => kept.close(),
-                }
-            }
-            let request = self.request("POST", path, content_type, body, None)?;
-            self.on_kept(kept, request).await
-        };
-        let answered = self.limited(exchange).await;
+        let request = self.request("POST", path, content_type, Bytes::from(body), None)?;
+        let answered = self.limited(self.on_kept(kept, request)).await;
         if answered.is_err() {
             // Whatever state it was left in, a connection that failed is not used again.
             kept.close();
@@ -192,12 +182,21 @@ impl Server {
         answered
     }
 
-    async fn on_kept(&self, kept: &mut Kept, request: hyper::Request<Full<Bytes>>) -> Result<u16, Failure> {
-        if kept.0.is_none() {
-            kept.0 = Some(self.connect().await?);
+    async fn on_kept(&self, kept: &mut Kept, mut request: hyper::Request<Full<Bytes>>) -> Result<u16, Failure> {
+        if let Some((sender, _)) = kept.0.as_mut() {
+            // An error from `ready`: the server closed the connection while it was idle.
+            if sender.ready().await.is_ok() {
+                match sender.try_send_request(request).await {
+                    Ok(response) => return Ok(read(response).await.map_err(|e| self.unreachable(&e))?.0),
+                    Err(mut failed) => match failed.take_message() {
+                        Some(unwritten) => request = unwritten,
+                        None => return Err(self.unreachable(&failed.into_error())),
+                    },
+                }
+            }
+            kept.close();
         }
-        let (sender, _) = kept.0.as_mut().expect("connected above");
-        sender.ready().await.map_err(|e| self.unreachable(&e))?;
+        let (sender, _) = kept.0.insert(self.connect().await?);
         Ok(answer(sender, request).await.map_err(|e| self.unreachable(&e))?.0)
     }
 }
@@ -234,11 +233,15 @@ where
     Ok((sender, driving))
 }
 
-/// One request's answer: its status and body (at most `ANSWER_LIMIT`).
+/// `request`'s answer on `sender`.
 async fn answer(sender: &mut Sender, request: hyper::Request<Full<Bytes>>) -> Result<(u16, Bytes), String> {
-    let answer = sender.send_request(request).await.map_err(|e| e.to_string())?;
-    let status = answer.status().as_u16();
-    let body = Limited::new(answer.into_body(), ANSWER_LIMIT)
+    read(sender.send_request(request).await.map_err(|e| e.to_string())?).await
+}
+
+/// A response's status and body (at most `ANSWER_LIMIT`).
+async fn read(response: hyper::Response<hyper::body::Incoming>) -> Result<(u16, Bytes), String> {
+    let status = response.status().as_u16();
+    let body = Limited::new(response.into_body(), ANSWER_LIMIT)
         .collect()
         .await
         .map_err(|e| format!("reading the answer: {e}"))?

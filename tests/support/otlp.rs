@@ -1,6 +1,6 @@
 //! A test collector: an OTLP/HTTP receiver on a loopback port that decodes what it is sent with
-//! a protobuf reader of its own (not the exporter's encoder), or a silent one that accepts
-//! connections and never answers.
+//! a protobuf reader of its own (not the exporter's encoder); or one that is silent, slow, or
+//! closes a connection without answering.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -152,63 +152,58 @@ pub fn decode(body: &[u8]) -> Vec<Got> {
     out
 }
 
+/// How a test collector answers an export.
+#[derive(Clone, Copy)]
+enum Answering {
+    /// 200, on a kept connection; every third request on one is answered `connection: close`
+    /// and the connection closed (the exporter's reconnect runs in every test).
+    Always,
+    /// Takes connections and never answers.
+    Never,
+    /// 200 after the given time.
+    Slowly(std::time::Duration),
+    /// Reads every request whole; every second one is kept and its connection closed unanswered.
+    EverySecondUnanswered,
+}
+
 impl Collector {
     /// A collector that answers every export 200 and keeps what it decoded.
     pub fn start() -> Collector {
-        Self::serve(true)
+        Self::serve(Answering::Always)
     }
 
     /// A collector that takes connections and never answers.
     pub fn silent() -> Collector {
-        Self::serve(false)
+        Self::serve(Answering::Never)
     }
 
-    fn serve(answers: bool) -> Collector {
+    /// A collector that answers every export 200 after `delay`.
+    pub fn slow(delay: std::time::Duration) -> Collector {
+        Self::serve(Answering::Slowly(delay))
+    }
+
+    /// A collector that reads every export whole, and closes the connection without answering
+    /// every second one (what it read is kept: a batch sent again would be counted twice).
+    pub fn closing_unanswered() -> Collector {
+        Self::serve(Answering::EverySecondUnanswered)
+    }
+
+    fn serve(answering: Answering) -> Collector {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let spans = Arc::new(Mutex::new(Vec::new()));
         let kept = spans.clone();
+        let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         std::thread::spawn(move || {
             let mut held = Vec::new();
             for conn in listener.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                if !answers {
+                let Ok(conn) = conn else { continue };
+                if let Answering::Never = answering {
                     held.push(conn);
                     continue;
                 }
-                let kept = kept.clone();
-                std::thread::spawn(move || {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 65536];
-                    let (head_end, len) = loop {
-                        let n = conn.read(&mut chunk).unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            let head = String::from_utf8_lossy(&buf[..i]).to_lowercase();
-                            assert!(head.starts_with("post /v1/traces "), "{head}");
-                            assert!(head.contains("content-type: application/x-protobuf"), "{head}");
-                            let len = head
-                                .lines()
-                                .find_map(|l| l.strip_prefix("content-length:"))
-                                .map_or(0, |v| v.trim().parse().unwrap());
-                            break (i + 4, len);
-                        }
-                    };
-                    while buf.len() < head_end + len {
-                        let n = conn.read(&mut chunk).unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                    }
-                    kept.lock().unwrap().extend(decode(&buf[head_end..head_end + len]));
-                    let _ = conn.write_all(
-                        b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n",
-                    );
-                });
+                let (kept, requests) = (kept.clone(), requests.clone());
+                std::thread::spawn(move || answer_exports(conn, answering, &kept, &requests));
             }
         });
         Collector { port, spans }
@@ -223,5 +218,59 @@ impl Collector {
 
     pub fn spans(&self) -> Vec<Got> {
         self.spans.lock().unwrap().clone()
+    }
+}
+
+/// Reads the exports of one connection, keeping what each decodes to, answering as `answering`
+/// says.
+fn answer_exports(
+    mut conn: std::net::TcpStream,
+    answering: Answering,
+    kept: &Mutex<Vec<Got>>,
+    requests: &std::sync::atomic::AtomicUsize,
+) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    for on_this in 1.. {
+        let (head_end, len) = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..i]).to_lowercase();
+                assert!(head.starts_with("post /v1/traces "), "{head}");
+                assert!(head.contains("content-type: application/x-protobuf"), "{head}");
+                let len = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                break (i + 4, len);
+            }
+            match conn.read(&mut chunk) {
+                Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                _ => return,
+            }
+        };
+        while buf.len() < head_end + len {
+            match conn.read(&mut chunk) {
+                Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                _ => return,
+            }
+        }
+        kept.lock().unwrap().extend(decode(&buf[head_end..head_end + len]));
+        buf.drain(..head_end + len);
+        let nth = requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let closing = match answering {
+            Answering::EverySecondUnanswered if nth % 2 == 0 => return,
+            Answering::Slowly(delay) => {
+                std::thread::sleep(delay);
+                false
+            }
+            Answering::Always => on_this % 3 == 0,
+            _ => false,
+        };
+        let connection = if closing { "connection: close\r\n" } else { "" };
+        let answer =
+            format!("HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\n{connection}content-length: 0\r\n\r\n");
+        if conn.write_all(answer.as_bytes()).is_err() || closing {
+            return;
+        }
     }
 }
