@@ -266,3 +266,91 @@ fn an_idle_exporter_with_no_schedule_delay_waits_rather_than_spins() {
     // 100 ticks a second on Linux: a spinning thread would have used about 200.
     assert!(used < 40, "the idle exporter used {used} ticks in 2 s");
 }
+
+/// OTLP/gRPC (`OTEL_EXPORTER_OTLP_PROTOCOL=grpc`, HTTP/2 on loopback) with a key in
+/// `OTEL_EXPORTER_OTLP_HEADERS`: the whole run arrives, every export carries the header, and the
+/// key is in no log line, even at debug.
+#[test]
+fn a_grpc_collector_receives_the_run_with_the_configured_headers_and_the_key_is_never_logged() {
+    let e = Env::new();
+    let collector = Collector::grpc();
+    let key = "s3cr3t-k3y";
+    let mut vars = env_of(&collector);
+    vars.push(("OTEL_EXPORTER_OTLP_PROTOCOL".into(), "grpc".into()));
+    vars.push(("OTEL_EXPORTER_OTLP_HEADERS".into(), format!("x-tenant=blue, authorization=Bearer%20{key}")));
+    vars.push(("OTEL_BSP_MAX_EXPORT_BATCH_SIZE".into(), "4".into()));
+    vars.push(("RUST_LOG".into(), "debug".into()));
+    let input = e.input("c.json", json!({"steps": 6}));
+    let run = e.s.cli_env(&["run", "canary", "--input", &input, "--id", "g1"], &refs(&vars));
+    assert!(run.status.success(), "{}", support::stderr(&run));
+    let spans = collector.spans();
+    let named = |n: &str| spans.iter().filter(|g| g.name == n).count();
+    assert_eq!((named("canary g1"), named("execution"), named("step")), (1, 1, 6), "{spans:#?}");
+    let heads = collector.heads();
+    assert!(heads.len() >= 4, "batches of 4: {} exports", heads.len());
+    for h in &heads {
+        assert_eq!(h.get("x-tenant").map(String::as_str), Some("blue"), "{h:?}");
+        assert_eq!(h.get("authorization").map(String::as_str), Some(format!("Bearer {key}").as_str()));
+    }
+    let logs = format!("{}{}", support::stdout(&run), support::stderr(&run));
+    assert!(!logs.contains(key), "the key was logged");
+}
+
+/// Settings a collector cannot be reached by are refused before anything runs, naming the
+/// variable, never echoing a header's value.
+#[test]
+fn exporter_settings_that_cannot_work_are_refused_naming_the_variable_and_never_the_key() {
+    let e = Env::new();
+    let collector = Collector::start();
+    let input = e.input("c.json", json!({"steps": 1}));
+    for (name, value, says) in [
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", "http/protobuf"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "x-key=s3cr3t,broken", "entry 2 is not key=value"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "content-type=s3cr3t", "set by infraflow"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "x key=s3cr3t", "is not a header name"),
+        ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-key=s3cr3t\u{1}", "the value of x-key is not a header value"),
+    ] {
+        let mut vars = env_of(&collector);
+        vars.push((name.into(), value.into()));
+        let out = e.s.cli_env(&["run", "canary", "--input", &input, "--id", "bad"], &refs(&vars));
+        let err = support::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{name}={value}: {err}");
+        assert!(err.contains(name) && err.contains(says), "{name}={value}: {err}");
+        assert!(!err.contains("s3cr3t"), "{name}: the value was echoed: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    let mut vars = env_of(&collector);
+    vars.push(("OTEL_EXPORTER_OTLP_PROTOCOL".into(), "grpc".into()));
+    vars.push(("OTEL_EXPORTER_OTLP_ENDPOINT".into(), format!("http://127.0.0.1:{}/otlp", collector.port)));
+    let out = e.s.cli_env(&["run", "canary", "--input", &input, "--id", "bad"], &refs(&vars));
+    assert!(support::stderr(&out).contains("no path"), "{}", support::stderr(&out));
+    assert!(e.s.cli(&["status", "bad"]).status.code() != Some(0), "nothing was journaled");
+    assert!(collector.spans().is_empty());
+}
+
+/// `daemon --trace-link`: the page links a workflow's trace id to the viewer named; a link
+/// without `{traceId}`, or not http(s), is refused before the daemon starts.
+#[test]
+fn the_page_links_a_workflows_trace_id_to_the_trace_viewer_named() {
+    let e = Env::new();
+    let input = e.input("c.json", json!({"steps": 1}));
+    assert!(e.s.cli(&["run", "canary", "--input", &input, "--id", "linked"]).status.success());
+    let trace = e.s.status("linked")["traceId"].as_str().unwrap().to_string();
+    for bad in ["https://jaeger.example/trace/", "javascript:alert(1)//{traceId}", "https://x/{traceId}\"><b>"] {
+        let out = e.s.cli(&["daemon", "--trace-link", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", support::stderr(&out));
+        assert!(support::stderr(&out).contains("--trace-link"), "{}", support::stderr(&out));
+    }
+    let port = support::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let link = "https://jaeger.example/trace/{traceId}?uiFind=x&y=1";
+    let mut daemon = e.s.spawn_daemon(&["--listen", &listen, "--trace-link", link], &[]);
+    e.s.wait_for_daemon_start(1);
+    let (code, page) = support::http_get(port, "/workflows/linked");
+    support::terminate(&mut daemon, std::time::Duration::from_secs(10));
+    assert_eq!(code, 200, "{page}");
+    // As a browser reads the attribute: the page escapes `&` and `/`.
+    let page = page.replace("&#x2f;", "/").replace("&amp;", "&");
+    let href = format!("href=\"https://jaeger.example/trace/{trace}?uiFind=x&y=1\"");
+    assert!(page.contains(&href), "no {href} in the page: {page}");
+}

@@ -163,6 +163,10 @@ pub enum Command {
         /// Repeatable [default: the roles of the daemon's own account only].
         #[arg(long = "allow-role", value_name = "ARN-PATTERN")]
         allow_roles: Vec<String>,
+        /// Link each workflow's trace id on the page to a trace viewer: a URL with `{traceId}`
+        /// in it, e.g. `https://jaeger.example/trace/{traceId}` [default: the id, unlinked].
+        #[arg(long, env = "INFRAFLOW_TRACE_LINK", value_name = "URL", value_parser = parse_trace_link)]
+        trace_link: Option<String>,
         #[command(flatten)]
         api: ApiArgs,
     },
@@ -398,6 +402,18 @@ pub struct StatusCli {
     pub db: Option<String>,
     #[command(flatten)]
     pub args: StatusArgs,
+}
+
+/// `--trace-link`: an http(s) URL with `{traceId}` where the id goes.
+fn parse_trace_link(s: &str) -> Result<String, String> {
+    let lower = s.to_ascii_lowercase();
+    if !(lower.starts_with("https://") || lower.starts_with("http://")) || !s.contains("{traceId}") {
+        return Err("give an http(s) URL with {traceId} in it, e.g. https://jaeger.example/trace/{traceId}".into());
+    }
+    if s.contains(['"', '<', '>', ' ', '\'']) {
+        return Err("a URL has no quotes, angle brackets or spaces".into());
+    }
+    Ok(s.to_string())
 }
 
 /// `30d`, `12h`, `90m`, `45s`: an age for `prune --before`, `status --since`, `wait --timeout`.

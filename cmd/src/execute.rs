@@ -295,6 +295,8 @@ pub struct PageConfig {
     pub listen: Option<std::net::SocketAddr>,
     pub allow_remote_actions: bool,
     pub page_hosts: Vec<String>,
+    /// `--trace-link`: a trace viewer's URL with `{traceId}`.
+    pub trace_link: Option<String>,
 }
 
 pub async fn daemon(
@@ -305,7 +307,7 @@ pub async fn daemon(
     schedules: Schedules,
     allowed_roles: Vec<String>,
 ) -> CmdResult {
-    let PageConfig { listen, allow_remote_actions, page_hosts } = page;
+    let PageConfig { listen, allow_remote_actions, page_hosts, trace_link } = page;
     let api = match api {
         Some(config) => Some(crate::api::prepare(config).await?),
         None => None,
@@ -338,12 +340,13 @@ pub async fn daemon(
         let page = Arc::new(
             crate::page::Page::new(engine.journal().clone(), actions, crate::page::Guard::for_hosts(hosts))
                 .with_sweep(last_sweep.clone())
-                .with_checks(last_checks.clone()),
+                .with_checks(last_checks.clone())
+                .with_trace_link(trace_link.clone()),
         );
         tokio::spawn(crate::serve::serve(listener, metrics.clone(), engine.journal().clone(), page));
     }
     if let Some(api) = api {
-        api.start(engine.clone()).await?;
+        api.start(engine.clone(), trace_link).await?;
     }
     if let Some(every) = schedules.check_every {
         tracing::info!(every = ?every, "checking every cluster of the journal for drift");

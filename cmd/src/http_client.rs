@@ -1,13 +1,15 @@
 //! HTTP/1.1 out of this process — the CLI to the daemon's API (`--server URL`), the daemon to an
 //! OIDC issuer's JWKS, spans to a collector — one request a connection, or a connection kept
-//! for many (`Kept`: the exporter's batches) (hyper's client: any framing a server uses),
-//! TLS (rustls) for `https://`, trusting a given CA or the system's roots (`SSL_CERT_FILE` too);
-//! plain `http://` only to loopback.
+//! for many (`Kept`: the exporter's batches) (hyper's client: any framing a server uses), over
+//! HTTP/2 when asked (OTLP/gRPC: ALPN `h2` over TLS, prior knowledge on loopback), TLS (rustls)
+//! for `https://`, trusting a given CA or the system's roots (`SSL_CERT_FILE` too); plain
+//! `http://` only to loopback.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
@@ -33,6 +35,10 @@ pub struct Server {
     /// The longest a call may take, connecting included; None: as long as the server takes (a
     /// `wait`'s long poll).
     timeout: Option<std::time::Duration>,
+    /// Sent with every request (a collector's `OTEL_EXPORTER_OTLP_HEADERS`), marked sensitive.
+    headers: Vec<(HeaderName, HeaderValue)>,
+    /// HTTP/2 on kept connections (`post_bytes`), as gRPC needs.
+    h2: bool,
 }
 
 /// An answer: its status and JSON body (a problem document on an error); a body that is not
@@ -71,7 +77,40 @@ impl Server {
             return Err(bad("plain http only to a loopback address: anything crossing a network must be https://"));
         }
         let tls = if https { Some(Arc::new(client_config(ca)?)) } else { None };
-        Ok(Server { host, port, authority: authority.to_string(), tls, token, path, timeout: None })
+        Ok(Server {
+            host,
+            port,
+            authority: authority.to_string(),
+            tls,
+            token,
+            path,
+            timeout: None,
+            headers: Vec::new(),
+            h2: false,
+        })
+    }
+
+    /// This server, `headers` sent with every request; their values are kept out of logs.
+    pub fn with_headers(self, headers: Vec<(HeaderName, HeaderValue)>) -> Server {
+        let headers = headers
+            .into_iter()
+            .map(|(name, mut value)| {
+                value.set_sensitive(true);
+                (name, value)
+            })
+            .collect();
+        Server { headers, ..self }
+    }
+
+    /// This server reached by HTTP/2 (`post_bytes`): TLS asks for `h2` by ALPN; plain loopback
+    /// speaks it from the first byte (gRPC's h2c).
+    pub fn speaking_h2(self) -> Server {
+        let tls = self.tls.map(|config| {
+            let mut config = (*config).clone();
+            config.alpn_protocols = vec![b"h2".to_vec()];
+            Arc::new(config)
+        });
+        Server { tls, h2: true, ..self }
     }
 
     /// This server, each call given up after `limit`.
@@ -93,7 +132,7 @@ impl Server {
     ) -> Result<Reply, Failure> {
         let body = Bytes::from(body.map(|b| b.to_string()).unwrap_or_default());
         let request = self.request(method, path, "application/json", body, traceparent)?;
-        let (status, raw) = self.limited(self.exchange(request)).await?;
+        let Answer { status, body: raw, .. } = self.limited(self.exchange(request)).await?;
         let body = serde_json::from_slice(&raw).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&raw).into()));
         Ok(Reply { status, body })
     }
@@ -115,12 +154,19 @@ impl Server {
         content_type: &str,
         body: Bytes,
         traceparent: Option<&str>,
-    ) -> Result<hyper::Request<Full<Bytes>>, Failure> {
-        let mut request = hyper::Request::builder()
-            .method(method)
-            .uri(path)
-            .header(hyper::header::HOST, &self.authority)
-            .header(hyper::header::CONTENT_TYPE, content_type);
+    ) -> Result<Request, Failure> {
+        let mut request = if self.h2 {
+            // HTTP/2 names the server in the request's URI (`:authority`), not in `Host:`.
+            let scheme = if self.tls.is_some() { "https" } else { "http" };
+            hyper::Request::builder().uri(format!("{scheme}://{}{path}", self.authority))
+        } else {
+            hyper::Request::builder().uri(path).header(hyper::header::HOST, &self.authority)
+        }
+        .method(method)
+        .header(hyper::header::CONTENT_TYPE, content_type);
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
         if let Some(token) = &self.token {
             request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
         }
@@ -134,7 +180,7 @@ impl Server {
         Failure::other(format!("cannot reach {}:{}: {e}", self.host, self.port))
     }
 
-    /// A new connection (TLS when https), its HTTP/1.1 handshake done; the task that drives it.
+    /// A new connection (TLS when https), its HTTP handshake done; the task that drives it.
     async fn connect(&self) -> Result<(Sender, tokio::task::JoinHandle<()>), Failure> {
         let tcp =
             tokio::net::TcpStream::connect((self.host.as_str(), self.port)).await.map_err(|e| self.unreachable(&e))?;
@@ -146,19 +192,25 @@ impl Server {
                     .connect(name, tcp)
                     .await
                     .map_err(|e| self.unreachable(&e))?;
-                handshake(tls).await
+                if self.h2 && tls.get_ref().1.alpn_protocol() != Some(b"h2") {
+                    return Err(self.unreachable(&"the server does not speak HTTP/2 (ALPN h2), as gRPC needs"));
+                }
+                handshake(tls, self.h2).await
             }
-            None => handshake(tcp).await,
+            None => handshake(tcp, self.h2).await,
         }
         .map_err(|e| self.unreachable(&e))
     }
 
     /// `request` on a connection of its own.
-    async fn exchange(&self, request: hyper::Request<Full<Bytes>>) -> Result<(u16, Bytes), Failure> {
+    async fn exchange(&self, request: Request) -> Result<Answer, Failure> {
         let (mut sender, driving) = self.connect().await?;
-        let answer = answer(&mut sender, request).await.map_err(|e| self.unreachable(&e));
+        let answer = match sender.send(request).await {
+            Ok(response) => read(response).await,
+            Err(e) => Err(e.to_string()),
+        };
         driving.abort();
-        answer
+        answer.map_err(|e| self.unreachable(&e))
     }
 
     /// POSTs `body` on `kept`, the connection the previous call left open (a new one when there
@@ -172,7 +224,7 @@ impl Server {
         path: &str,
         content_type: &str,
         body: Vec<u8>,
-    ) -> Result<u16, Failure> {
+    ) -> Result<Answer, Failure> {
         let request = self.request("POST", path, content_type, Bytes::from(body), None)?;
         let answered = self.limited(self.on_kept(kept, request)).await;
         if answered.is_err() {
@@ -182,12 +234,12 @@ impl Server {
         answered
     }
 
-    async fn on_kept(&self, kept: &mut Kept, mut request: hyper::Request<Full<Bytes>>) -> Result<u16, Failure> {
+    async fn on_kept(&self, kept: &mut Kept, mut request: Request) -> Result<Answer, Failure> {
         if let Some((sender, _)) = kept.0.as_mut() {
             // An error from `ready`: the server closed the connection while it was idle.
             if sender.ready().await.is_ok() {
-                match sender.try_send_request(request).await {
-                    Ok(response) => return Ok(read(response).await.map_err(|e| self.unreachable(&e))?.0),
+                match sender.try_send(request).await {
+                    Ok(response) => return read(response).await.map_err(|e| self.unreachable(&e)),
                     Err(mut failed) => match failed.take_message() {
                         Some(unwritten) => request = unwritten,
                         None => return Err(self.unreachable(&failed.into_error())),
@@ -197,11 +249,51 @@ impl Server {
             kept.close();
         }
         let (sender, _) = kept.0.insert(self.connect().await?);
-        Ok(answer(sender, request).await.map_err(|e| self.unreachable(&e))?.0)
+        let response = sender.send(request).await.map_err(|e| self.unreachable(&e))?;
+        read(response).await.map_err(|e| self.unreachable(&e))
     }
 }
 
-type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+type Request = hyper::Request<Full<Bytes>>;
+type Response = hyper::Response<hyper::body::Incoming>;
+
+/// One connection's sending half, HTTP/1.1 or HTTP/2.
+enum Sender {
+    H1(hyper::client::conn::http1::SendRequest<Full<Bytes>>),
+    H2(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
+}
+
+impl Sender {
+    async fn ready(&mut self) -> hyper::Result<()> {
+        match self {
+            Sender::H1(s) => s.ready().await,
+            Sender::H2(s) => s.ready().await,
+        }
+    }
+
+    async fn send(&mut self, request: Request) -> hyper::Result<Response> {
+        match self {
+            Sender::H1(s) => s.send_request(request).await,
+            Sender::H2(s) => s.send_request(request).await,
+        }
+    }
+
+    /// `send`, giving `request` back in the error when none of it was written.
+    async fn try_send(&mut self, request: Request) -> Result<Response, hyper::client::conn::TrySendError<Request>> {
+        match self {
+            Sender::H1(s) => s.try_send_request(request).await,
+            Sender::H2(s) => s.try_send_request(request).await,
+        }
+    }
+}
+
+/// An answer as read: its status, body, and header fields and trailers in one map (gRPC puts
+/// `grpc-status` in either).
+pub struct Answer {
+    pub status: u16,
+    pub body: Bytes,
+    pub fields: HeaderMap,
+}
 
 /// A connection kept between calls (`post_bytes`); closed when dropped.
 #[derive(Default)]
@@ -221,32 +313,36 @@ impl Drop for Kept {
     }
 }
 
-async fn handshake<S>(stream: S) -> Result<(Sender, tokio::task::JoinHandle<()>), String>
+async fn handshake<S>(stream: S, h2: bool) -> Result<(Sender, tokio::task::JoinHandle<()>), String>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let io = hyper_util::rt::TokioIo::new(stream);
+    if h2 {
+        let executor = hyper_util::rt::TokioExecutor::new();
+        let (sender, connection) =
+            hyper::client::conn::http2::handshake(executor, io).await.map_err(|e| e.to_string())?;
+        let driving = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        return Ok((Sender::H2(sender), driving));
+    }
     let (sender, connection) = hyper::client::conn::http1::handshake(io).await.map_err(|e| e.to_string())?;
     let driving = tokio::spawn(async move {
         let _ = connection.await;
     });
-    Ok((sender, driving))
+    Ok((Sender::H1(sender), driving))
 }
 
-/// `request`'s answer on `sender`.
-async fn answer(sender: &mut Sender, request: hyper::Request<Full<Bytes>>) -> Result<(u16, Bytes), String> {
-    read(sender.send_request(request).await.map_err(|e| e.to_string())?).await
-}
-
-/// A response's status and body (at most `ANSWER_LIMIT`).
-async fn read(response: hyper::Response<hyper::body::Incoming>) -> Result<(u16, Bytes), String> {
-    let status = response.status().as_u16();
-    let body = Limited::new(response.into_body(), ANSWER_LIMIT)
-        .collect()
-        .await
-        .map_err(|e| format!("reading the answer: {e}"))?
-        .to_bytes();
-    Ok((status, body))
+/// A response's status, header fields, body (at most `ANSWER_LIMIT`) and trailers.
+async fn read(response: Response) -> Result<Answer, String> {
+    let (parts, body) = response.into_parts();
+    let collected = Limited::new(body, ANSWER_LIMIT).collect().await.map_err(|e| format!("reading the answer: {e}"))?;
+    let mut fields = parts.headers;
+    if let Some(trailers) = collected.trailers() {
+        fields.extend(trailers.clone());
+    }
+    Ok(Answer { status: parts.status.as_u16(), body: collected.to_bytes(), fields })
 }
 
 fn client_config(ca: Option<&std::path::Path>) -> Result<rustls::ClientConfig, Failure> {

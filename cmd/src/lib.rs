@@ -154,12 +154,13 @@ fn infraflow_command() -> ExitCode {
                         sweep_regions,
                         check_every,
                         allow_roles,
+                        trace_link,
                         api,
                     } => {
                         let sweep = execute::SweepSchedule::new(sweep_every, sweep_regions)?;
                         let schedules = execute::Schedules::new(sweep, check_every)?;
                         let api = api::ApiConfig::from_args(api);
-                        let page = execute::PageConfig { listen, allow_remote_actions, page_hosts };
+                        let page = execute::PageConfig { listen, allow_remote_actions, page_hosts, trace_link };
                         execute::daemon(&db, workers, page, api, schedules, allow_roles).await
                     }
                     Command::Check { infra_id, region, json } => check::check(&db, &infra_id, &region, json).await,

@@ -1,6 +1,6 @@
 //! A test collector: an OTLP/HTTP receiver on a loopback port that decodes what it is sent with
 //! a protobuf reader of its own (not the exporter's encoder); or one that is silent, slow, or
-//! closes a connection without answering.
+//! closes a connection without answering; or an OTLP/gRPC receiver (HTTP/2, hyper's server).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -26,7 +26,11 @@ pub struct Got {
 pub struct Collector {
     pub port: u16,
     spans: Arc<Mutex<Vec<Got>>>,
+    /// Each export's request header fields, names lowercased.
+    heads: Heads,
 }
+
+type Heads = Arc<Mutex<Vec<BTreeMap<String, String>>>>;
 
 enum Field<'a> {
     Int(u64),
@@ -194,6 +198,8 @@ impl Collector {
         let spans = Arc::new(Mutex::new(Vec::new()));
         let kept = spans.clone();
         let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let heads = Heads::default();
+        let heads_kept = heads.clone();
         std::thread::spawn(move || {
             let mut held = Vec::new();
             for conn in listener.incoming() {
@@ -202,11 +208,45 @@ impl Collector {
                     held.push(conn);
                     continue;
                 }
-                let (kept, requests) = (kept.clone(), requests.clone());
-                std::thread::spawn(move || answer_exports(conn, answering, &kept, &requests));
+                let (kept, requests, heads) = (kept.clone(), requests.clone(), heads_kept.clone());
+                std::thread::spawn(move || answer_exports(conn, answering, &kept, &requests, &heads));
             }
         });
-        Collector { port, spans }
+        Collector { port, spans, heads }
+    }
+
+    /// An OTLP/gRPC collector (HTTP/2 from the first byte, as on loopback): takes each
+    /// `TraceService/Export` whose framing is right, answers `grpc-status` 0 in the trailers.
+    pub fn grpc() -> Collector {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let (spans, heads) = (Arc::new(Mutex::new(Vec::new())), Heads::default());
+        let (kept, heads_kept) = (spans.clone(), heads.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                while let Ok((tcp, _)) = listener.accept().await {
+                    let (kept, heads) = (kept.clone(), heads_kept.clone());
+                    let service = hyper::service::service_fn(move |request| {
+                        let (kept, heads) = (kept.clone(), heads.clone());
+                        async move { Ok::<_, std::convert::Infallible>(grpc_export(request, &kept, &heads).await) }
+                    });
+                    tokio::spawn(async move {
+                        let io = hyper_util::rt::TokioIo::new(tcp);
+                        let executor = hyper_util::rt::TokioExecutor::new();
+                        let _ = hyper::server::conn::http2::Builder::new(executor).serve_connection(io, service).await;
+                    });
+                }
+            });
+        });
+        Collector { port, spans, heads }
+    }
+
+    /// The header fields of every export received.
+    pub fn heads(&self) -> Vec<BTreeMap<String, String>> {
+        self.heads.lock().unwrap().clone()
     }
 
     pub fn env(&self) -> Vec<(String, String)> {
@@ -228,6 +268,7 @@ fn answer_exports(
     answering: Answering,
     kept: &Mutex<Vec<Got>>,
     requests: &std::sync::atomic::AtomicUsize,
+    heads: &Heads,
 ) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 65536];
@@ -237,6 +278,8 @@ fn answer_exports(
                 let head = String::from_utf8_lossy(&buf[..i]).to_lowercase();
                 assert!(head.starts_with("post /v1/traces "), "{head}");
                 assert!(head.contains("content-type: application/x-protobuf"), "{head}");
+                let fields = head.lines().skip(1).filter_map(|l| l.split_once(':'));
+                heads.lock().unwrap().push(fields.map(|(k, v)| (k.trim().into(), v.trim().into())).collect());
                 let len = head
                     .lines()
                     .find_map(|l| l.strip_prefix("content-length:"))
@@ -273,4 +316,30 @@ fn answer_exports(
             return;
         }
     }
+}
+
+/// One gRPC export: checks its method, content type and framing, keeps its spans; answers an
+/// empty `ExportTraceServiceResponse` and `grpc-status` 0.
+async fn grpc_export(
+    request: hyper::Request<hyper::body::Incoming>,
+    kept: &Mutex<Vec<Got>>,
+    heads: &Heads,
+) -> hyper::Response<http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>> {
+    use http_body_util::BodyExt;
+    let (parts, body) = request.into_parts();
+    assert_eq!(parts.uri.path(), "/opentelemetry.proto.collector.trace.v1.TraceService/Export");
+    assert_eq!(parts.headers["content-type"], "application/grpc");
+    assert_eq!(parts.headers["te"], "trailers");
+    let fields = parts.headers.iter().map(|(k, v)| (k.as_str().into(), v.to_str().unwrap_or_default().into()));
+    heads.lock().unwrap().push(fields.collect());
+    let body = body.collect().await.unwrap().to_bytes();
+    assert_eq!(body[0], 0, "not compressed");
+    assert_eq!(u32::from_be_bytes(body[1..5].try_into().unwrap()) as usize, body.len() - 5, "one message, framed");
+    kept.lock().unwrap().extend(decode(&body[5..]));
+    let mut trailers = hyper::HeaderMap::new();
+    trailers.insert("grpc-status", "0".parse().unwrap());
+    let answer = http_body_util::Full::new(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]))
+        .with_trailers(async move { Some(Ok(trailers)) })
+        .boxed();
+    hyper::Response::builder().header("content-type", "application/grpc").body(answer).unwrap()
 }

@@ -126,14 +126,15 @@ impl Prepared {
     }
 
     /// Binds and serves in the background.
-    pub async fn start(self, engine: Arc<Engine>) -> Result<SocketAddr, Failure> {
+    pub async fn start(self, engine: Arc<Engine>, trace_link: Option<String>) -> Result<SocketAddr, Failure> {
         let listener = tokio::net::TcpListener::bind(self.listen).await.map_err(|e| {
             Failure::usage(format!("cannot listen on {} for the API: {e}; pick a free port", self.listen))
         })?;
         let bound = listener.local_addr().unwrap_or(self.listen);
         let tls = self.tls.is_some();
         let tenants = self.auth.tenants.clone();
-        let page = crate::page::Page::new(engine.journal().clone(), true, crate::page::Guard::signed_in());
+        let page = crate::page::Page::new(engine.journal().clone(), true, crate::page::Guard::signed_in())
+            .with_trace_link(trace_link);
         let api = Arc::new(Api {
             page,
             sessions: session::Sessions::default(),

@@ -47,6 +47,8 @@ pub struct Page {
     sweep: crate::sweep::SharedSweep,
     /// The daemon's last drift check of each cluster (`--check-every`), shown under the list.
     checks: crate::checked::SharedChecks,
+    /// `--trace-link`: where a workflow's trace id links to (`{traceId}` replaced).
+    trace_link: Option<String>,
 }
 
 type Reply = Response<Full<Bytes>>;
@@ -67,7 +69,15 @@ impl Page {
         ] {
             templates.add_template(name, source).expect("the page's templates parse");
         }
-        Page { journal, templates, actions, guard, sweep: Default::default(), checks: Default::default() }
+        Page {
+            journal,
+            templates,
+            actions,
+            guard,
+            sweep: Default::default(),
+            checks: Default::default(),
+            trace_link: None,
+        }
     }
 
     pub fn guard(&self) -> &Guard {
@@ -83,6 +93,12 @@ impl Page {
     /// The page with the daemon's last drift checks under the list.
     pub fn with_checks(mut self, checks: crate::checked::SharedChecks) -> Page {
         self.checks = checks;
+        self
+    }
+
+    /// The page with each workflow's trace id linked to `link` (`{traceId}` replaced).
+    pub fn with_trace_link(mut self, link: Option<String>) -> Page {
+        self.trace_link = link;
         self
     }
 
@@ -278,6 +294,7 @@ impl Page {
                     base => self.base(viewer),
                     title => id,
                     refresh => facts["unfinished"].as_bool().unwrap_or(false).then_some(REFRESH_SECONDS),
+                    trace_link => status["traceId"].as_str().zip(self.trace_link.as_ref()).map(|(id, link)| link.replace("{traceId}", id)),
                     w => status,
                     facts => facts,
                 },
