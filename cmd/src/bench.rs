@@ -134,8 +134,9 @@ pub async fn bench(dir: &Path, steps: u32, rounds: u32, json_out: bool) -> CmdRe
             "concurrentWorkflows": CONCURRENT_WORKFLOWS,
             "concurrentStepsEach": CONCURRENT_STEPS,
         });
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        println!("{}", serde_json::to_string_pretty(&with_trace_spans(v)).unwrap_or_default());
     } else {
+        print_trace_spans();
         println!("medians of {rounds} rounds:");
         println!("(c) raw ceiling: single-row INSERT transactions, WAL + synchronous=FULL: {c:>9.0} tx/s");
         println!(
@@ -148,6 +149,22 @@ pub async fn bench(dir: &Path, steps: u32, rounds: u32, json_out: bool) -> CmdRe
         );
     }
     Ok(OK)
+}
+
+/// With tracing on, the spans sent and dropped so far: a figure counts only if its spans were
+/// sent (those still queued are sent as the command ends).
+fn with_trace_spans(mut v: serde_json::Value) -> serde_json::Value {
+    if infraflow_trace::enabled().is_some() {
+        v["traceSpans"] = json!({ "sent": crate::otlp::exported(), "dropped": infraflow_trace::dropped() });
+    }
+    v
+}
+
+fn print_trace_spans() {
+    if infraflow_trace::enabled().is_some() {
+        let (sent, dropped) = (crate::otlp::exported(), infraflow_trace::dropped());
+        println!("tracing on: {sent} spans sent, {dropped} dropped; the queued rest is sent as the command ends");
+    }
 }
 
 /// Clients of pgbench's usual many-client figure.
@@ -191,8 +208,9 @@ pub async fn bench_postgres(target: &PgTarget, steps: u32, rounds: u32, json_out
             "concurrentWorkflows": CONCURRENT_WORKFLOWS,
             "concurrentStepsEach": CONCURRENT_STEPS,
         });
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        println!("{}", serde_json::to_string_pretty(&with_trace_spans(v)).unwrap_or_default());
     } else {
+        print_trace_spans();
         println!("medians of {rounds} rounds, PostgreSQL at {target}:");
         println!("(c1) raw ceiling: single-row INSERT transactions, 1 client:   {c1:>9.0} tx/s");
         println!("(c16) raw ceiling: single-row INSERT transactions, {PG_CLIENTS} clients: {c16:>9.0} tx/s");
