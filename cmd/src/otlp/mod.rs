@@ -70,7 +70,8 @@ impl Drop for Tracing {
 /// Gives the calling thread (the exporter's) the lowest CPU priority (nice 19; Linux's nice is
 /// a thread's): a busy engine's steps go first, and its spare CPU sends the spans. Measured on
 /// the engine benchmark: at the default priority the exporter's wake-ups (one a batch) and
-/// sends cost the concurrent steps 7.5%; at 19, 3.5% (BENCHMARKS.md). If the CPU is never
+/// sends cost the concurrent steps 7.5%; at 19, 3.5% (a build with a switch, 15 alternations of
+/// `bench`; BENCHMARKS.md has the figures since). If the CPU is never
 /// spare, the queue fills and spans are dropped and counted: the workflows are not slowed.
 fn yield_to_the_workflows() {
     // SAFETY: setpriority takes no pointers and changes only this thread's scheduling weight.
