@@ -307,7 +307,7 @@ fn exporter_settings_that_cannot_work_are_refused_naming_the_variable_and_never_
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", "http/protobuf"),
         ("OTEL_EXPORTER_OTLP_HEADERS", "x-key=s3cr3t,broken", "entry 2 is not key=value"),
         ("OTEL_EXPORTER_OTLP_HEADERS", "content-type=s3cr3t", "set by infraflow"),
-        ("OTEL_EXPORTER_OTLP_HEADERS", "x key=s3cr3t", "is not a header name"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "authorization:Basic s3cr3t=", "entry 1 does not start with a header name"),
         ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-key=s3cr3t\u{1}", "the value of x-key is not a header value"),
     ] {
         let mut vars = env_of(&collector);
@@ -353,4 +353,20 @@ fn the_page_links_a_workflows_trace_id_to_the_trace_viewer_named() {
     let page = page.replace("&#x2f;", "/").replace("&amp;", "&");
     let href = format!("href=\"https://jaeger.example/trace/{trace}?uiFind=x&y=1\"");
     assert!(page.contains(&href), "no {href} in the page: {page}");
+}
+
+/// A collector that closes a connection idle for 200 ms (a keep-alive timeout) while the run
+/// exports every 500 ms: the close is seen as it comes, each export goes on a new connection,
+/// and the whole run arrives.
+#[test]
+fn a_collector_closing_idle_connections_loses_no_batch() {
+    let e = Env::new();
+    let collector = Collector::closing_idle_after(std::time::Duration::from_millis(200));
+    let vars = env_of(&collector);
+    let input = e.input("c.json", json!({"steps": 5, "stepMillis": 500}));
+    let run = e.s.cli_env(&["run", "canary", "--input", &input, "--id", "idle"], &refs(&vars));
+    assert!(run.status.success(), "{}", support::stderr(&run));
+    let spans = collector.spans();
+    let named = |n: &str| spans.iter().filter(|g| g.name == n).count();
+    assert_eq!((named("canary idle"), named("execution"), named("step")), (1, 1, 5), "{spans:#?}");
 }

@@ -141,7 +141,7 @@ impl Server {
     async fn limited<T>(&self, work: impl std::future::Future<Output = Result<T, Failure>>) -> Result<T, Failure> {
         match self.timeout {
             Some(limit) => tokio::time::timeout(limit, work).await.unwrap_or_else(|_| {
-                Err(Failure::other(format!("no answer from {}:{} within {}s", self.host, self.port, limit.as_secs())))
+                Err(Failure::other(format!("no answer from {}:{} within {limit:?}", self.host, self.port)))
             }),
             None => work.await,
         }

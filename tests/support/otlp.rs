@@ -168,6 +168,8 @@ enum Answering {
     Slowly(std::time::Duration),
     /// Reads every request whole; every second one is kept and its connection closed unanswered.
     EverySecondUnanswered,
+    /// 200, and a connection idle this long closed (a keep-alive timeout).
+    ClosingIdleAfter(std::time::Duration),
 }
 
 impl Collector {
@@ -184,6 +186,11 @@ impl Collector {
     /// A collector that answers every export 200 after `delay`.
     pub fn slow(delay: std::time::Duration) -> Collector {
         Self::serve(Answering::Slowly(delay))
+    }
+
+    /// A collector that answers every export 200 and closes a connection idle for `idle`.
+    pub fn closing_idle_after(idle: std::time::Duration) -> Collector {
+        Self::serve(Answering::ClosingIdleAfter(idle))
     }
 
     /// A collector that reads every export whole, and closes the connection without answering
@@ -272,6 +279,10 @@ fn answer_exports(
 ) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 65536];
+    if let Answering::ClosingIdleAfter(idle) = answering {
+        // A read that times out waiting for the next request ends the connection.
+        conn.set_read_timeout(Some(idle)).unwrap();
+    }
     for on_this in 1.. {
         let (head_end, len) = loop {
             if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {

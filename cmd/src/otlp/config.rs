@@ -88,9 +88,11 @@ fn headers() -> Result<Vec<(HeaderName, HeaderValue)>, Failure> {
     };
     key_values(name, &value)?
         .into_iter()
-        .map(|(k, v)| {
+        .enumerate()
+        .map(|(i, (k, v))| {
+            // Not echoed: a name that is not one may hold a key (`authorization:Basic …=`).
             let key = HeaderName::from_bytes(k.as_bytes())
-                .map_err(|_| Failure::usage(format!("{name}: {k:?} is not a header name")))?;
+                .map_err(|_| Failure::usage(format!("{name}: entry {} does not start with a header name", i + 1)))?;
             if ["host", "content-type", "content-length", "transfer-encoding", "connection", "te"]
                 .contains(&key.as_str())
             {
