@@ -355,18 +355,24 @@ fn the_page_links_a_workflows_trace_id_to_the_trace_viewer_named() {
     assert!(page.contains(&href), "no {href} in the page: {page}");
 }
 
-/// A collector that closes a connection idle for 200 ms (a keep-alive timeout) while the run
-/// exports every 500 ms: the close is seen as it comes, each export goes on a new connection,
-/// and the whole run arrives.
+/// Collectors that close a connection idle for a while (a keep-alive timeout): 100 ms while
+/// the run exports about every 200 ms (the close is seen as it comes), and 500 ms with exports
+/// every 500 ms (the timeout and the next export fire together): each batch goes on a new
+/// connection and the whole run arrives.
 #[test]
 fn a_collector_closing_idle_connections_loses_no_batch() {
     let e = Env::new();
-    let collector = Collector::closing_idle_after(std::time::Duration::from_millis(200));
-    let vars = env_of(&collector);
-    let input = e.input("c.json", json!({"steps": 5, "stepMillis": 500}));
-    let run = e.s.cli_env(&["run", "canary", "--input", &input, "--id", "idle"], &refs(&vars));
-    assert!(run.status.success(), "{}", support::stderr(&run));
-    let spans = collector.spans();
-    let named = |n: &str| spans.iter().filter(|g| g.name == n).count();
-    assert_eq!((named("canary idle"), named("execution"), named("step")), (1, 1, 5), "{spans:#?}");
+    for (idle, delay, step) in [(100, 0, 200), (500, 500, 100)] {
+        let collector = Collector::closing_idle_after(std::time::Duration::from_millis(idle));
+        let mut vars = env_of(&collector);
+        vars.push(("OTEL_BSP_SCHEDULE_DELAY".into(), delay.to_string()));
+        let input = e.input("c.json", json!({"steps": 8, "stepMillis": step}));
+        let id = format!("idle{idle}");
+        let run = e.s.cli_env(&["run", "canary", "--input", &input, "--id", &id], &refs(&vars));
+        assert!(run.status.success(), "{}", support::stderr(&run));
+        let spans = collector.spans();
+        let named = |n: &str| spans.iter().filter(|g| g.name == n).count();
+        let got = (named(&format!("canary {id}")), named("execution"), named("step"));
+        assert_eq!(got, (1, 1, 8), "idle {idle} ms, delay {delay} ms: {spans:#?}");
+    }
 }
