@@ -153,16 +153,19 @@ pub async fn bench(dir: &Path, steps: u32, rounds: u32, json_out: bool) -> CmdRe
 
 /// With tracing on, the spans sent and dropped so far: a figure counts only if its spans were
 /// sent (those still queued are sent as the command ends).
+fn trace_spans() -> Option<(u64, u64)> {
+    infraflow_trace::enabled().map(|_| (crate::otlp::exported(), infraflow_trace::dropped()))
+}
+
 fn with_trace_spans(mut v: serde_json::Value) -> serde_json::Value {
-    if infraflow_trace::enabled().is_some() {
-        v["traceSpans"] = json!({ "sent": crate::otlp::exported(), "dropped": infraflow_trace::dropped() });
+    if let Some((sent, dropped)) = trace_spans() {
+        v["traceSpans"] = json!({ "sent": sent, "dropped": dropped });
     }
     v
 }
 
 fn print_trace_spans() {
-    if infraflow_trace::enabled().is_some() {
-        let (sent, dropped) = (crate::otlp::exported(), infraflow_trace::dropped());
+    if let Some((sent, dropped)) = trace_spans() {
         println!("tracing on: {sent} spans sent, {dropped} dropped; the queued rest is sent as the command ends");
     }
 }

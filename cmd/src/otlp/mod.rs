@@ -1,7 +1,7 @@
 //! Spans out by OTLP (HTTP/protobuf or gRPC), configured by the standard `OTEL_*` variables
-//! (`config`) and off when no endpoint is set. The exporter is a thread of its own: a workflow only ever puts a span in
-//! a bounded queue, so a slow, refusing or silent collector costs it nothing; what cannot be
-//! sent is dropped and counted (`infraflow_trace_spans{outcome="dropped"}`).
+//! (`config`) and off when no endpoint is set. The exporter is a thread of its own: a workflow
+//! only ever puts a span in a bounded queue, so a slow, refusing or silent collector costs it
+//! nothing; what cannot be sent is dropped and counted (`infraflow_trace_spans{outcome="dropped"}`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -56,8 +56,8 @@ pub fn install_from_env() -> Result<Option<Tracing>, Failure> {
 impl Drop for Tracing {
     fn drop(&mut self) {
         self.closing.store(true, Ordering::SeqCst);
-        // A collector whose last export failed (refused, unreachable, timed out) gets none of the command's
-        // time; one never heard yet (a short command's only export is its last) a moment.
+        // A collector whose last export failed (refused, unreachable, timed out) gets none of the
+        // command's time; one never heard yet (a short command's only export is its last) a moment.
         let limit = match (self.healthy.load(Ordering::SeqCst), self.answered.load(Ordering::SeqCst)) {
             (false, _) => Duration::ZERO,
             (true, true) => Duration::from_secs(2),
