@@ -241,6 +241,11 @@ impl Server {
 
     async fn on_kept(&self, kept: &mut Kept, mut request: Request) -> Result<Answer, Failure> {
         if let Some((sender, _)) = kept.connection.as_mut() {
+            // The connection's driver runs only while the caller waits on a call (the exporter's
+            // runtime has one thread, its own): before a reuse it is given a moment to read
+            // what the server sent while the connection sat idle — a close, a GOAWAY — so that
+            // `ready` fails and the request goes on a new connection, not into a closed one.
+            tokio::time::sleep(SETTLE).await;
             // An error from `ready`: the server closed the connection while it was idle.
             if sender.ready().await.is_ok() {
                 match sender.try_send(request).await {
@@ -305,6 +310,10 @@ pub struct Answer {
 /// request is written loses it, so a connection idle longer than this is replaced first. Exports
 /// at a full batch's pace come far sooner and keep their connection.
 const KEPT_IDLE: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// How long a kept connection's driver is run before the connection is used again: one pass
+/// of the runtime's I/O driver is all it needs; the timer's granularity makes it about 1 ms.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// A connection kept between calls (`post_bytes`); closed when dropped.
 #[derive(Default)]

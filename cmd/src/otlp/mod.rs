@@ -89,16 +89,10 @@ fn export_loop(
     healthy: &AtomicBool,
     answered: &AtomicBool,
 ) {
-    // The connection is driven on a thread of its own (at the same priority), not only while
-    // a batch is sent: a collector's close of the idle connection is seen when it comes, so the
-    // next batch goes on a new connection instead of into a closed one.
-    let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("otlp-connection")
-        .on_thread_start(yield_to_the_workflows)
-        .enable_all()
-        .build()
-    else {
+    // One thread for the batches and their connection: the connection is driven while a batch
+    // is sent, and looked at before each reuse (`http_client`), without a second thread's
+    // wake-ups competing with the workflows for the CPU.
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
         return;
     };
     let mut batch = Batch::default();
