@@ -218,6 +218,24 @@ fn a_send_in_flight_at_exit_is_waited_for_and_nothing_queued_is_lost() {
     assert_eq!((named("canary slow"), named("execution"), named("step")), (1, 1, 20), "{spans:#?}");
 }
 
+/// A short command ends before its collector has answered anything: the exit waits 200 ms for
+/// a collector not heard yet, and the full 2 s once it answers, so a healthy collector that
+/// takes 80 ms an export gets all of a quick run's batches, not only those sent within 200 ms.
+#[test]
+fn a_quick_run_waits_for_a_collector_that_answers_while_it_exits() {
+    let e = Env::new();
+    let collector = Collector::slow(std::time::Duration::from_millis(80));
+    let mut vars = env_of(&collector);
+    vars.push(("OTEL_BSP_MAX_EXPORT_BATCH_SIZE".into(), "4".into()));
+    let input = e.input("c.json", json!({"steps": 8}));
+    let run = e.s.cli_env(&["run", "canary", "--input", &input, "--id", "quick"], &refs(&vars));
+    assert!(run.status.success(), "{}", support::stderr(&run));
+    let spans = collector.spans();
+    let named = |n: &str| spans.iter().filter(|g| g.name == n).count();
+    // 19 spans in batches of 4: five exports, 400 ms of answers.
+    assert_eq!((named("canary quick"), named("execution"), named("step")), (1, 1, 8), "{spans:#?}");
+}
+
 /// A collector that read a batch and closed the connection without answering may have kept
 /// it: the exporter does not send it again (it is counted dropped), so no span arrives twice.
 #[test]
@@ -285,7 +303,8 @@ fn a_grpc_collector_receives_the_run_with_the_configured_headers_and_the_key_is_
     assert!(run.status.success(), "{}", support::stderr(&run));
     let spans = collector.spans();
     let named = |n: &str| spans.iter().filter(|g| g.name == n).count();
-    assert_eq!((named("canary g1"), named("execution"), named("step")), (1, 1, 6), "{spans:#?}");
+    let why = support::stderr(&run).lines().filter(|l| l.contains("collector")).collect::<Vec<_>>().join("\n");
+    assert_eq!((named("canary g1"), named("execution"), named("step")), (1, 1, 6), "{why}\n{spans:#?}");
     let heads = collector.heads();
     assert!(heads.len() >= 4, "batches of 4: {} exports", heads.len());
     for h in &heads {

@@ -24,8 +24,8 @@ pub fn exported() -> u64 {
 }
 
 /// The running exporter; dropping it sends what is queued, waiting at most 2 s for a collector
-/// that has answered before, 200 ms for one never heard yet, not at all for one whose last
-/// export failed (refused, unreachable or timed out).
+/// that has answered, 200 ms for one not heard yet (2 s from when it answers), not at all for
+/// one whose last export failed (refused, unreachable or timed out).
 pub struct Tracing {
     closing: Arc<AtomicBool>,
     healthy: Arc<AtomicBool>,
@@ -57,13 +57,22 @@ impl Drop for Tracing {
     fn drop(&mut self) {
         self.closing.store(true, Ordering::SeqCst);
         // A collector whose last export failed (refused, unreachable, timed out) gets none of the
-        // command's time; one never heard yet (a short command's only export is its last) a moment.
-        let limit = match (self.healthy.load(Ordering::SeqCst), self.answered.load(Ordering::SeqCst)) {
-            (false, _) => Duration::ZERO,
-            (true, true) => Duration::from_secs(2),
-            (true, false) => Duration::from_millis(200),
-        };
-        let _ = self.done.recv_timeout(limit);
+        // command's time; one never heard yet (a short command's only export is its last) a
+        // moment, and the full wait as soon as it answers (the first export may be under way).
+        let started = Instant::now();
+        loop {
+            let limit = match (self.healthy.load(Ordering::SeqCst), self.answered.load(Ordering::SeqCst)) {
+                (false, _) => Duration::ZERO,
+                (true, true) => Duration::from_secs(2),
+                (true, false) => Duration::from_millis(200),
+            };
+            let left = limit.saturating_sub(started.elapsed());
+            let waited = self.done.recv_timeout(left.min(Duration::from_millis(20)));
+            // Done, or the exporter's thread is gone (the channel disconnected).
+            if left.is_zero() || !matches!(waited, Err(std::sync::mpsc::RecvTimeoutError::Timeout)) {
+                return;
+            }
+        }
     }
 }
 
