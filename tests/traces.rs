@@ -375,18 +375,19 @@ fn the_page_links_a_workflows_trace_id_to_the_trace_viewer_named() {
 }
 
 /// Collectors that close a connection idle for a while (a keep-alive timeout): 100 ms while
-/// the run exports about every 200 ms (the close is seen as it comes), and 500 ms with exports
-/// every 500 ms (the timeout and the next export fire together): each batch goes on a new
-/// connection and the whole run arrives.
+/// the run exports about every 200 ms (the close is seen as it comes), 500 ms with exports
+/// every 500 ms, and 100 ms with exports every 100 ms (the timeout and the next export fire
+/// together; the exporter learns the timeout from the first close): each batch goes on a
+/// connection the collector keeps, and the whole run arrives.
 #[test]
 fn a_collector_closing_idle_connections_loses_no_batch() {
     let e = Env::new();
-    for (idle, delay, step) in [(100, 0, 200), (500, 500, 100)] {
+    for (idle, delay, step) in [(100, 0, 200), (500, 500, 100), (100, 100, 40)] {
         let collector = Collector::closing_idle_after(std::time::Duration::from_millis(idle));
         let mut vars = env_of(&collector);
         vars.push(("OTEL_BSP_SCHEDULE_DELAY".into(), delay.to_string()));
         let input = e.input("c.json", json!({"steps": 8, "stepMillis": step}));
-        let id = format!("idle{idle}");
+        let id = format!("idle{idle}-{delay}");
         let run = e.s.cli_env(&["run", "canary", "--input", &input, "--id", &id], &refs(&vars));
         assert!(run.status.success(), "{}", support::stderr(&run));
         let spans = collector.spans();
