@@ -73,8 +73,9 @@ impl Server {
 /// at a full batch's pace come far sooner and keep their connection.
 const KEPT_IDLE: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// The shortest idle limit learnt from a server (`Kept::idle_limit`): one that closes
-/// connections at once (`connection: close`) costs a handshake an export at most every 25 ms.
+/// The shortest idle limit learnt from a server (`Kept::idle_limit`): one seen closing a
+/// connection at once (after `connection: close`) still leaves a connection used within 25 ms
+/// of its last answer — a busy exporter's — to be used again.
 const LEARNT_FLOOR: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// How long a kept connection's driver is run when the server sent something while it was idle:
@@ -135,7 +136,7 @@ impl Kept {
     }
 
     /// How long the connection may sit idle and be used again: `KEPT_IDLE`, or half the
-    /// server's keep-alive timeout once one under 500 ms has been seen, so that an export
+    /// server's keep-alive timeout once one under 500 ms has been seen (not under the floor), so that an export
     /// interval that matches it (a 100 ms timeout, exports every 100 ms) does not race it.
     fn idle_limit(&self) -> std::time::Duration {
         self.server_idle.map_or(KEPT_IDLE, |seen| (seen / 2).clamp(LEARNT_FLOOR, KEPT_IDLE))
