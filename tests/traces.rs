@@ -377,8 +377,8 @@ fn the_page_links_a_workflows_trace_id_to_the_trace_viewer_named() {
 /// Collectors that close a connection idle for a while (a keep-alive timeout): 100 ms while
 /// the run exports about every 200 ms (the close is seen as it comes), 500 ms with exports
 /// every 500 ms, and 100 ms with exports every 100 ms (the timeout and the next export fire
-/// together; the exporter learns the timeout from the first close): each batch goes on a
-/// connection the collector keeps, and the whole run arrives.
+/// together: a batch may meet the close; this collector's close is seen first): each batch
+/// goes on a connection the collector keeps, and the whole run arrives.
 #[test]
 fn a_collector_closing_idle_connections_loses_no_batch() {
     let e = Env::new();

@@ -21,7 +21,7 @@ impl Server {
         body: Vec<u8>,
     ) -> Result<Answer, Failure> {
         let request = self.request("POST", path, content_type, Bytes::from(body), None)?;
-        if kept.idle().is_some_and(|idle| idle > kept.idle_limit()) {
+        if kept.last_answer.is_some_and(|at| at.elapsed() > KEPT_IDLE) {
             // A server's keep-alive timeout may fire just as this request is written.
             kept.close();
         }
@@ -59,7 +59,7 @@ impl Server {
                     },
                 }
             }
-            kept.closed_by_server();
+            kept.close();
         }
         let connection = kept.connection.insert(self.connect().await?);
         let response = connection.sender.send(request).await.map_err(|e| self.unreachable(&e))?;
@@ -72,11 +72,6 @@ impl Server {
 /// request is written loses it, so a connection idle longer than this is replaced first. Exports
 /// at a full batch's pace come far sooner and keep their connection.
 const KEPT_IDLE: std::time::Duration = std::time::Duration::from_millis(250);
-
-/// The shortest idle limit learnt from a server (`Kept::idle_limit`): one seen closing a
-/// connection at once (after `connection: close`) still leaves a connection used within 25 ms
-/// of its last answer — a busy exporter's — to be used again.
-const LEARNT_FLOOR: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// How long a kept connection's driver is run when the server sent something while it was idle:
 /// one pass of the runtime's I/O driver is all it needs; the timer makes it about 2 ms.
@@ -125,32 +120,9 @@ pub struct Kept {
     connection: Option<Connection>,
     /// When it last answered.
     last_answer: Option<std::time::Instant>,
-    /// The shortest time the server let a kept connection sit idle before closing it (as seen
-    /// before a reuse): its keep-alive timeout is at most this.
-    server_idle: Option<std::time::Duration>,
 }
 
 impl Kept {
-    fn idle(&self) -> Option<std::time::Duration> {
-        self.last_answer.map(|at| at.elapsed())
-    }
-
-    /// How long the connection may sit idle and be used again: `KEPT_IDLE`, or half the
-    /// server's keep-alive timeout once one under 500 ms has been seen (not under the floor), so that an export
-    /// interval that matches it (a 100 ms timeout, exports every 100 ms) does not race it.
-    fn idle_limit(&self) -> std::time::Duration {
-        self.server_idle.map_or(KEPT_IDLE, |seen| (seen / 2).clamp(LEARNT_FLOOR, KEPT_IDLE))
-    }
-
-    /// The server closed the connection before a request was written on it: remembers how
-    /// long it had been idle, and closes it.
-    fn closed_by_server(&mut self) {
-        if let Some(idle) = self.idle() {
-            self.server_idle = Some(self.server_idle.map_or(idle, |seen| seen.min(idle)));
-        }
-        self.close();
-    }
-
     fn close(&mut self) {
         self.last_answer = None;
         if let Some(connection) = self.connection.take() {
@@ -162,31 +134,5 @@ impl Kept {
 impl Drop for Kept {
     fn drop(&mut self) {
         self.close();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::{Duration, Instant};
-
-    #[test]
-    fn a_server_seen_closing_idle_connections_halves_the_idle_limit_down_to_a_floor() {
-        let mut kept = Kept::default();
-        assert_eq!(kept.idle_limit(), KEPT_IDLE, "nothing seen yet");
-        kept.last_answer = Instant::now().checked_sub(Duration::from_millis(100));
-        kept.closed_by_server();
-        let limit = kept.idle_limit();
-        assert!(limit >= Duration::from_millis(50) && limit < Duration::from_millis(60), "{limit:?}");
-        // A longer idle close later does not raise it; a shorter one lowers it to the floor.
-        kept.last_answer = Instant::now().checked_sub(Duration::from_secs(2));
-        kept.closed_by_server();
-        assert_eq!(kept.idle_limit(), limit);
-        kept.last_answer = Instant::now().checked_sub(Duration::from_millis(10));
-        kept.closed_by_server();
-        assert_eq!(kept.idle_limit(), LEARNT_FLOOR);
-        // A connection never answered on tells nothing of the server's timeout.
-        kept.closed_by_server();
-        assert_eq!(kept.idle_limit(), LEARNT_FLOOR);
     }
 }
